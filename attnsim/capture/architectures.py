@@ -1,0 +1,68 @@
+"""Where each supported architecture keeps its layers and attention projections.
+
+Paths are relative to ``model.base_model`` (so a ``...ForSequenceClassification``
+model works like its encoder) and to each layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict
+
+import torch.nn as nn
+
+from attnsim.errors import ModelError
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Module paths of one encoder family.
+
+    Attributes:
+        layers: path of the ``ModuleList`` of layers under ``base_model``.
+        query, key, value: paths (within a layer) of the Q, K, V projections, each ``Linear(d_model, H*d_head)``.
+        output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
+            its input is the concatenation of the heads' outputs Z.
+        vision: inputs are images (pixel_values), not token ids.
+    """
+
+    layers: str
+    query: str
+    key: str
+    value: str
+    output: str
+    vision: bool = False
+
+
+_BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
+_VIT = Architecture("encoder.layer", "attention.attention.query", "attention.attention.key", "attention.attention.value", "attention.output.dense", vision=True)
+
+ARCHITECTURES: Dict[str, Architecture] = {
+    "bert": _BERT,
+    "roberta": _BERT,
+    "xlm-roberta": _BERT,
+    "camembert": _BERT,
+    "electra": _BERT,
+    "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"),
+    "vit": _VIT,
+    "deit": _VIT,
+}
+
+
+def architecture_for(model_type: str) -> Architecture:
+    """The :class:`Architecture` of a ``config.model_type``.
+
+    Raises:
+        ModelError: the architecture is not supported; the message lists the supported ones.
+    """
+    if model_type not in ARCHITECTURES:
+        raise ModelError(
+            f"attnsim cannot capture attention heads of model type '{model_type}'. Supported model types: "
+            f"{', '.join(sorted(ARCHITECTURES))}. Use a model of one of these families."
+        )
+    return ARCHITECTURES[model_type]
+
+
+def layer_modules(model: nn.Module, arch: Architecture) -> nn.ModuleList:
+    """The encoder's layers (``base_model.<arch.layers>``)."""
+    return model.base_model.get_submodule(arch.layers)

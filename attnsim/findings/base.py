@@ -1,0 +1,100 @@
+"""Finding callbacks: each folds every predict batch into its accumulators.
+
+A finding declares the statistics it produces and whether it needs attention
+probabilities. It never logs: at the end of predict the runner asks each
+finding for its :class:`Summary` and hands it to the tracking module.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytorch_lightning as pl
+import torch
+
+from attnsim.stats.base import Accumulator
+from attnsim.stats.pairs import PairView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Summary:
+    """What one finding measured.
+
+    Attributes:
+        finding: the finding's name (metric-key prefix).
+        scalars: statistic -> (layer, head) tensor; logged per head (when listed
+            in ``stats.per_head``), as layer means and model means, and in the per-head table.
+        profiles: name -> (layer, head, K) tensor, e.g. by distance; logged as long tables.
+        extras: anything else the figures need (matrices, token tables).
+        windows: number of windows folded in.
+    """
+
+    finding: str
+    scalars: Dict[str, torch.Tensor]
+    profiles: Dict[str, torch.Tensor] = field(default_factory=dict)
+    extras: Dict[str, Any] = field(default_factory=dict)
+    windows: int = 0
+
+
+class Finding(pl.Callback):
+    """Base class. Subclasses set ``name``, ``statistics``, ``needs_attention``, and implement
+    :meth:`build` (the accumulators) and :meth:`summarise`."""
+
+    name: str = ""
+    description: str = ""
+    statistics: tuple = ()
+    needs_attention: bool = False
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, extra: Optional[Dict[str, Any]] = None):
+        super().__init__()
+        self.n_layers, self.n_heads, self.seq_len = n_layers, n_heads, seq_len
+        self.cfg = stats_cfg
+        self.extra = extra or {}
+        self.accumulators: Dict[str, Accumulator] = self.build()
+        self.windows = 0
+        self.error: Optional[BaseException] = None
+
+    def build(self) -> Dict[str, Accumulator]:
+        return {}
+
+    def metric_names(self) -> List[str]:
+        """Every model-mean metric name this finding logs (``finding/statistic``)."""
+        return [f"{self.name}/{s}" for s in self.statistics]
+
+    # -- Lightning hooks ---------------------------------------------------------
+    def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for acc in self.accumulators.values():
+            acc.to(pl_module.device)
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:  # noqa: ANN001
+        if self.error is not None:
+            return
+        try:
+            self.update(outputs)
+        except Exception as exc:  # noqa: BLE001 - keep the other findings running; the run fails at the end
+            log.exception("finding %s failed on batch %d; its statistics stop here", self.name, batch_idx)
+            self.error = exc
+
+    # -- statistics -------------------------------------------------------------------
+    def update(self, view: PairView) -> None:
+        for acc in self.accumulators.values():
+            acc.update(view)
+        self.windows += view.batch_size
+
+    def merge(self, other: "Finding") -> "Finding":
+        """Merge another instance's accumulators into this one."""
+        for key, acc in self.accumulators.items():
+            acc.merge(other.accumulators[key])
+        self.windows += other.windows
+        return self
+
+    def summarise(self) -> Summary:  # overridden by every finding
+        return Summary(self.name, {}, windows=self.windows)
+
+    def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
+        """Yield ``(artifact path, matplotlib figure)`` pairs, one figure alive at a time (none by default)."""
+        return iter(())

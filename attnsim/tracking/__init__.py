@@ -1,0 +1,1 @@
+"""MLflow naming, batching, artifacts, run lifecycle and comparisons."""

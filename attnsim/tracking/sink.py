@@ -1,0 +1,149 @@
+"""One MLflow run's sink: buffered metric batches, params, tags and artifacts.
+
+Metric keys follow one rule (README, "Metric keys"):
+``<finding>/<statistic>/L<layer:02d>/H<head:02d>`` per head,
+``<finding>/<statistic>/L<layer:02d>`` for layer means and
+``<finding>/<statistic>`` for model means; layers and heads are 0-indexed.
+Any character outside ``[A-Za-z0-9_./ -]`` becomes ``_`` (:func:`metric_key`);
+two different names that would collapse into one key raise ``ValueError``.
+
+Non-finite values never reach MLflow: they are skipped with one warning per
+key, and their number is logged as the metric ``attnsim/skipped_nonfinite``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from attnsim.errors import TrackingError
+
+log = logging.getLogger(__name__)
+
+_INVALID = re.compile(r"[^A-Za-z0-9_./ \-]")
+_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+_PARAM_BATCH = 100
+_PARAM_MAX = 6000
+
+
+def metric_key(name: str) -> str:
+    """Make ``name`` a valid MLflow metric key (see module docstring)."""
+    return _INVALID.sub("_", name)
+
+
+class RunSink:
+    """Logs to one run through an ``MlflowClient``; metrics are buffered and sent in batches of 1,000."""
+
+    def __init__(self, client, run_id: str):
+        self.client = client
+        self.run_id = run_id
+        self._buffer: List = []
+        self._keys: Dict[str, str] = {}
+        self._warned: set = set()
+        self.skipped_nonfinite = 0
+        self.ended: Optional[str] = None
+
+    # -- metrics ---------------------------------------------------------------
+    def _key(self, name: str) -> str:
+        key = metric_key(name)
+        other = self._keys.setdefault(key, name)
+        if other != name:
+            raise ValueError(f"Metric names '{other}' and '{name}' both become the key '{key}'; rename one of the statistics.")
+        return key
+
+    def check_keys(self, names: Iterable[str]) -> None:
+        """Register ``names`` up front so that collisions fail before anything is computed."""
+        for name in names:
+            self._key(name)
+
+    def log_metrics(self, metrics: Dict[str, float], step: int = 0) -> None:
+        """Buffer finite metrics (non-finite ones are skipped and counted); flush every 1,000."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for name, value in metrics.items():
+            key = self._key(name)
+            value = float(value)
+            if not math.isfinite(value):
+                self.skipped_nonfinite += 1
+                if key not in self._warned:
+                    self._warned.add(key)
+                    log.warning("skipping non-finite value %s of metric %s (warned once per key)", value, key)
+                continue
+            self._buffer.append(Metric(key, value, now, step))
+            if len(self._buffer) >= _BATCH:
+                self.flush()
+
+    def flush(self) -> None:
+        """Send buffered metrics."""
+        while self._buffer:
+            chunk, self._buffer = self._buffer[:_BATCH], self._buffer[_BATCH:]
+            self.client.log_batch(self.run_id, metrics=chunk, synchronous=True)
+
+    # -- params, tags, artifacts ----------------------------------------------
+    def log_params(self, params: Dict[str, str]) -> None:
+        """Log params in batches of 100 (values cut to MLflow's 6,000 characters)."""
+        from mlflow.entities import Param
+
+        items: List[Tuple[str, str]] = [(k, str(v)[:_PARAM_MAX]) for k, v in params.items()]
+        for i in range(0, len(items), _PARAM_BATCH):
+            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in items[i : i + _PARAM_BATCH]], synchronous=True)
+
+    def set_tags(self, tags: Dict[str, str]) -> None:
+        """Set run tags (values as strings)."""
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:_PARAM_MAX]) for k, v in tags.items()]
+        for i in range(0, len(items), _PARAM_BATCH):
+            self.client.log_batch(self.run_id, tags=items[i : i + _PARAM_BATCH], synchronous=True)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_figure(self, figure, artifact_file: str, dpi: int = 100) -> None:
+        """Save a matplotlib figure as an artifact and close it."""
+        import matplotlib.pyplot as plt
+
+        try:
+            self.client.log_figure(self.run_id, figure, artifact_file, save_kwargs={"dpi": dpi, "bbox_inches": "tight"})
+        finally:
+            plt.close(figure)
+
+    def log_table(self, frame, artifact_file: str) -> None:
+        """A pandas DataFrame as CSV (``.csv``) or as an MLflow table (``.json``, stackable with ``mlflow.load_table``)."""
+        if artifact_file.endswith(".csv"):
+            self.client.log_text(self.run_id, frame.to_csv(index=False), artifact_file)
+        else:
+            self.client.log_table(self.run_id, data=frame, artifact_file=artifact_file)
+
+    def log_artifact(self, local_path: str, artifact_path: Optional[str] = None) -> None:
+        self.client.log_artifact(self.run_id, local_path, artifact_path)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def finish(self, status: str = "FINISHED") -> None:
+        """Flush, record the skipped-value count and end the run with ``status``."""
+        if self.ended:
+            return
+        try:
+            self.flush()
+            if self.skipped_nonfinite:
+                self.client.log_metric(self.run_id, "attnsim/skipped_nonfinite", float(self.skipped_nonfinite))
+        finally:
+            self.client.set_terminated(self.run_id, status)
+            self.ended = status
+
+    def fail(self, exc: BaseException, status: str = "FAILED") -> None:
+        """Keep what was logged, tag the error, end the run as FAILED or KILLED."""
+        from attnsim.tracking.store import format_failure
+
+        try:
+            self.client.set_tag(self.run_id, "attnsim.error", format_failure(exc))
+        except Exception:  # noqa: BLE001 - the store may be what failed; still try to end the run
+            log.exception("could not tag the failed run %s", self.run_id)
+        try:
+            self.finish(status)
+        except Exception as second:  # noqa: BLE001
+            raise TrackingError(f"Run {self.run_id} could not be ended as {status}: {second}") from exc

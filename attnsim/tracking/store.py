@@ -1,0 +1,143 @@
+"""Tracking store resolution, reachability and run lifecycle (MLflow client only).
+
+Store: ``tracking.uri`` if set, else ``$MLFLOW_TRACKING_URI``, else an SQLite
+database ``mlruns/mlflow.db`` under the current directory (absolute path)
+with artifacts under ``mlruns/artifacts/``; MLflow 3 refuses the old
+``./mlruns`` file store.
+
+Lifecycle: :meth:`Tracker.run` creates a run and yields a
+:class:`~attnsim.tracking.sink.RunSink`; the run ends FINISHED when the block
+completes, KILLED on Ctrl-C / SIGTERM, FAILED on any other exception, with
+everything logged so far kept. No run is left RUNNING.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterator, Optional
+from urllib.parse import urlparse
+
+from attnsim.errors import TrackingError
+from attnsim.tracking.sink import RunSink
+
+log = logging.getLogger(__name__)
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process receives SIGTERM."""
+
+
+def default_uri(root: Optional[Path] = None) -> str:
+    """``sqlite:///<root>/mlruns/mlflow.db`` (absolute), root defaulting to the current directory."""
+    root = (root or Path.cwd()).resolve()
+    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def resolve_uri(uri: Optional[str] = None) -> str:
+    """The tracking URI in force: explicit, else ``$MLFLOW_TRACKING_URI``, else :func:`default_uri`."""
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+
+
+def _artifact_root(uri: str) -> Optional[str]:
+    """Artifact root for experiments created in an SQLite store: ``<db folder>/artifacts``."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()
+    return None
+
+
+class Tracker:
+    """An MLflow tracking store: checks it, finds or creates experiments, runs runs.
+
+    Raises:
+        TrackingError: (from :meth:`check`) the store cannot be reached or used.
+    """
+
+    def __init__(self, uri: Optional[str] = None):
+        from mlflow import MlflowClient
+
+        self.uri = resolve_uri(uri)
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def check(self, timeout_s: float = 5.0) -> None:
+        """Fail fast when the store cannot be reached (before any model is loaded)."""
+        parsed = urlparse(self.uri)
+        if parsed.scheme in ("http", "https"):
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            try:
+                with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
+                    pass
+            except OSError as exc:
+                raise TrackingError(
+                    f"The MLflow tracking server {self.uri} cannot be reached ({exc}). Start it (e.g. `mlflow server --host 127.0.0.1`), "
+                    "or point tracking.uri / MLFLOW_TRACKING_URI at a reachable store."
+                ) from exc
+        try:
+            self.client.search_experiments(max_results=1)
+        except Exception as exc:  # noqa: BLE001 - any store failure is reported the same way
+            raise TrackingError(f"The MLflow tracking store {self.uri} cannot be used: {str(exc).splitlines()[0]}. Fix tracking.uri / MLFLOW_TRACKING_URI.") from exc
+
+    def experiment_id(self, name: str) -> str:
+        """Id of experiment ``name``, created (with the store's artifact root) when missing."""
+        existing = self.client.get_experiment_by_name(name)
+        if existing is not None:
+            return existing.experiment_id
+        root = _artifact_root(self.uri)
+        location = f"{root}/{name}" if root else None
+        return self.client.create_experiment(name, artifact_location=location)
+
+    @contextmanager
+    def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None) -> Iterator[RunSink]:
+        """Create a run, yield its sink, and always end it (FINISHED, KILLED or FAILED).
+
+        SIGTERM is turned into :class:`Terminated` (a ``KeyboardInterrupt``) while the block runs.
+        """
+        all_tags = dict(tags or {})
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
+        sink = RunSink(self.client, run.info.run_id)
+        previous = _install_sigterm()
+        try:
+            yield sink
+        except KeyboardInterrupt as exc:
+            sink.fail(exc, status="KILLED")
+            raise
+        except BaseException as exc:
+            sink.fail(exc, status="FAILED")
+            raise
+        else:
+            sink.finish("FINISHED")
+        finally:
+            _restore_sigterm(previous)
+
+
+def _raise_terminated(signum, frame):  # noqa: ANN001 - signal handler signature
+    raise Terminated(f"received signal {signum}")
+
+
+def _install_sigterm():
+    try:
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not in the main thread
+        return None
+
+
+def _restore_sigterm(previous) -> None:  # noqa: ANN001
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except ValueError:
+            pass
+
+
+def format_failure(exc: BaseException) -> str:
+    """One-line description of an exception, for the ``attnsim.error`` tag."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:5000]
