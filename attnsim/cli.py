@@ -1,4 +1,4 @@
-"""Command line: ``attnsim run|list|show|ui``.
+"""Command line: ``attnsim run|list|show|ui`` and the subcommands in :data:`SUBCOMMANDS`.
 
 Bad input (an :class:`~attnsim.errors.AttnsimError`) prints one paragraph,
 ``error: ...``, with no traceback, and exits with status 2.
@@ -14,6 +14,10 @@ import sys
 from typing import List, Optional
 
 from attnsim.errors import AttnsimError
+
+# Further subcommands: "module:function" where function(subparsers) adds a parser
+# whose ``func(args) -> int`` runs it. One line per module keeps this file small.
+SUBCOMMANDS: List[str] = []
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -78,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=5000)
     p.set_defaults(func=_cmd_ui)
+
+    import importlib
+
+    for entry in SUBCOMMANDS:
+        module, function = entry.split(":")
+        getattr(importlib.import_module(module), function)(sub)
     return parser
 
 
