@@ -9,6 +9,9 @@ summation.
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Callable
+
 import torch
 from torchmetrics import Metric
 
@@ -24,9 +27,27 @@ class Accumulator(Metric):
         """Register a zero-initialised sum state of ``shape``."""
         self.add_state(name, default=torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")
 
+    def _wrap_compute(self, compute: Callable) -> Callable:
+        # Like torchmetrics' wrapper (cache, DDP sync), minus its squeeze of
+        # one-element results: a (layer, head) statistic of a 1-layer, 1-head
+        # model must keep its shape.
+        @functools.wraps(compute)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if self._computed is not None:
+                return self._computed
+            with self.sync_context(dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync, should_unsync=self._should_unsync):
+                value = compute(*args, **kwargs)
+                value = {k: v.clone() for k, v in value.items()} if isinstance(value, dict) else value
+            if self.compute_with_cache:
+                self._computed = value
+            return value
+
+        return wrapped
+
     def merge(self, other: "Accumulator") -> "Accumulator":
         """Add ``other``'s sums into this accumulator (exact; equal to having seen both inputs)."""
         self.merge_state(other)
+        self._computed = None  # merge_state keeps a stale cached compute()
         return self
 
 
