@@ -96,6 +96,21 @@ class TrainerConfig:
     num_workers: int = 0
     threads: Optional[int] = None  # torch intra-op threads (null: torch default)
     progress_bar: bool = True
+    # fit only (`attnsim finetune`): optimizer steps, AdamW with linear warm-up then linear decay to 0
+    max_steps: int = 300
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    val_fraction: float = 0.2  # share of documents (per label) held out for validation
+    val_every_n_steps: int = 50
+
+
+@dataclass
+class CheckpointConfig:
+    """Fine-tuning checkpoints: save_pretrained directories ``step-000050`` (model + tokenizer)."""
+
+    every_n_steps: int = 50
+    dir: Optional[str] = None  # null: ./checkpoints/<experiment name>/<run id>
 
 
 @dataclass
@@ -133,6 +148,7 @@ class RunConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     plots: PlotsConfig = field(default_factory=PlotsConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 CHOICES = {
@@ -372,6 +388,7 @@ __all__ = [
     "TrainerConfig",
     "TrackingConfig",
     "PlotsConfig",
+    "CheckpointConfig",
     "load_config",
     "list_experiments",
     "find_experiment",
