@@ -1,0 +1,92 @@
+"""Captured per-head outputs and attention against an independent recomputation from Q, K, V weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from attnsim.capture.architectures import architecture_for, layer_modules
+from attnsim.capture.hooks import forward_with_capture, head_results, output_projections
+from attnsim.errors import ModelError
+from tests.conftest import save_tiny_model
+
+
+def recompute_layer(layer, arch, hidden, mask, n_heads):
+    """softmax(Q Kᵀ/√d + mask) V per head, from the layer's own weights. hidden: (B, T, D)."""
+    q = layer.get_submodule(arch.query)(hidden)
+    k = layer.get_submodule(arch.key)(hidden)
+    v = layer.get_submodule(arch.value)(hidden)
+    batch, pos, width = q.shape
+    d = width // n_heads
+
+    def split(x):  # (B, T, H*d) -> (B, H, T, d)
+        return x.view(batch, pos, n_heads, d).transpose(1, 2)
+
+    q, k, v = split(q), split(k), split(v)
+    scores = q @ k.transpose(-1, -2) / d**0.5  # (B, H, T, T)
+    scores = scores.masked_fill(~mask.bool()[:, None, None, :], float("-inf"))
+    probs = scores.softmax(-1)
+    return probs @ v, probs
+
+
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "roberta"])
+def test_z_and_attention_match_recomputation(tmp_path, kind):
+    path = save_tiny_model(tmp_path / kind, kind, layers=2, heads=4, hidden=32)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    arch = architecture_for(model.config.model_type)
+    torch.manual_seed(0)
+    ids = torch.randint(1000, 2000, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 6:] = 0  # padding in the second window
+    with torch.no_grad():
+        outputs, capture = forward_with_capture(model, arch, 4, {"input_ids": ids, "attention_mask": mask}, attention=True)
+        hidden_states = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        assert capture.z.shape == (2, 2, 4, 9, 8)
+        for index, layer in enumerate(layer_modules(model, arch)):
+            z, probs = recompute_layer(layer, arch, hidden_states[index], mask, 4)
+            assert (capture.z[index] - z).abs().max() <= 1e-5
+            assert (capture.attention[index] - probs).abs().max() <= 1e-5
+
+
+def test_head_results_sum_to_output_projection(tiny_bert):
+    model = AutoModel.from_pretrained(tiny_bert, attn_implementation="eager").eval()
+    arch = architecture_for("bert")
+    ids = torch.randint(1000, 2000, (2, 7))
+    seen = []
+    dense = layer_modules(model, arch)[1].get_submodule(arch.output)
+    handle = dense.register_forward_hook(lambda m, a, out: seen.append(out))
+    try:
+        with torch.no_grad():
+            _, capture = forward_with_capture(model, arch, 4, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, attention=False)
+    finally:
+        handle.remove()
+    results = head_results(capture.z, output_projections(model, arch, 4))  # (L, B, H, T, D)
+    assert torch.allclose(results[1].sum(1) + dense.bias, seen[0], atol=1e-5)
+
+
+def test_sdpa_z_equals_eager_z_and_no_hook_leaks(tiny_bert):
+    ids = torch.randint(1000, 2000, (1, 6))
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    eager = AutoModel.from_pretrained(tiny_bert, attn_implementation="eager").eval()
+    sdpa = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa").eval()
+    arch = architecture_for("bert")
+    with torch.no_grad():
+        _, a = forward_with_capture(eager, arch, 4, inputs, attention=False)
+        _, b = forward_with_capture(sdpa, arch, 4, inputs, attention=False)
+    assert torch.allclose(a.z, b.z, atol=1e-5)
+    for model in (eager, sdpa):
+        for layer in layer_modules(model, arch):
+            assert not layer.get_submodule(arch.output)._forward_pre_hooks
+
+
+def test_sdpa_cannot_return_attention(tiny_bert):
+    sdpa = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa").eval()
+    ids = torch.randint(1000, 2000, (1, 6))
+    with pytest.raises(ModelError, match="attn_implementation=eager"):
+        forward_with_capture(sdpa, architecture_for("bert"), 4, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, attention=True)
+
+
+def test_unsupported_architecture_lists_supported():
+    with pytest.raises(ModelError, match="Supported model types: .*bert.*distilbert"):
+        architecture_for("gpt2")
