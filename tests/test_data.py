@@ -46,7 +46,7 @@ def test_window_fields_and_sentence_ids(tokenizer):
 
 
 def test_long_document_cut_into_full_windows(tokenizer):
-    text = " ".join(f"Sentence number {i} is here." for i in range(61))
+    text = " ".join(f"Sentence number {i} is here." for i in range(63))  # 6 tokens each: 378 = 12 windows of 30 + a tail of 18
     corpus = build_corpus([Document("d", text)], tokenizer, seq_len=32, shuffle=False)
     assert len(corpus) > 3
     assert all(int(w.attention_mask.sum()) == 32 for w in corpus.windows[:-1])
