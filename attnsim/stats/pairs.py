@@ -15,6 +15,19 @@ round(top_fraction * n))`` of the n valid pairs by CSM value (``top_fraction``
 rule; ties broken by position), or the valid pairs whose CSM z-score within
 the window exceeds ``zscore`` (``zscore`` rule).
 
+Pair masks shared by several findings (each computed once per batch by
+:class:`PairView`):
+
+- *same-sentence* pairs: valid pairs whose two tokens carry the same sentence
+  id >= 0 (a token with id -1, i.e. a special token or padding, is in no
+  sentence, so a pair holding one is never "same sentence");
+- *identical-token* pairs: valid pairs of two occurrences of one token id,
+  neither of them a special token or padding (Halevi et al., repetition);
+- *high-attention* pairs: per window, layer and head, the top ``k`` valid pairs
+  (the same ``k`` as the ``top_fraction`` rule, whatever ``high_rule`` is) by
+  ``max(A[i, j], A[j, i])``, the attention probability between the two tokens
+  in either direction.
+
 All functions are pure: tensors in, tensors out.
 """
 
@@ -102,6 +115,67 @@ def high_pairs_zscore(values: torch.Tensor, pair_mask: torch.Tensor, threshold: 
     return (z > threshold) & pair_mask[None, :, None, :]
 
 
+def same_sentence_pairs(sentence_ids: torch.Tensor, pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """Valid pairs whose two tokens lie in the same sentence.
+
+    Args:
+        sentence_ids: (batch, pos) int64 sentence index of each token, -1 for special tokens and padding.
+        pair_mask: (batch, P) bool, valid pairs.
+        pairs: (2, P) rows and columns of the pairs i < j.
+
+    Returns:
+        (batch, P) bool; a pair holding a token with sentence id -1 is never in the same sentence.
+    """
+    first, second = sentence_ids[:, pairs[0]], sentence_ids[:, pairs[1]]  # (B, P) each
+    return (first == second) & (first >= 0) & pair_mask
+
+
+def identical_pairs(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_mask: torch.Tensor, pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """Valid pairs of two occurrences of the same token id (i != j), special tokens and padding excluded.
+
+    Args:
+        input_ids, attention_mask, special_mask: (batch, pos).
+        pair_mask: (batch, P) bool, valid pairs.
+        pairs: (2, P) rows and columns of the pairs i < j.
+
+    Returns:
+        (batch, P) bool.
+    """
+    content = attention_mask.bool() & ~special_mask.bool()  # (B, T)
+    same_id = input_ids[:, pairs[0]] == input_ids[:, pairs[1]]  # (B, P)
+    return same_id & content[:, pairs[0]] & content[:, pairs[1]] & pair_mask
+
+
+def attention_pair_values(attention: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """Attention probability between the two tokens of each pair, in either direction.
+
+    Args:
+        attention: (layer, batch, head, query_pos, key_pos) attention probabilities A.
+        pairs: (2, P) rows and columns of the pairs i < j.
+
+    Returns:
+        (layer, batch, head, P) float32, ``max(A[i, j], A[j, i])`` (unitless, in [0, 1]).
+    """
+    seq_len = attention.shape[-1]
+    flat = attention.float().flatten(-2)  # (L, B, H, T*T)
+    forward = flat[..., pairs[0] * seq_len + pairs[1]]  # A[i, j]: query i attends to key j
+    backward = flat[..., pairs[1] * seq_len + pairs[0]]  # A[j, i]
+    return torch.maximum(forward, backward)
+
+
+def pair_sums(batch_major: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted sums over the pairs of each window, for several per-window pair weights at once.
+
+    Args:
+        batch_major: (batch, N, P) per-pair values, e.g. N = layer * head.
+        weights: (batch, P, K) per-window pair weights (masks as 0/1 floats).
+
+    Returns:
+        (batch, N, K): ``sum_p batch_major[b, n, p] * weights[b, p, k]`` (one batched matmul).
+    """
+    return torch.bmm(batch_major, weights.to(batch_major.dtype))
+
+
 class PairView:
     """Per-batch quantities shared by every finding, each computed once on first use.
 
@@ -164,7 +238,8 @@ class PairView:
     @cached_property
     def values(self) -> torch.Tensor:
         """(layer, batch, head, P) CSM of each pair i < j."""
-        return self.csm[..., self.pairs[0], self.pairs[1]]
+        # a gather on the flattened T*T axis is several times faster than indexing rows and columns
+        return self.csm.flatten(-2)[..., self.flat_pairs]
 
     @cached_property
     def high(self) -> torch.Tensor:
@@ -176,7 +251,8 @@ class PairView:
     @cached_property
     def high_count(self) -> torch.Tensor:
         """(layer, batch, head) number of high pairs."""
-        return self.high.sum(-1)
+        # summing the float indicator is far faster than summing a bool tensor (exact below 2**24 pairs)
+        return self.high_float.sum(-1).to(torch.int64)
 
     @cached_property
     def distance_onehot(self) -> torch.Tensor:
@@ -184,3 +260,86 @@ class PairView:
         onehot = torch.zeros(self.pairs.shape[1], self.seq_len, dtype=self.vectors.dtype, device=self.vectors.device)
         onehot[torch.arange(self.pairs.shape[1], device=onehot.device), self.distance] = 1
         return onehot
+
+    @cached_property
+    def flat_pairs(self) -> torch.Tensor:
+        """(P,) int64, index ``i * T + j`` of each pair in a flattened T x T matrix."""
+        return self.pairs[0] * self.seq_len + self.pairs[1]
+
+    @cached_property
+    def high_float(self) -> torch.Tensor:
+        """(layer, batch, head, P) float32 0/1 indicator of high-CSM pairs (sums of it are exact counts)."""
+        return self.high.to(torch.float32)
+
+    @cached_property
+    def same_sentence(self) -> torch.Tensor:
+        """(batch, P) bool, valid pairs in the same sentence (see :func:`same_sentence_pairs`)."""
+        return same_sentence_pairs(self.batch["sentence_ids"], self.pair_mask, self.pairs)
+
+    @cached_property
+    def identical(self) -> torch.Tensor:
+        """(batch, P) bool, valid pairs of identical non-special tokens (see :func:`identical_pairs`)."""
+        b = self.batch
+        return identical_pairs(b["input_ids"], b["attention_mask"], b["special_mask"], self.pair_mask, self.pairs)
+
+    @cached_property
+    def attention_pairs(self) -> torch.Tensor:
+        """(layer, batch, head, P) ``max(A[i, j], A[j, i])`` of each pair.
+
+        Raises:
+            ValueError: the batch was captured without attention probabilities.
+        """
+        if self.attention is None:
+            raise ValueError("This statistic needs attention probabilities; the finding must set needs_attention = True.")
+        return attention_pair_values(self.attention, self.pairs)
+
+    @cached_property
+    def high_attention(self) -> torch.Tensor:
+        """(layer, batch, head, P) bool, high-attention pairs: top ``top_fraction`` valid pairs by :attr:`attention_pairs`."""
+        return high_pairs_top_fraction(self.attention_pairs, self.pair_mask, self.top_fraction)
+
+    @cached_property
+    def high_attention_float(self) -> torch.Tensor:
+        """(layer, batch, head, P) float32 0/1 indicator of high-attention pairs."""
+        return self.high_attention.to(torch.float32)
+
+    @cached_property
+    def high_in_attention(self) -> torch.Tensor:
+        """(layer, batch, head) number of pairs both high-CSM and high-attention."""
+        return (self.high_float * self.high_attention_float).sum(-1)
+
+    @cached_property
+    def _high_batch_major(self) -> torch.Tensor:
+        # (L, B, H, P) -> (B, L, H, P) -> (B, L*H, P), contiguous once for every batched matmul
+        return self.high_float.permute(1, 0, 2, 3).reshape(self.batch_size, self.n_layers * self.n_heads, -1)
+
+    @cached_property
+    def _values_batch_major(self) -> torch.Tensor:
+        # (L, B, H, P) -> (B, L*H, P); float32 whatever the CSM dtype
+        return self.values.float().permute(1, 0, 2, 3).reshape(self.batch_size, self.n_layers * self.n_heads, -1)
+
+    def _per_head(self, sums: torch.Tensor) -> torch.Tensor:
+        # (B, L*H, K) -> (B, L, H, K) -> (L, B, H, K)
+        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1).permute(1, 0, 2, 3)
+
+    def high_sums(self, weights: torch.Tensor) -> torch.Tensor:
+        """Weighted counts of high pairs: ``sum_p high[l, b, h, p] * weights[b, p, k]``.
+
+        Args:
+            weights: (batch, P, K) per-window pair weights, e.g. a stack of pair masks.
+
+        Returns:
+            (layer, batch, head, K) float32.
+        """
+        return self._per_head(pair_sums(self._high_batch_major, weights))
+
+    def value_sums(self, weights: torch.Tensor) -> torch.Tensor:
+        """Weighted sums of CSM values: ``sum_p CSM[l, b, h, p] * weights[b, p, k]``.
+
+        Args:
+            weights: (batch, P, K) per-window pair weights.
+
+        Returns:
+            (layer, batch, head, K) float32, in CSM units.
+        """
+        return self._per_head(pair_sums(self._values_batch_major, weights))
