@@ -102,6 +102,7 @@ class TrainerConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 30
     val_fraction: float = 0.2  # share of documents (per label) held out for validation
+    val_limit: Optional[int] = 256  # maximum validation windows (null: all windows of the held-out documents)
     val_every_n_steps: int = 50
 
 
