@@ -82,13 +82,13 @@ def prepare(cfg: DictConfig) -> Prepared:
     Raises:
         AttnsimError subclasses naming the problem and its fix.
     """
-    tracker = Tracker(cfg.tracking.uri)
-    tracker.check()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len)
     tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
     c = cfg.corpus
     documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
     corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language)
+    tracker = Tracker(cfg.tracking.uri)
+    tracker.check()
     return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
 
 
