@@ -10,6 +10,7 @@ metric keys, and every figure says so.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import List, Optional, Sequence
 
 import matplotlib.pyplot as plt
@@ -33,8 +34,8 @@ def pool_matrix(matrix: np.ndarray, max_tokens: int) -> tuple:
     pad = cells * block - size
     padded = np.pad(matrix, [(0, 0)] * (matrix.ndim - 2) + [(0, pad), (0, pad)], constant_values=np.nan)
     shaped = padded.reshape(*matrix.shape[:-2], cells, block, cells, block)
-    with np.errstate(invalid="ignore"), np.testing.suppress_warnings() as sup:
-        sup.filter(RuntimeWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks stay NaN
         pooled = np.nanmean(shaped, axis=(-3, -1))
     return pooled, block
 

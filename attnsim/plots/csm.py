@@ -20,23 +20,29 @@ def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, 
 
 
 def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor):
-    """Per layer: mean CSM by distance and high-pair count over chance by distance, a line per head."""
+    """Per layer: mean CSM by distance and high-pair count over chance by distance, a line per head.
+
+    Args:
+        distance_mean, high_ratio: (layer, head, T) indexed by distance (index 0 unused).
+    """
     n_layers, n_heads, size = distance_mean.shape
-    fig, axes = plt.subplots(2, n_layers, figsize=(2.6 * n_layers, 5.2), squeeze=False, sharex=True)
-    d = np.arange(size)
+    fig, axes = plt.subplots(2, n_layers, figsize=(2.4 * n_layers, 5.0), squeeze=False, sharex=True)
+    d = np.arange(1, size)
+    means = distance_mean[..., 1:].detach().cpu().double().numpy()
+    ratios = high_ratio[..., 1:].detach().cpu().double().numpy()
+    finite = ratios[np.isfinite(ratios)]
+    top = float(np.percentile(finite, 99)) * 1.05 if finite.size else 1.0
     for layer in range(n_layers):
-        for head in range(n_heads):
-            axes[0, layer].plot(d[1:], distance_mean[layer, head, 1:].cpu().numpy(), linewidth=0.7)
-            axes[1, layer].plot(d[1:], high_ratio[layer, head, 1:].cpu().numpy(), linewidth=0.7)
+        axes[0, layer].plot(d, means[layer].T, linewidth=0.6)
+        axes[1, layer].plot(d, ratios[layer].T, linewidth=0.6)
         axes[0, layer].set_title(f"layer {layer}", fontsize=9)
         axes[1, layer].axhline(1.0, color="black", linewidth=0.6, linestyle="--")
-        axes[1, layer].set_yscale("symlog", linthresh=1.0)
-        axes[1, layer].set_xscale("log")
-        axes[1, layer].set_xlabel("distance j - i (tokens)")
+        axes[1, layer].set_ylim(0, max(top, 1.1))
+        axes[1, layer].set_xlabel("distance j - i (tokens)", fontsize=8)
     axes[0, 0].set_ylabel("mean CSM")
     axes[1, 0].set_ylabel("high pairs / chance")
-    fig.suptitle(f"Distance profiles, one line per head ({INDEX_NOTE})", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"Distance profiles, one line per head ({INDEX_NOTE}); dashed: chance", fontsize=10)
+    fig.subplots_adjust(left=0.06, right=0.99, top=0.88, bottom=0.1, wspace=0.3)
     return fig
 
 
