@@ -187,6 +187,9 @@ class PairView:
             and ``input_ids`` (batch, T).
         attention: (layer, batch, head, T, T) attention probabilities or None.
         top_fraction, high_rule, zscore, include_special, normalise: see :class:`attnsim.config.StatsConfig`.
+        positions: optional (T, 2) (row, col) of each token on an image's patch grid, NaN for tokens
+            without one (a ViT's extra tokens); when given, :attr:`distance` is the grid distance
+            (:func:`attnsim.capture.vision.grid_distance`) instead of j - i.
     """
 
     def __init__(
@@ -199,7 +202,9 @@ class PairView:
         zscore: float = 2.0,
         include_special: bool = True,
         normalise: str = "none",
+        positions: Optional[torch.Tensor] = None,
     ):
+        self.positions = positions
         self.vectors = vectors.float()  # statistics in fp32 whatever the model dtype
         self.batch = batch
         self.attention = attention
@@ -227,7 +232,12 @@ class PairView:
 
     @cached_property
     def distance(self) -> torch.Tensor:
-        """(P,) int64, distance j - i of each pair (1..T-1)."""
+        """(P,) int64, distance j - i of each pair (1..T-1); with ``positions``, the rounded Euclidean
+        distance on the patch grid in patches, -1 for pairs holding a token without a grid position."""
+        if self.positions is not None:
+            from attnsim.capture.vision import grid_distance
+
+            return grid_distance(self.positions.to(self.vectors.device), self.pairs[0], self.pairs[1])
         return self.pairs[1] - self.pairs[0]
 
     @cached_property
@@ -256,8 +266,15 @@ class PairView:
 
     @cached_property
     def distance_onehot(self) -> torch.Tensor:
-        """(P, T) float, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``."""
+        """(P, T) float, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``.
+
+        A pair without a distance (-1, see :attr:`distance`) has an all-zero row: it enters no distance statistic.
+        """
         onehot = torch.zeros(self.pairs.shape[1], self.seq_len, dtype=self.vectors.dtype, device=self.vectors.device)
+        if self.positions is not None:
+            placed = (self.distance >= 0).nonzero().squeeze(-1)
+            onehot[placed, self.distance[placed]] = 1
+            return onehot
         onehot[torch.arange(self.pairs.shape[1], device=onehot.device), self.distance] = 1
         return onehot
 
