@@ -52,14 +52,17 @@ class ModelConfig:
     # eager returns attention probabilities; sdpa is switched to eager when needed
     attn_implementation: str = "eager"
     dtype: str = "float32"
+    # path "build": a model built from these Hugging Face config fields (model_type required)
+    # with seeded random weights (needs init: random), e.g. a small ViT when no pretrained one is at hand
+    build: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class CorpusConfig:
     """Where text comes from and how it is cut into fixed-length windows."""
 
-    source: str = "bbc"  # bbc | text | jsonl
-    path: Optional[str] = None  # file or directory for text/jsonl
+    source: str = "bbc"  # bbc | text | jsonl | images
+    path: Optional[str] = None  # file or directory for text/jsonl/images (images: null = scikit-image samples)
     text_field: str = "text"  # jsonl only
     seq_len: int = 128  # tokens per window, special tokens included
     limit: Optional[int] = 512  # maximum number of windows (null: all)
@@ -133,6 +136,18 @@ class PlotsConfig:
     examples: int = 2  # windows drawn individually (the first ones)
     max_tokens: int = 64  # longer axes are average-pooled to at most this many cells
     dpi: int = 100
+    explorer: bool = True  # explorer.html: the example windows' CSM and attention, layer/head picked in the page
+
+
+@dataclass
+class MapsConfig:
+    """Attention rollout, attention flow and gradient-weighted maps (README, "Attention visualisation")."""
+
+    head_fusion: str = "mean"  # mean | max | min: how rollout fuses a layer's heads
+    discard_ratio: float = 0.0  # rollout: share of each row's lowest weights set to 0 before the residual ([CLS] kept)
+    flow_max_tokens: int = 32  # attention flow of example windows with at most this many real tokens (0: never)
+    target_class: Optional[int] = None  # gradient maps: class whose logit is explained (null: the predicted class)
+    num_labels: int = 2  # gradient maps: classes of the seeded random head when the checkpoint has none
 
 
 @dataclass
@@ -149,6 +164,7 @@ class RunConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     plots: PlotsConfig = field(default_factory=PlotsConfig)
+    maps: MapsConfig = field(default_factory=MapsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
@@ -157,7 +173,8 @@ CHOICES = {
     "model.vector": ("z", "result"),
     "model.attn_implementation": ("eager", "sdpa"),
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "corpus.source": ("bbc", "text", "jsonl"),
+    "corpus.source": ("bbc", "text", "jsonl", "images"),
+    "maps.head_fusion": ("mean", "max", "min"),
     "stats.high_rule": ("top_fraction", "zscore"),
     "stats.normalise": ("none", "cosine"),
     "trainer.accelerator": ("cpu", "gpu", "cuda", "mps", "auto"),
@@ -348,6 +365,13 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"Config key 'stats.short_range' is {cfg.stats.short_range}; give a distance of at least 1 token.")
     if cfg.trainer.batch_size < 1:
         raise ConfigError(f"Config key 'trainer.batch_size' is {cfg.trainer.batch_size}; give a positive batch size.")
+    maps = cfg.maps
+    if not 0.0 <= maps.discard_ratio < 1.0:
+        raise ConfigError(f"Config key 'maps.discard_ratio' is {maps.discard_ratio}; give a share of each row's weights in [0, 1), e.g. 0.9.")
+    if maps.flow_max_tokens < 0 or maps.num_labels < 1 or (maps.target_class is not None and maps.target_class < 0):
+        raise ConfigError("Config keys 'maps.flow_max_tokens' must be >= 0, 'maps.num_labels' >= 1 and 'maps.target_class' null or >= 0.")
+    if cfg.model.path == "build" and (cfg.model.init != "random" or "model_type" not in cfg.model.build):
+        raise ConfigError("model.path=build makes a model from the Hugging Face config fields under 'model.build' (model_type required) with seeded random weights: set model.init=random and model.build.model_type.")
     if cfg.plots.examples < 0 or cfg.plots.max_tokens < 4:
         raise ConfigError("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
     if not cfg.findings:

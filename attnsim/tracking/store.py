@@ -103,7 +103,26 @@ class Tracker:
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
-        sink = RunSink(self.client, run.info.run_id)
+        with self._lifecycle(RunSink(self.client, run.info.run_id)) as sink:
+            yield sink
+
+    @contextmanager
+    def resume(self, run_id: str) -> Iterator[RunSink]:
+        """Reopen an ended run (status RUNNING again), yield its sink, and end it as :meth:`run` does.
+
+        Used by sweeps that continue after a crash: what the run logged before is kept;
+        the previous ``attnsim.error`` tag moves to ``attnsim.previous_error``.
+        """
+        error = self.client.get_run(run_id).data.tags.get("attnsim.error")
+        if error is not None:
+            self.client.set_tag(run_id, "attnsim.previous_error", error)
+            self.client.delete_tag(run_id, "attnsim.error")
+        self.client.update_run(run_id, status="RUNNING")
+        with self._lifecycle(RunSink(self.client, run_id)) as sink:
+            yield sink
+
+    @contextmanager
+    def _lifecycle(self, sink: RunSink) -> Iterator[RunSink]:
         previous = _install_sigterm()
         try:
             yield sink
