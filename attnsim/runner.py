@@ -165,6 +165,8 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         sink.log_table(tables.head_table(summary), f"tables/{finding.name}_heads.json")
         for name, profile in summary.profiles.items():
             sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
+        for path, frame in summary.extras.get("tables", {}).items():  # a finding's own tables: artifact path -> DataFrame
+            sink.log_table(frame, path)
         sink.flush()
         timings["log"] += time.perf_counter() - start
         if cfg.tracking.figures and not partial:
