@@ -35,7 +35,9 @@ class Architecture:
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
-_VIT = Architecture("encoder.layer", "attention.attention.query", "attention.attention.key", "attention.attention.value", "attention.output.dense", vision=True)
+# transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
+_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True)
+_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True)
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,
@@ -46,6 +48,8 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"),
     "vit": _VIT,
     "deit": _VIT,
+    "dinov2": _DINOV2,
+    "dinov2_with_registers": _DINOV2,
 }
 
 
