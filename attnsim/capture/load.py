@@ -6,7 +6,7 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -16,6 +16,7 @@ from attnsim.errors import ConfigError, ModelError
 log = logging.getLogger(__name__)
 
 BUNDLED = "bundled"
+BUILD = "build"  # model.path: a model built from the config fields in model.build (random weights)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -56,8 +57,11 @@ def resolve_model_path(path: str) -> str:
     return path
 
 
-def inspect_model(path: str, seq_len: int) -> ModelInfo:
+def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = None) -> ModelInfo:
     """Read a model's config (no weights) and check that attnsim can capture it at ``seq_len``.
+
+    ``path == "build"`` makes the config from ``build`` (Hugging Face config fields, ``model_type``
+    required) instead of reading one; such a model is loaded with random weights only.
 
     Raises:
         ModelError: the model cannot be found offline, or its architecture is not supported.
@@ -65,6 +69,15 @@ def inspect_model(path: str, seq_len: int) -> ModelInfo:
     """
     from transformers import AutoConfig
 
+    if path == BUILD:
+        fields = dict(build or {})
+        model_type = fields.pop("model_type", None)
+        try:
+            config = AutoConfig.for_model(str(model_type), **fields)
+        except (ValueError, TypeError) as exc:
+            raise ModelError(f"Cannot build a model config from model.build ({str(exc).splitlines()[0]}). Give model.build.model_type (e.g. vit) and valid config fields.") from exc
+        info = ModelInfo(BUILD, f"built:{model_type}", config.model_type, int(config.num_hidden_layers), int(config.num_attention_heads), int(config.hidden_size) // int(config.num_attention_heads), int(config.hidden_size), int(getattr(config, "max_position_embeddings", 0) or 0), architecture_for(config.model_type), config)
+        return info
     resolved = resolve_model_path(path)
     try:
         config = AutoConfig.from_pretrained(resolved, local_files_only=True)
