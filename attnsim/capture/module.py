@@ -36,7 +36,10 @@ class CaptureModule(pl.LightningModule):
 
     def forward(self, batch: Dict[str, Any]):
         self.forward_calls += 1
-        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        if self.info.arch.vision:  # images: pixel_values (B, C, H, W); every token is real
+            inputs = {"pixel_values": batch["pixel_values"]}
+        else:
+            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention)
         return capture
 
@@ -44,4 +47,4 @@ class CaptureModule(pl.LightningModule):
         capture = self(batch)
         vectors = head_results(capture.z, self.w_o) if self.vector == "result" else capture.z
         s = self.stats_cfg
-        return PairView(vectors, batch, capture.attention, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise)
+        return PairView(vectors, batch, capture.attention, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise, positions=batch.get("positions"))
