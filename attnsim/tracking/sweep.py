@@ -1,0 +1,317 @@
+"""``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID``: one experiment over fine-tuning checkpoints.
+
+The experiment runs once per checkpoint, plus the base model as step 0, each
+run a child (MLflow nested run, tag ``mlflow.parentRunId``) of one parent run
+(tag ``attnsim.kind=sweep``). The windows are built once
+(:func:`attnsim.runner.prepare` with the base model's tokenizer) and reused by
+every child, so every child carries the same ``attnsim.corpus_hash``; a
+checkpoint whose vocabulary differs from the base model's is refused before
+anything runs.
+
+The parent logs every statistic's model mean (``csm/mean``) and layer means
+(``csm/mean/L03``) with MLflow ``step`` = the checkpoint's global step (and
+``sweep/global_step``), so the MLflow UI draws each as a curve over training.
+
+Step 0 is a checkpoint of step 0 when the source has one (a randomly
+initialised fine-tuning saves it); else ``--base``; else the ``base_model``
+recorded in the checkpoints' ``attnsim_checkpoint.json``; else the
+experiment's ``model.path``.
+
+Resuming: the parent is identified by ``attnsim.sweep_key``, a hash of the
+experiment name, the resolved checkpoint directory, the base model and the
+sorted overrides. Running the same sweep again reopens that parent, skips
+every checkpoint that already has a FINISHED child, and measures the rest;
+a crash (or Ctrl-C) ends the parent FAILED (KILLED) with its finished children
+kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from attnsim.errors import AttnsimError
+
+log = logging.getLogger(__name__)
+
+KIND = "sweep"
+STEP_KEY = "sweep/global_step"
+
+
+class SweepError(AttnsimError):
+    """The sweep's checkpoints, base model or earlier attempt do not fit together."""
+
+
+@dataclass
+class SweepResult:
+    """What a sweep produced.
+
+    Attributes:
+        parent_run_id, experiment_id, tracking_uri: where the parent run is.
+        runs: one row per step: ``step`` (global step, int), ``checkpoint`` (model path),
+            ``run_id`` (the FINISHED child), ``status`` (``measured`` now or ``skipped``: finished earlier).
+        metrics: index ``step``, one column per model-mean statistic (``csm/mean``, ...), as logged on the parent.
+    """
+
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    runs: Any  # pandas.DataFrame
+    metrics: Any  # pandas.DataFrame
+
+
+def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
+    """Checkpoints of ``source``: a checkpoint directory (or one checkpoint), or a fine-tuning run id.
+
+    A run id is looked up in the tracking store; its ``attnsim.checkpoint_dir``
+    tag names the directory.
+
+    Returns:
+        (checkpoints sorted by step, resolved directory).
+
+    Raises:
+        SweepError: ``source`` is neither an existing directory nor a run with checkpoints.
+        CheckpointError: the directory holds no usable checkpoint.
+    """
+    from attnsim.training.checkpoints import list_checkpoints
+
+    path = Path(source).expanduser()
+    if not path.exists():
+        if not re.fullmatch(r"[0-9a-f]{32}", source):
+            raise SweepError(f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id.")
+        try:
+            run = tracker.client.get_run(source)
+        except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
+            raise SweepError(f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI).") from exc
+        directory = run.data.tags.get("attnsim.checkpoint_dir")
+        if not directory:
+            raise SweepError(f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself.")
+        path = Path(directory)
+        if not path.is_dir():
+            raise SweepError(f"Run {source} saved its checkpoints in '{directory}', which no longer exists on this machine. Copy them back or give their new directory.")
+    return list_checkpoints(path), path.resolve()
+
+
+def base_model(checkpoints: Iterable[Any], explicit: Optional[str], fallback: str) -> Optional[str]:
+    """The model measured as step 0 (None when a step-0 checkpoint exists). See the module docstring.
+
+    Raises:
+        SweepError: the checkpoints record different base models and none was given.
+    """
+    checkpoints = list(checkpoints)
+    if any(c.step == 0 for c in checkpoints):
+        if explicit:
+            raise SweepError("The checkpoints include a step-0 checkpoint, which is step 0 of the sweep; drop --base.")
+        return None
+    if explicit:
+        return explicit
+    recorded = {c.meta.get("base_model") for c in checkpoints if c.meta.get("base_model")}
+    if len(recorded) > 1:
+        raise SweepError(f"The checkpoints record different base models ({', '.join(sorted(recorded))}); name step 0 with --base.")
+    return recorded.pop() if recorded else fallback
+
+
+def sweep_key(experiment: str, directory: Path, base: Optional[str], overrides: Iterable[str]) -> str:
+    """Deterministic identity of a sweep: SHA-256 (first 16 hex digits) of its inputs."""
+    payload = json.dumps({"experiment": experiment, "checkpoints": str(directory), "base": base, "overrides": sorted(overrides)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def headline_metrics(summaries: Dict[str, Any]) -> Dict[str, float]:
+    """Model and layer means of every statistic of every finding (no per-head values)."""
+    from attnsim.tracking.summaries import summary_metrics
+
+    metrics: Dict[str, float] = {}
+    for summary in summaries.values():
+        metrics.update(summary_metrics(summary, per_head=[]))
+    return metrics
+
+
+def headline_from_run(run: Any, findings: Iterable[str]) -> Dict[str, float]:
+    """The model and layer means a finished child logged (``finding/stat`` and ``finding/stat/LNN``)."""
+    pattern = re.compile(r"^(%s)/[^/]+(/L\d{2})?$" % "|".join(re.escape(f) for f in findings))
+    return {key: value for key, value in run.data.metrics.items() if pattern.match(key)}
+
+
+def _with_model(cfg: Any, path: str) -> Any:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.merge(cfg, {"model": {"path": path}})
+
+
+def _find_parent(tracker: Any, experiment_id: str, key: str) -> Optional[Any]:
+    runs = tracker.client.search_runs([experiment_id], filter_string=f"tags.`attnsim.sweep_key` = '{key}' AND tags.`attnsim.kind` = '{KIND}'", order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0] if runs else None
+
+
+def _finished_children(tracker: Any, experiment_id: str, parent_id: str) -> Dict[int, Any]:
+    children = tracker.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
+    done: Dict[int, Any] = {}
+    for child in children:
+        step = child.data.tags.get("attnsim.sweep_step")
+        if step is not None and int(step) not in done:
+            done[int(step)] = child
+    return done
+
+
+def _logged_steps(tracker: Any, parent_id: str) -> set:
+    return {int(m.step) for m in tracker.client.get_metric_history(parent_id, STEP_KEY)}
+
+
+def _metrics_by_step(tracker: Any, parent_id: str) -> Any:
+    import pandas as pd
+
+    run = tracker.client.get_run(parent_id)
+    columns: Dict[str, Dict[int, float]] = {}
+    for key in sorted(run.data.metrics):
+        if "/L" in key or key == STEP_KEY:
+            continue
+        columns[key] = {int(m.step): m.value for m in tracker.client.get_metric_history(parent_id, key)}
+    frame = pd.DataFrame(columns)
+    frame.index.name = "step"
+    return frame.sort_index()
+
+
+def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None) -> SweepResult:
+    """Run ``experiment`` on every checkpoint of ``checkpoints`` and on the base model, as one parent run's children.
+
+    Args:
+        experiment: experiment name or YAML path (e.g. ``csm``).
+        checkpoints: a directory of ``save_pretrained`` checkpoints (``step-NNNNNN``), one checkpoint,
+            or the run id of an ``attnsim finetune`` run.
+        overrides: dot-list overrides for every child (``corpus.limit=64``); ``model.path`` is set per child.
+        base: model measured as step 0 (default: see the module docstring).
+
+    Example::
+
+        result = attnsim.sweep("csm", "checkpoints/finetune_bbc/<run id>", ["corpus.limit=64"])
+        result.metrics["csm/short_range_share"]   # one value per global step
+
+    Returns:
+        :class:`SweepResult`: parent run id, children (step, run id, measured/skipped), model means by step.
+
+    Raises:
+        ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input, before any run is created or reopened.
+        Any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
+        a later call with the same arguments continues where this one stopped.
+    """
+    import pandas as pd
+
+    from attnsim.capture.load import inspect_model, load_tokenizer
+    from attnsim.config import flatten, load_config, to_yaml
+    from attnsim.runner import execute, prepare, run_tags
+    from attnsim.tracking.store import Tracker
+
+    overrides = list(overrides or [])
+    cfg = load_config(experiment, overrides)
+    tracker = Tracker(cfg.tracking.uri)
+    tracker.check()
+    found, directory = resolve_checkpoints(checkpoints, tracker)
+    base_path = base_model(found, base, str(cfg.model.path))
+    entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
+    key = sweep_key(cfg.name, directory, base_path, overrides)
+
+    # windows once, with the step-0 model's tokenizer; every child reuses them
+    prepared = prepare(_with_model(cfg, entries[0][1]))
+    vocab = prepared.tokenizer.get_vocab()
+    children = {entries[0][0]: prepared}
+    for step, path in entries[1:]:
+        info = inspect_model(path, cfg.corpus.seq_len)
+        if load_tokenizer(info, cfg.corpus.seq_len).get_vocab() != vocab:
+            raise SweepError(f"The tokenizer of checkpoint '{path}' (step {step}) differs from that of '{entries[0][1]}'; a sweep needs one tokenizer so that every child sees the same windows.")
+        children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=info)
+
+    experiment_id = tracker.experiment_id(cfg.tracking.experiment)
+    parent = _find_parent(tracker, experiment_id, key)
+    if parent is not None:
+        earlier = parent.data.tags.get("attnsim.corpus_hash")
+        if earlier != prepared.corpus.content_hash:
+            raise SweepError(
+                f"Sweep run {parent.info.run_id} (the same experiment, checkpoints and overrides) measured windows with content hash {str(earlier)[:12]}, "
+                f"but the corpus now gives {prepared.corpus.content_hash[:12]}: the corpus changed. Restore it, or delete that run to start the sweep afresh."
+            )
+        if parent.info.status == "RUNNING":
+            log.warning("sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id)
+        context = tracker.resume(parent.info.run_id)
+    else:
+        tags = run_tags(prepared, {})
+        tags.update({
+            "attnsim.kind": KIND,
+            "attnsim.sweep_key": key,
+            "attnsim.sweep_source": checkpoints,
+            "attnsim.checkpoint_dir": str(directory),
+            "attnsim.base_model": str(base_path or entries[0][1]),
+            "attnsim.sweep_steps": ",".join(str(step) for step, _ in entries),
+        })
+        context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name}", tags)
+
+    rows: List[Dict[str, Any]] = []
+    with context as parent_sink:
+        parent_id = parent_sink.run_id
+        if parent is None:
+            parent_sink.log_params(flatten(prepared.cfg))
+            parent_sink.log_text(to_yaml(prepared.cfg), "config.yaml")
+        done = _finished_children(tracker, experiment_id, parent_id)
+        logged = _logged_steps(tracker, parent_id)
+        for step, path in entries:
+            if step in done:
+                child_id, status = done[step].info.run_id, "skipped"
+                metrics = headline_from_run(done[step], cfg.findings) if step not in logged else {}
+            else:
+                extra = {"attnsim.sweep_key": key, "attnsim.sweep_step": str(step), "attnsim.global_step": str(step), "attnsim.checkpoint": path}
+                result = execute(children[step], parent_run_id=parent_id, run_name=f"{cfg.name} step {step}", extra_tags=extra)
+                child_id, status, metrics = result.run_id, "measured", headline_metrics(result.summaries)
+            if step not in logged:
+                parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
+                parent_sink.flush()
+            rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
+        runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
+        metrics_frame = _metrics_by_step(tracker, parent_id)
+        parent_sink.log_table(runs, "sweep/runs.csv")
+        parent_sink.log_table(metrics_frame.reset_index(), "sweep/model_means.csv")
+    return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame)
+
+
+class _CheckpointsAndOverrides(argparse.Action):
+    """``--checkpoints SOURCE [KEY=VALUE ...]``: argparse cannot take positionals after an option, so overrides there are collected here."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        source, rest = values[0], list(values[1:])
+        bad = [v for v in rest if "=" not in v]
+        if bad or "=" in source:
+            parser.error(f"--checkpoints takes one directory or run id, then optional KEY=VALUE overrides; got {values}")
+        namespace.checkpoints = source
+        namespace.trailing_overrides = rest
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    overrides = list(args.overrides) + list(getattr(args, "trailing_overrides", []) or [])
+    result = sweep(args.experiment, args.checkpoints, overrides, args.base)
+    measured = int((result.runs["status"] == "measured").sum())
+    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now, {len(result.runs) - measured} already finished)")
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
+        print(result.runs.to_string(index=False))
+        print("\nmodel means by global step (the parent's metric curves):")
+        print(result.metrics.to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
+    print(f"tracking store: {result.tracking_uri}")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID [overrides]``."""
+    p = subparsers.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
+    p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
+    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar="DIR_OR_RUN_ID", help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`")
+    p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
+    p.set_defaults(func=_cmd_sweep)
