@@ -49,8 +49,9 @@ class ModelConfig:
     init: str = "pretrained"
     # z: per-head output before W_O (the paper's vectors); result: z · W_O[h]
     vector: str = "z"
-    # eager returns attention probabilities; sdpa is switched to eager when needed
-    attn_implementation: str = "eager"
+    # auto: eager when a finding needs attention probabilities, else sdpa (faster);
+    # an explicit sdpa is switched to eager (logged and tagged) when probabilities are needed
+    attn_implementation: str = "auto"
     dtype: str = "float32"
     # path "build": a model built from these Hugging Face config fields (model_type required)
     # with seeded random weights (needs init: random), e.g. a small ViT when no pretrained one is at hand
@@ -171,7 +172,7 @@ class RunConfig:
 CHOICES = {
     "model.init": ("pretrained", "random"),
     "model.vector": ("z", "result"),
-    "model.attn_implementation": ("eager", "sdpa"),
+    "model.attn_implementation": ("auto", "eager", "sdpa"),
     "model.dtype": ("float32", "bfloat16", "float16"),
     "corpus.source": ("bbc", "text", "jsonl", "images"),
     "maps.head_fusion": ("mean", "max", "min"),
@@ -296,7 +297,9 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
             raise ConfigError(f"Bad 'defaults' entry {entry!r} in {path}: write one '- GROUP: OPTION' per line, GROUP one of {', '.join(GROUPS)}.")
         (group, option), = entry.items()
         if group not in GROUPS:
-            raise ConfigError(f"Unknown config group '{group}' in the defaults of {path}. Groups: {', '.join(GROUPS)}.")
+            close = difflib.get_close_matches(str(group), GROUPS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"Unknown config group '{group}' in the defaults of {path}.{hint} Groups: {', '.join(GROUPS)}.")
         choices[group] = str(option)
     dotlist = []
     for item in overrides:

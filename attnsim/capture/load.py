@@ -120,14 +120,16 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     return tokenizer
 
 
-def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "eager", needs_attention: bool = True, dtype: str = "float32") -> Tuple[torch.nn.Module, Dict[str, str]]:
+def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", needs_attention: bool = True, dtype: str = "float32") -> Tuple[torch.nn.Module, Dict[str, str]]:
     """Load the model in eval mode; return it and tags describing how it was loaded.
 
     ``init=random`` builds the same architecture with weights drawn from the
     model's own initialiser under ``torch.manual_seed(seed)`` (the null control).
     An implementation that cannot return attention probabilities is switched to
     eager when they are needed, with a log line and the tag
-    ``attnsim.attn_implementation_switched``.
+    ``attnsim.attn_implementation_switched``. ``auto`` picks eager when
+    probabilities are needed and SDPA (faster; per-head outputs are captured
+    before W_O either way) when they are not.
 
     Raises:
         ModelError: the weights cannot be loaded.
@@ -136,7 +138,9 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
 
     tags: Dict[str, str] = {}
     impl = attn_implementation
-    if needs_attention and impl != "eager":
+    if impl == "auto":
+        impl = "eager" if needs_attention else "sdpa"
+    elif needs_attention and impl != "eager":
         log.warning("attention probabilities are needed: switching attn_implementation %s -> eager", impl)
         tags["attnsim.attn_implementation_switched"] = f"{impl}->eager"
         impl = "eager"
