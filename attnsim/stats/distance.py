@@ -1,0 +1,112 @@
+"""Where high-CSM pairs lie in distance, per layer and head (arXiv:2512.21956, distance claims).
+
+The paper's layer-wise claim: early layers pair tokens far apart and spread
+over all distances; middle layers concentrate near the diagonal; final layers
+spread over the tokens of one sentence. Per layer l and head h, over every
+window and its high pairs (see :mod:`attnsim.stats.pairs`), with d = j - i:
+
+- ``high_mean_distance``: mean d of high pairs (tokens).
+- ``short_range_share``: share of high pairs with d <= ``short_range`` (default 4).
+- ``long_range_share``: share of high pairs with d >= T/2, T the window length.
+- ``distance_spread``: Shannon entropy of the distance distribution of high
+  pairs divided by the entropy of the chance distribution; 1 means as spread
+  over distances as a uniform choice of pairs, below 1 concentrated (e.g. near
+  the diagonal), above 1 more even than chance.
+- Chance (``*_chance``): in a window with k high pairs among n valid pairs,
+  n_d of them at distance d, a uniform choice of k pairs puts k * n_d / n of
+  them at distance d; these expectations are summed over windows.
+- Profile ``distance_high_ratio[d]``: high pairs at d divided by chance at d.
+
+These are the definitions of the ``csm`` finding's distance scalars (same
+numbers on the same run), computed without its T x T matrices, plus the spread.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+
+from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.pairs import PairView
+
+SCALARS = (
+    "high_mean_distance",
+    "high_mean_distance_chance",
+    "short_range_share",
+    "short_range_share_chance",
+    "long_range_share",
+    "long_range_share_chance",
+    "distance_spread",
+)
+
+
+def entropy(counts: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of the distributions ``counts / counts.sum(-1)`` along the last axis.
+
+    Args:
+        counts: (..., K) non-negative counts.
+
+    Returns:
+        (...,), NaN where a distribution has no mass; 0 log 0 = 0.
+    """
+    total = counts.sum(-1, keepdim=True)
+    p = safe_divide(counts, total.expand_as(counts))
+    return -torch.special.xlogy(p, p).sum(-1)
+
+
+def distance_update(view: PairView) -> tuple:
+    """High pairs and their chance value by distance, summed over the batch.
+
+    Returns:
+        (high_by_distance, chance_by_distance), each (layer, head, T) float64, index d = j - i.
+    """
+    onehot = view.distance_onehot  # (P, T)
+    weight = view.pair_mask.to(onehot.dtype)  # (B, P)
+    high = view.high_float.sum(1) @ onehot  # (L, H, P) @ (P, T) -> (L, H, T)
+    pairs_by_distance = weight @ onehot  # (B, T): valid pairs of each window at each distance
+    share = safe_divide(pairs_by_distance, weight.sum(-1, keepdim=True).expand_as(pairs_by_distance)).nan_to_num(0.0)  # (B, T) n_d / n
+    chance = torch.einsum("lbh,bt->lht", view.high_count.to(share.dtype), share)
+    return high.double(), chance.double()
+
+
+class DistanceAccumulator(Accumulator):
+    """Streaming distance statistics of high-CSM pairs per layer and head (see module docstring).
+
+    Args:
+        n_layers, n_heads: model shape.
+        seq_len: window length T (distances 0..T-1; long range is d >= T/2).
+        short_range: largest distance counted as short range (tokens).
+
+    States (float64 sums): high pairs by distance and their chance value, (L, H, T) each.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, short_range: int = 4):
+        super().__init__()
+        self.seq_len = seq_len
+        self.short_range = short_range
+        self.add_sum("high_by_distance", n_layers, n_heads, seq_len)
+        self.add_sum("chance_by_distance", n_layers, n_heads, seq_len)
+
+    def update(self, view: PairView) -> None:  # type: ignore[override]
+        high, chance = distance_update(view)
+        self.high_by_distance += high
+        self.chance_by_distance += chance
+
+    def compute(self) -> Dict[str, torch.Tensor]:
+        """Scalars (layer, head) float64 and the profile ``distance_high_ratio`` (layer, head, T), index 0 NaN."""
+        high, chance = self.high_by_distance, self.chance_by_distance
+        distances = torch.arange(self.seq_len, dtype=torch.float64, device=high.device)
+        short = (distances >= 1) & (distances <= self.short_range)
+        long = distances >= self.seq_len / 2
+        n_high, n_chance = high.sum(-1), chance.sum(-1)
+        return {
+            "high_mean_distance": safe_divide((high * distances).sum(-1), n_high),
+            "high_mean_distance_chance": safe_divide((chance * distances).sum(-1), n_chance),
+            "short_range_share": safe_divide(high[..., short].sum(-1), n_high),
+            "short_range_share_chance": safe_divide(chance[..., short].sum(-1), n_chance),
+            "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
+            "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
+            "distance_spread": safe_divide(entropy(high), entropy(chance)),
+            "distance_high_ratio": safe_divide(high, chance),
+        }

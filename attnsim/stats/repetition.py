@@ -1,0 +1,102 @@
+"""Repeated tokens in the CSM, per layer and head (arXiv:2512.21956, repetition heads).
+
+The paper finds heads (BERT-base layer 11, head 8) whose high-CSM pairs join
+identical tokens across the whole input. *Identical* pairs are valid pairs
+(i < j) of two occurrences of one token id, neither a special token nor
+padding; *other* pairs are the remaining valid pairs; *long* identical pairs
+have d = j - i >= T/2 (T the window length, as for ``long_range_share``).
+Per layer l and head h, summed over windows (k high pairs among n valid pairs
+per window):
+
+- ``identical_high_share``: share of identical pairs that are high pairs.
+- ``identical_high_share_chance``: the same under a uniform choice of the
+  window's k high pairs: sum k * n_identical / n over sum n_identical (about
+  ``top_fraction`` under the top-fraction rule).
+- ``long_identical_high_share`` and ``long_identical_high_share_chance``: the
+  same for long identical pairs.
+- ``repetition_score``: long_identical_high_share / its chance; a head that
+  finds repeated tokens across the whole window scores far above 1.
+- ``identical_csm_mean``, ``other_csm_mean``: mean CSM of identical and of
+  other pairs (CSM units); ``identical_csm_ratio`` their ratio (meaningful
+  when CSM values are positive, as for most heads' z vectors; NaN when the
+  other pairs' mean is 0).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+
+from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.pairs import PairView
+
+SCALARS = (
+    "identical_high_share",
+    "identical_high_share_chance",
+    "long_identical_high_share",
+    "long_identical_high_share_chance",
+    "repetition_score",
+    "identical_csm_mean",
+    "other_csm_mean",
+    "identical_csm_ratio",
+)
+
+
+class RepetitionAccumulator(Accumulator):
+    """Streaming identical-token statistics per layer and head (see module docstring).
+
+    Args:
+        n_layers, n_heads: model shape.
+
+    States (float64 sums): high identical and high long identical pairs, their
+    chance values and CSM sums over identical and other pairs (L, H); the
+    numbers of identical, long identical and other pairs ().
+    """
+
+    def __init__(self, n_layers: int, n_heads: int):
+        super().__init__()
+        for name in ("high_identical", "high_long", "chance_identical", "chance_long", "csm_identical_sum", "csm_other_sum"):
+            self.add_sum(name, n_layers, n_heads)
+        for name in ("n_identical", "n_long", "n_other"):
+            self.add_sum(name)
+
+    def update(self, view: PairView) -> None:  # type: ignore[override]
+        valid = view.pair_mask.float()  # (B, P)
+        identical = view.identical.float()  # (B, P)
+        long = identical * (view.distance >= view.seq_len / 2).float()  # (B, P)
+        other = valid - identical
+        counts = view.high_sums(torch.stack([identical, long], -1))  # (L, B, H, 2)
+        k = view.high_count.float()  # (L, B, H)
+        rate = safe_divide(k, valid.sum(-1)[:, None].expand_as(k)).nan_to_num(0.0)  # (L, B, H): k / n
+        self.high_identical += counts[..., 0].sum(1).double()
+        self.high_long += counts[..., 1].sum(1).double()
+        self.chance_identical += (rate * identical.sum(-1)[:, None]).sum(1).double()
+        self.chance_long += (rate * long.sum(-1)[:, None]).sum(1).double()
+        csm = view.value_sums(torch.stack([identical, other], -1))  # (L, B, H, 2)
+        self.csm_identical_sum += csm[..., 0].sum(1).double()
+        self.csm_other_sum += csm[..., 1].sum(1).double()
+        self.n_identical += identical.sum().double()
+        self.n_long += long.sum().double()
+        self.n_other += other.sum().double()
+
+    def compute(self) -> Dict[str, torch.Tensor]:
+        """Scalars, each (layer, head) float64; NaN where undefined (e.g. no identical pairs)."""
+
+        def per_pair(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+            return safe_divide(total, count.expand_as(total))
+
+        long_share = per_pair(self.high_long, self.n_long)
+        long_chance = per_pair(self.chance_long, self.n_long)
+        identical_mean = per_pair(self.csm_identical_sum, self.n_identical)
+        other_mean = per_pair(self.csm_other_sum, self.n_other)
+        return {
+            "identical_high_share": per_pair(self.high_identical, self.n_identical),
+            "identical_high_share_chance": per_pair(self.chance_identical, self.n_identical),
+            "long_identical_high_share": long_share,
+            "long_identical_high_share_chance": long_chance,
+            "repetition_score": safe_divide(long_share, long_chance),
+            "identical_csm_mean": identical_mean,
+            "other_csm_mean": other_mean,
+            "identical_csm_ratio": safe_divide(identical_mean, other_mean),
+        }

@@ -1,0 +1,119 @@
+"""Sentence boundaries in the CSM, per layer and head (arXiv:2512.21956, same-sentence preference).
+
+Sentences come from the corpus windows (``sentence_ids``; -1 for special
+tokens and padding, which are in no sentence). A *same-sentence* pair is a
+valid pair whose two tokens have the same sentence id >= 0; a *cross-sentence*
+pair a valid pair of two tokens with different sentence ids >= 0. Per layer l
+and head h, summed over windows (k = the window's number of high pairs, n its
+valid pairs, n_s its same-sentence pairs):
+
+- ``same_sentence_share``: share of high pairs in the same sentence.
+- ``same_sentence_share_chance``: the same share under a uniform choice of
+  the window's k high pairs among its valid pairs: sum k * n_s / n over sum k,
+  i.e. the share of all valid pairs in the same sentence, weighted by k.
+- ``same_sentence_preference``: share - chance (difference of shares).
+- ``same_sentence_ratio``: share / chance (1 = no preference; the paper's
+  "preference above 33%" reads as ratio > 1.33).
+- ``same_sentence_share_distance_matched``: the same-sentence share expected
+  if every high pair kept its distance d but were placed uniformly among the
+  window's valid pairs at distance d (sum over high pairs of n_s,d / n_d,
+  over sum k). Nearby tokens share a sentence more often; this is the chance
+  value with distance held fixed.
+- ``boundary_contrast``: share / distance-matched share. Above 1, high pairs
+  stop at sentence boundaries more than their distances explain (a drop
+  across boundaries).
+- ``within_sentence_spread``: mean distance of same-sentence high pairs
+  divided by the mean distance of the same-sentence pairs of their windows
+  (each window weighted by its number of same-sentence high pairs): 1 when
+  high pairs spread over whole sentences, below 1 when they stay near the
+  diagonal.
+- ``csm_same_mean``, ``csm_cross_mean``: mean CSM of same-sentence and of
+  cross-sentence pairs (CSM units).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+
+from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.pairs import PairView
+
+SCALARS = (
+    "same_sentence_share",
+    "same_sentence_share_chance",
+    "same_sentence_preference",
+    "same_sentence_ratio",
+    "same_sentence_share_distance_matched",
+    "boundary_contrast",
+    "within_sentence_spread",
+    "csm_same_mean",
+    "csm_cross_mean",
+)
+
+
+class SentenceAccumulator(Accumulator):
+    """Streaming same-sentence statistics of high-CSM pairs per layer and head (see module docstring).
+
+    Args:
+        n_layers, n_heads: model shape.
+
+    States (float64 sums, (L, H) unless noted): high pairs, same-sentence high
+    pairs, their chance and distance-matched chance, distance sums of
+    same-sentence high pairs and its chance, CSM sums over same- and
+    cross-sentence pairs, and the numbers of same- and cross-sentence pairs ().
+    """
+
+    def __init__(self, n_layers: int, n_heads: int):
+        super().__init__()
+        for name in ("high", "high_same", "chance_same", "matched_same", "high_same_distance", "chance_same_distance", "csm_same_sum", "csm_cross_sum"):
+            self.add_sum(name, n_layers, n_heads)
+        self.add_sum("n_same")
+        self.add_sum("n_cross")
+
+    def update(self, view: PairView) -> None:  # type: ignore[override]
+        valid = view.pair_mask.float()  # (B, P)
+        same = view.same_sentence.float()  # (B, P)
+        sid = view.batch["sentence_ids"]
+        in_sentence = (sid[:, view.pairs[0]] >= 0) & (sid[:, view.pairs[1]] >= 0)  # (B, P)
+        cross = (in_sentence & view.pair_mask & ~view.same_sentence).float()
+        distance = view.distance.float()  # (P,)
+        onehot = view.distance_onehot  # (P, T)
+        # share of same-sentence pairs among valid pairs at each distance, per window: (B, T)
+        same_at = safe_divide(same @ onehot, valid @ onehot).nan_to_num(0.0)
+        matched = same_at[:, view.distance] * valid  # (B, P): n_s,d / n_d at the pair's distance
+        counts = view.high_sums(torch.stack([same, same * distance, matched], -1))  # (L, B, H, 3)
+        k = view.high_count.float()  # (L, B, H)
+        n = valid.sum(-1)  # (B,)
+        n_same = same.sum(-1)  # (B,)
+        share = safe_divide(n_same, n).nan_to_num(0.0)  # (B,)
+        mean_same_distance = safe_divide((same * distance).sum(-1), n_same).nan_to_num(0.0)  # (B,)
+        self.high += k.sum(1).double()
+        self.high_same += counts[..., 0].sum(1).double()
+        self.chance_same += (k * share[:, None]).sum(1).double()
+        self.matched_same += counts[..., 2].sum(1).double()
+        self.high_same_distance += counts[..., 1].sum(1).double()
+        self.chance_same_distance += (counts[..., 0] * mean_same_distance[:, None]).sum(1).double()
+        csm = view.value_sums(torch.stack([same, cross], -1))  # (L, B, H, 2)
+        self.csm_same_sum += csm[..., 0].sum(1).double()
+        self.csm_cross_sum += csm[..., 1].sum(1).double()
+        self.n_same += n_same.sum().double()
+        self.n_cross += cross.sum().double()
+
+    def compute(self) -> Dict[str, torch.Tensor]:
+        """Scalars, each (layer, head) float64; NaN where undefined (no high pairs, no same-sentence pairs)."""
+        share = safe_divide(self.high_same, self.high)
+        chance = safe_divide(self.chance_same, self.high)
+        matched = safe_divide(self.matched_same, self.high)
+        return {
+            "same_sentence_share": share,
+            "same_sentence_share_chance": chance,
+            "same_sentence_preference": share - chance,
+            "same_sentence_ratio": safe_divide(share, chance),
+            "same_sentence_share_distance_matched": matched,
+            "boundary_contrast": safe_divide(share, matched),
+            "within_sentence_spread": safe_divide(self.high_same_distance, self.chance_same_distance),
+            "csm_same_mean": safe_divide(self.csm_same_sum, self.n_same.expand_as(self.csm_same_sum)),
+            "csm_cross_mean": safe_divide(self.csm_cross_sum, self.n_cross.expand_as(self.csm_cross_sum)),
+        }
