@@ -1,0 +1,60 @@
+"""Finding ``anchors``: each head's most common token in high-CSM pairs (arXiv:2512.21956).
+
+Definitions: :mod:`attnsim.stats.anchors`. Needs ``extra["vocab_size"]``
+(and ``extra["tokenizer"]`` to name the tokens; ids are used without it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Tuple
+
+import pandas as pd
+
+from attnsim.findings.base import Finding, Summary
+from attnsim.plots.anchors import anchor_table
+from attnsim.plots.heads import scalar_mosaic
+from attnsim.stats.anchors import SCALARS, AnchorAccumulator
+
+TOP_ANCHORS = 5  # anchors per head in the anchor table
+
+
+class AnchorsFinding(Finding):
+    """Anchor share, each head's top anchor tokens and their consistency, distinct anchors per layer."""
+
+    name = "anchors"
+    description = "anchor token of high-CSM pairs per head: share, most frequent anchors, consistency, distinct anchors per layer"
+    statistics = SCALARS
+    needs_attention = False
+
+    def build(self):
+        if "vocab_size" not in self.extra:
+            raise ValueError("The anchors finding needs extra={'vocab_size': ...} (the tokenizer's len) to count anchor token ids.")
+        return {"anchors": AnchorAccumulator(self.n_layers, self.n_heads, int(self.extra["vocab_size"]))}
+
+    def token_names(self, ids: List[int]) -> List[str]:
+        """Token strings of ``ids`` (the ids as text without a tokenizer)."""
+        tokenizer = self.extra.get("tokenizer")
+        return tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids]
+
+    def summarise(self) -> Summary:
+        acc = self.accumulators["anchors"]
+        out = acc.compute()
+        ids, counts = acc.top_anchors(TOP_ANCHORS)  # (L, H, K) each
+        windows = acc.windows  # (L, H)
+        rows = []
+        for layer in range(self.n_layers):
+            for head in range(self.n_heads):
+                kept = [(int(i), float(c)) for i, c in zip(ids[layer, head].tolist(), counts[layer, head].tolist()) if c > 0]
+                names = self.token_names([i for i, _ in kept])
+                for rank, ((token_id, count), token) in enumerate(zip(kept, names), start=1):
+                    rows.append({"layer": layer, "head": head, "rank": rank, "token_id": token_id, "token": token, "windows": count, "share": count / float(windows[layer, head])})
+        table = pd.DataFrame(rows, columns=["layer", "head", "rank", "token_id", "token", "windows", "share"])
+        top = out["top_anchor"]
+        top_tokens = [self.token_names([max(int(i), 0) for i in row]) for row in top.tolist()]
+        top_tokens = [[name if int(i) >= 0 else "" for name, i in zip(names, row)] for names, row in zip(top_tokens, top.tolist())]
+        extras = {"top_anchor": top, "top_anchor_tokens": top_tokens, "tables": {"tables/anchors_top.csv": table}}
+        return Summary(self.name, {n: out[n] for n in SCALARS}, extras=extras, windows=self.windows)
+
+    def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
+        yield "figures/anchors/heads.png", scalar_mosaic(summary.scalars, self.name)
+        yield "figures/anchors/anchor_tokens.png", anchor_table(summary.extras["top_anchor_tokens"], summary.scalars["anchor_consistency"])

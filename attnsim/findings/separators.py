@@ -1,0 +1,67 @@
+"""Finding ``separators``: attention to [CLS], [SEP], "." and ",", attention entropy and distance.
+
+Source: Clark et al., "What Does BERT Look At?", BlackboxNLP 2019.
+Definitions: :mod:`attnsim.stats.separators`. Token ids of each category come
+from ``extra["tokenizer"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Tuple
+
+from attnsim.findings.base import Finding, Summary
+from attnsim.plots.heads import scalar_mosaic
+from attnsim.plots.layers import by_layer
+from attnsim.stats.separators import CATEGORIES, SeparatorAccumulator, scalar_names
+
+
+def separator_ids(tokenizer) -> Dict[str, List[int]]:  # noqa: ANN001
+    """Token ids of each category: ``cls`` (the tokenizer's CLS, else BOS token), ``sep`` (SEP, else EOS),
+    ``period`` and ``comma`` (every single-token encoding of "." / "," with and without a leading space).
+
+    Raises:
+        ValueError: no tokenizer was given.
+    """
+    if tokenizer is None:
+        raise ValueError("The separators finding needs extra={'tokenizer': ...} to find the ids of [CLS], [SEP], '.' and ','.")
+
+    def special(*names: str) -> List[int]:
+        for name in names:
+            value = getattr(tokenizer, name, None)
+            if value is not None:
+                return [int(value)]
+        return []
+
+    def text(mark: str) -> List[int]:
+        ids = set()
+        for variant in (mark, f" {mark}"):
+            encoded = tokenizer(variant, add_special_tokens=False)["input_ids"]
+            if len(encoded) == 1:
+                ids.add(int(encoded[0]))
+        return sorted(ids)
+
+    return {"cls": special("cls_token_id", "bos_token_id"), "sep": special("sep_token_id", "eos_token_id"), "period": text("."), "comma": text(",")}
+
+
+class SeparatorsFinding(Finding):
+    """Attention mass on separator tokens beside uniform attention; attention entropy and mean distance."""
+
+    name = "separators"
+    description = "attention mass on [CLS], [SEP], '.', ',' vs uniform, attention entropy and mean attention distance (Clark et al. 2019)"
+    statistics = scalar_names(CATEGORIES)
+    needs_attention = True
+
+    def build(self):
+        return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.extra.get("tokenizer")))}
+
+    def summarise(self) -> Summary:
+        out = self.accumulators["separators"].compute()
+        return Summary(self.name, {n: out[n] for n in self.statistics}, windows=self.windows)
+
+    def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
+        s = summary.scalars
+        yield "figures/separators/heads.png", scalar_mosaic(s, self.name)
+        series = {"[CLS]": s["attention_cls"], "[SEP]": s["attention_sep"], '"."': s["attention_period"], '","': s["attention_comma"], "all four": s["attention_separators"]}
+        yield "figures/separators/by_layer.png", by_layer(
+            series, "Attention mass on separator tokens", "attention mass per query", {"all four": s["attention_separators_chance"]}, heads=False
+        )

@@ -1,0 +1,41 @@
+"""Anchor-token table per head: each head's most frequent anchor token on a layer x head grid."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from attnsim.plots.common import INDEX_NOTE
+
+
+def anchor_table(tokens: Sequence[Sequence[str]], consistency: torch.Tensor, max_chars: int = 8):
+    """A layer x head grid naming each head's top anchor token, coloured by its consistency.
+
+    Args:
+        tokens: n_layers lists of n_heads token strings (the head's most frequent anchor).
+        consistency: (layer, head) share of windows whose anchor is that token (0..1).
+        max_chars: longer token strings are cut (with "…").
+
+    Returns:
+        A matplotlib figure (one axes).
+    """
+    data = consistency.detach().double().cpu().numpy()
+    n_layers, n_heads = data.shape
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * n_heads, 1.0 + 0.42 * n_layers))
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_bad("white")
+    image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.03, label="anchor consistency (share of windows)")
+    for (layer, head), value in np.ndenumerate(data):
+        text = str(tokens[layer][head])
+        text = text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+        ax.text(head, layer, text, ha="center", va="center", fontsize=6, color="white" if np.isfinite(value) and value > 0.6 else "black")
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(n_layers))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"Most frequent anchor token of each head (colour: consistency; {INDEX_NOTE})", fontsize=8)
+    return fig

@@ -1,0 +1,52 @@
+"""Statistics by layer beside their chance values (one axes per figure)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from attnsim.plots.common import INDEX_NOTE
+
+
+def layer_means(values: torch.Tensor) -> np.ndarray:
+    """(layer,) mean over heads of a (layer, head) statistic, undefined heads left out."""
+    return values.detach().double().cpu().nanmean(-1).numpy()
+
+
+def by_layer(series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: Optional[Dict[str, torch.Tensor]] = None, heads: bool = True, log_y: bool = False):
+    """Layer means of (layer, head) statistics, each beside its chance value.
+
+    Args:
+        series: label -> (layer, head) statistic; drawn as a solid line of layer means,
+            with every head as a faint dot when ``heads``.
+        title, ylabel: text of the figure.
+        chance: label -> (layer, head) chance value, drawn dashed in the colour of the
+            statistic with the same label.
+        log_y: logarithmic y axis (e.g. for ratios to chance).
+
+    Returns:
+        A matplotlib figure.
+    """
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for index, (label, values) in enumerate(series.items()):
+        colour = f"C{index}"
+        means = layer_means(values)
+        layers = np.arange(len(means))
+        ax.plot(layers, means, "o-", color=colour, label=label, linewidth=1.4, markersize=4)
+        if heads:
+            data = values.detach().double().cpu().numpy()
+            ax.scatter(np.repeat(layers, data.shape[1]), data.reshape(-1), s=5, color=colour, alpha=0.25, linewidths=0)
+        if chance is not None and label in chance:
+            ax.plot(layers, layer_means(chance[label]), "--", color=colour, linewidth=1.0, label=f"{label} (chance)")
+    ax.set_xlabel("layer")
+    ax.set_ylabel(ylabel)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(next(iter(series.values())))))
+    ax.legend(fontsize=6, frameon=False)
+    ax.set_title(f"{title}\n(lines: mean over heads; dots: heads; {INDEX_NOTE})", fontsize=8)
+    fig.tight_layout()
+    return fig
