@@ -17,7 +17,11 @@ from attnsim.errors import AttnsimError
 
 # Further subcommands: "module:function" where function(subparsers) adds a parser
 # whose ``func(args) -> int`` runs it. One line per module keeps this file small.
-SUBCOMMANDS: List[str] = []
+SUBCOMMANDS: List[str] = [
+    "attnsim.training.finetune:add_parser",
+    "attnsim.tracking.sweep:add_parser",
+    "attnsim.tracking.compare:add_parser",
+]
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -311,7 +311,7 @@ def add_parser(subparsers: Any) -> None:
     """Register ``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID [overrides]``."""
     p = subparsers.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
     p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
-    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar="DIR_OR_RUN_ID", help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`")
+    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar=("DIR_OR_RUN_ID", "KEY=VALUE"), help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow")
     p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
     p.set_defaults(func=_cmd_sweep)

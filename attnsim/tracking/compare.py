@@ -1,0 +1,329 @@
+"""``attnsim compare``: per-layer statistics of several runs side by side.
+
+Runs are chosen by id (``attnsim compare ID ID ...``), as every finished
+measurement run of an MLflow experiment (``--experiment NAME``), or as the
+finished children of a sweep (``--parent ID``, ordered by global step). The
+table has one row per (statistic, layer): ``L00``, ``L01``, ... are layer
+means over heads (0-indexed, as in metric keys) and ``mean`` the model mean;
+one column per run. It is read from the runs' logged metrics
+(``finding/statistic/LNN`` and ``finding/statistic``), so it works across
+models (a shallower model has NaN in the deeper rows), checkpoints and corpora.
+
+Comparability: two runs' statistics mean the same thing only when they were
+measured on windows of the same length (tag ``attnsim.seq_len``: CSM values,
+distances and chance levels all depend on T) and with the same statistic
+definitions (tag ``attnsim.stats_definition``, the code's definition
+version, and the params ``stats.high_rule`` with its threshold
+``stats.top_fraction`` or ``stats.zscore``, ``stats.include_special``,
+``stats.normalise``, ``stats.short_range``). Runs that differ are refused
+with a message listing the differences, unless ``force``. Unfinished or
+partial runs are refused unless ``force`` too; runs without statistics and
+sweep parents, fine-tuning and comparison runs are always refused.
+
+Output: the table on stdout, as CSV, and as a comparison run (tag
+``attnsim.kind=compare``, MLflow experiment ``compare`` unless told otherwise)
+holding ``comparison.csv``, ``runs.csv`` (which column is which run) and one
+figure per statistic under ``figures/compare/`` (one line per run over
+layers, the chance level dotted where the statistic has one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from attnsim.errors import AttnsimError
+
+log = logging.getLogger(__name__)
+
+_ROW = re.compile(r"^(?P<finding>[^/]+)/(?P<stat>[^/]+)(?:/L(?P<layer>\d{2}))?$")
+NOT_MEASUREMENTS = ("sweep", "compare", "finetune")
+MEAN_ROW = "mean"
+
+
+class ComparisonError(AttnsimError):
+    """The runs cannot be put side by side (unknown, unfinished, without statistics, or not comparable)."""
+
+
+def _definition(run: Any) -> Dict[str, Optional[str]]:
+    """What a run's statistics mean: window length and statistic definitions (see module docstring)."""
+    tags, params = run.data.tags, run.data.params
+    rule = params.get("stats.high_rule")
+    return {
+        "attnsim.seq_len": tags.get("attnsim.seq_len"),
+        "attnsim.stats_definition": tags.get("attnsim.stats_definition"),
+        "stats.high_rule": rule,
+        "stats.zscore" if rule == "zscore" else "stats.top_fraction": params.get("stats.zscore" if rule == "zscore" else "stats.top_fraction"),
+        "stats.include_special": params.get("stats.include_special"),
+        "stats.normalise": params.get("stats.normalise"),
+        "stats.short_range": params.get("stats.short_range"),
+    }
+
+
+def check_comparable(runs: Sequence[Any], force: bool = False) -> List[str]:
+    """Differences in what the runs' statistics mean, one line each (empty when comparable).
+
+    Raises:
+        ComparisonError: there are differences and ``force`` is false.
+    """
+    definitions = [_definition(run) for run in runs]
+    keys = list(dict.fromkeys(k for d in definitions for k in d))
+    problems = []
+    for key in keys:
+        values = [d.get(key) for d in definitions]
+        if len(set(values)) > 1:
+            listing = "; ".join(f"{run.info.run_id[:8]} '{run.info.run_name}': {value}" for run, value in zip(runs, values))
+            problems.append(f"{key} differs ({listing})")
+    if problems and not force:
+        raise ComparisonError(
+            "These runs' statistics are not comparable: " + "; ".join(problems) + ". CSM values, distances and chance levels depend on the window length and on "
+            "the statistic definitions, so side by side they would mislead. Compare runs measured with the same corpus.seq_len and stats.* settings, "
+            "or pass --force (force=True) to put them side by side anyway."
+        )
+    return problems
+
+
+def _label_runs(runs: Sequence[Any], by_step: bool) -> List[str]:
+    labels = []
+    for run in runs:
+        step = run.data.tags.get("attnsim.global_step")
+        labels.append(f"step {step}" if by_step and step is not None else (run.info.run_name or run.info.run_id[:8]))
+    counts = {label: labels.count(label) for label in labels}
+    return [f"{label} [{run.info.run_id[:6]}]" if counts[label] > 1 else label for label, run in zip(labels, runs)]
+
+
+def statistics_table(runs: Sequence[Any], labels: Sequence[str]):
+    """Per-layer and model-mean statistics of ``runs`` side by side.
+
+    Only metrics of the findings a run lists in its ``findings`` param are read.
+
+    Returns:
+        DataFrame with index (``statistic`` = ``finding/stat``, ``layer`` = ``L00``.. or ``mean``)
+        and one float column per run, named by ``labels``; NaN where a run has no value.
+
+    Raises:
+        ComparisonError: a run has no per-layer statistics.
+    """
+    import pandas as pd
+
+    columns: Dict[str, Dict[Tuple[str, str], float]] = {}
+    for run, label in zip(runs, labels):
+        findings = set(str(run.data.params.get("findings", "")).split(","))
+        values: Dict[Tuple[str, str], float] = {}
+        for key, value in run.data.metrics.items():
+            match = _ROW.match(key)
+            if match and match["finding"] in findings:
+                layer = f"L{match['layer']}" if match["layer"] else MEAN_ROW
+                values[(f"{match['finding']}/{match['stat']}", layer)] = float(value)
+        if not any(layer != MEAN_ROW for _, layer in values):
+            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') has no per-layer statistics (no finding/statistic/LNN metrics of its findings). Give runs of `attnsim run` or `attnsim sweep` children.")
+        columns[label] = values
+    rows = sorted({row for values in columns.values() for row in values}, key=lambda r: (r[0], r[1] == MEAN_ROW, r[1]))
+    index = pd.MultiIndex.from_tuples(rows, names=["statistic", "layer"])
+    return pd.DataFrame({label: [values.get(row, float("nan")) for row in rows] for label, values in columns.items()}, index=index)
+
+
+def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[str] = None, parent: Optional[str] = None, force: bool = False) -> Tuple[List[Any], str]:
+    """The runs to compare and a description of the choice.
+
+    Raises:
+        ComparisonError: none or more than one way of choosing was given; an id or experiment is
+            unknown; nothing is left to compare; a chosen run is unfinished or partial (unless ``force``)
+            or is not a measurement run.
+    """
+    chosen = [bool(run_ids), experiment is not None, parent is not None]
+    if sum(chosen) != 1:
+        raise ComparisonError("Choose the runs in one way: run ids (attnsim compare ID ID ...), --experiment NAME, or --parent SWEEP_RUN_ID.")
+    client = tracker.client
+    if run_ids:
+        runs = []
+        for run_id in run_ids:
+            try:
+                runs.append(client.get_run(run_id))
+            except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
+                raise ComparisonError(f"No run '{run_id}' in the tracking store {tracker.uri}. Check the id (the MLflow UI shows it) or point --uri / MLFLOW_TRACKING_URI at the right store.") from exc
+        source = "runs"
+    elif experiment is not None:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise ComparisonError(f"No MLflow experiment '{experiment}' in {tracker.uri}. Experiments there: {', '.join(names) or '(none)'}.")
+        candidates = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
+        runs = [r for r in candidates if r.data.tags.get("attnsim.kind") not in NOT_MEASUREMENTS and "attnsim.stats_definition" in r.data.tags and r.data.tags.get("attnsim.partial") != "true"]
+        source = f"experiment:{experiment}"
+    else:
+        try:
+            parent_run = client.get_run(parent)
+        except Exception as exc:  # noqa: BLE001
+            raise ComparisonError(f"No run '{parent}' in the tracking store {tracker.uri}; --parent takes the run id `attnsim sweep` printed.") from exc
+        children = client.search_runs([parent_run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}' AND attributes.status = 'FINISHED'")
+        runs = sorted(children, key=lambda r: (int(r.data.tags.get("attnsim.global_step", 0)), r.info.start_time))
+        source = f"parent:{parent}"
+    if not runs:
+        raise ComparisonError(f"Nothing to compare: {source} has no finished measurement runs.")
+    for run in runs:
+        kind = run.data.tags.get("attnsim.kind")
+        if kind in NOT_MEASUREMENTS:
+            hint = f" Use --parent {run.info.run_id} to compare its children." if kind == "sweep" else ""
+            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is a {kind} run, not a measurement; it has no per-layer statistics of its own.{hint}")
+        unfinished = run.info.status != "FINISHED" or run.data.tags.get("attnsim.partial") == "true"
+        if unfinished and not force:
+            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is {run.info.status}{' with partial statistics' if run.data.tags.get('attnsim.partial') == 'true' else ''}; its statistics cover only part of its corpus. Re-run it, or pass --force to include it anyway.")
+    return runs, source
+
+
+def _runs_legend(runs: Sequence[Any], labels: Sequence[str]):
+    import pandas as pd
+
+    rows = []
+    for run, label in zip(runs, labels):
+        tags = run.data.tags
+        rows.append({
+            "column": label,
+            "run_id": run.info.run_id,
+            "run_name": run.info.run_name,
+            "status": run.info.status,
+            "model": tags.get("attnsim.model"),
+            "global_step": tags.get("attnsim.global_step"),
+            "corpus": tags.get("attnsim.corpus"),
+            "corpus_hash": (tags.get("attnsim.corpus_hash") or "")[:12],
+            "windows": tags.get("attnsim.windows"),
+            "seq_len": tags.get("attnsim.seq_len"),
+        })
+    return pd.DataFrame(rows)
+
+
+def _figures(table: Any):
+    """Yield (artifact path, figure): one per statistic that is not itself a chance level."""
+    from attnsim.plots.compare import layer_comparison
+
+    statistics = list(dict.fromkeys(table.index.get_level_values("statistic")))
+    for statistic in statistics:
+        if statistic.endswith("_chance"):
+            continue
+        block = table.xs(statistic, level="statistic")
+        layers = block.drop(index=MEAN_ROW, errors="ignore")
+        means = block.loc[MEAN_ROW] if MEAN_ROW in block.index else None
+        chance = None
+        if f"{statistic}_chance" in statistics:
+            chance = table.xs(f"{statistic}_chance", level="statistic").drop(index=MEAN_ROW, errors="ignore").reindex(layers.index)
+        name = statistic.replace("/", "_")
+        yield f"figures/compare/{name}.png", layer_comparison(layers, statistic, chance, means)
+
+
+def compare(
+    run_ids: Optional[Sequence[str]] = None,
+    experiment: Optional[str] = None,
+    parent: Optional[str] = None,
+    force: bool = False,
+    csv_path: Optional[str] = None,
+    log_run: bool = True,
+    log_experiment: str = "compare",
+    uri: Optional[str] = None,
+):
+    """Per-layer statistics of several runs side by side (see the module docstring).
+
+    Args:
+        run_ids: runs to compare, in column order; or
+        experiment: every finished measurement run of this MLflow experiment, oldest first; or
+        parent: the finished children of this sweep run, by global step.
+        force: put runs side by side even when their statistics are not comparable or unfinished.
+        csv_path: also write the table there as CSV.
+        log_run: log the table, the run legend and the figures as a comparison run.
+        log_experiment: MLflow experiment of the comparison run.
+        uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
+
+    Example::
+
+        table = attnsim.compare(parent=result.parent_run_id)
+        table.loc["csm/short_range_share"]          # layers x checkpoints
+
+    Returns:
+        pandas DataFrame, index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``
+        maps columns to run ids, models and corpora; ``table.attrs["comparison_run_id"]`` is the
+        comparison run, when logged; ``table.attrs["differences"]`` lists what ``force`` overrode).
+
+    Raises:
+        ComparisonError: see :func:`select_runs`, :func:`check_comparable`, :func:`statistics_table`.
+        TrackingError: the store cannot be used.
+    """
+    import attnsim
+    from attnsim.tracking.store import Tracker
+
+    tracker = Tracker(uri)
+    tracker.check()
+    runs, source = select_runs(tracker, list(run_ids or []), experiment, parent, force)
+    differences = check_comparable(runs, force)
+    for line in differences:
+        log.warning("compared anyway (--force): %s", line)
+    labels = _label_runs(runs, by_step=parent is not None)
+    table = statistics_table(runs, labels)
+    legend = _runs_legend(runs, labels)
+    table.attrs["runs"] = legend.to_dict("records")
+    table.attrs["differences"] = differences
+    if csv_path:
+        Path(csv_path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(csv_path)
+    if log_run:
+        first = runs[0].data.tags
+        tags = {
+            "attnsim.kind": "compare",
+            "attnsim.compare_source": source,
+            "attnsim.compare_runs": ",".join(r.info.run_id for r in runs),
+            "attnsim.compare_forced": "true" if differences else "false",
+            "attnsim.version": attnsim.__version__,
+        }
+        if not differences:
+            tags.update({k: first[k] for k in ("attnsim.seq_len", "attnsim.stats_definition") if k in first})
+        with tracker.run(log_experiment, f"compare {len(runs)} runs", tags) as sink:
+            sink.log_table(table.reset_index(), "comparison.csv")
+            sink.log_table(legend, "runs.csv")
+            if differences:
+                sink.log_text("\n".join(differences) + "\n", "differences.txt")
+            for path, figure in _figures(table):
+                sink.log_figure(figure, path)
+        table.attrs["comparison_run_id"] = sink.run_id
+    return table
+
+
+def format_table(table: Any, digits: int = 4) -> str:
+    """The table as fixed-width text (all rows and columns, ``digits`` significant digits)."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 250, "display.max_rows", None, "display.max_columns", None):
+        return table.to_string(float_format=lambda v: f"{v:.{digits}g}")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    table = compare(args.run_ids, args.experiment, args.parent, args.force, args.csv, not args.no_log, args.log_experiment, args.uri)
+    legend = table.attrs["runs"]
+    print("columns:")
+    for row in legend:
+        step = f", step {row['global_step']}" if row.get("global_step") is not None else ""
+        print(f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)")
+    print()
+    print(format_table(table))
+    if table.attrs["differences"]:
+        print("\nforced despite: " + "; ".join(table.attrs["differences"]))
+    if args.csv:
+        print(f"\ntable written to {args.csv}")
+    if "comparison_run_id" in table.attrs:
+        print(f"comparison run: {table.attrs['comparison_run_id']} (experiment '{args.log_experiment}': comparison.csv, runs.csv, figures/compare/*.png)")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``attnsim compare (RUN_ID ... | --experiment NAME | --parent RUN_ID)``."""
+    p = subparsers.add_parser("compare", help="per-layer statistics of several runs side by side (table, CSV, figures)")
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to compare, in column order")
+    p.add_argument("--experiment", default=None, metavar="NAME", help="every finished measurement run of this MLflow experiment")
+    p.add_argument("--parent", default=None, metavar="RUN_ID", help="the finished children of this sweep run, by global step")
+    p.add_argument("--force", action="store_true", help="compare even when seq_len or statistic definitions differ, or runs are unfinished")
+    p.add_argument("--csv", default="comparison.csv", metavar="PATH", help="where to write the table as CSV (default comparison.csv)")
+    p.add_argument("--no-log", action="store_true", help="do not log a comparison run")
+    p.add_argument("--log-experiment", default="compare", metavar="NAME", help="MLflow experiment of the comparison run (default compare)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.set_defaults(func=_cmd_compare)
