@@ -1,0 +1,80 @@
+"""Peak resident memory of `attnsim run EXPERIMENT` at two corpus sizes, and their ratio.
+
+Each run is a fresh Python process (so peaks do not mix) logging to a
+temporary SQLite store; the peak is that process's ``ru_maxrss``. With
+``--full`` it also runs the experiment over every window of the BBC corpus
+and reports its time and peak memory.
+
+Usage:
+    python benchmarks/memory.py                    # paper at 256 and 2,048 windows
+    python benchmarks/memory.py --full             # ... and over the whole BBC corpus
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET_RATIO = 1.15
+
+CHILD = r"""
+import json, os, resource, sys, time
+from attnsim.runner import run
+start = time.perf_counter()
+result = run(sys.argv[1], sys.argv[2:])
+print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "windows": result.windows,
+      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "timings": result.timings}))
+"""
+
+
+def measure(experiment: str, limit: str, extra) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db")
+        args = [sys.executable, "-c", CHILD, experiment, f"corpus.limit={limit}", "trainer.progress_bar=false", *extra]
+        out = subprocess.run(args, capture_output=True, text=True, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        raise SystemExit(f"run failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--experiment", default="paper")
+    parser.add_argument("--small", type=int, default=256)
+    parser.add_argument("--large", type=int, default=2048)
+    parser.add_argument("--full", action="store_true", help="also run over every window of the corpus")
+    parser.add_argument("overrides", nargs="*", help="extra overrides, e.g. trainer.accelerator=gpu")
+    args = parser.parse_args(argv)
+    rows = []
+    for limit in [str(args.small), str(args.large)] + (["null"] if args.full else []):
+        start = time.perf_counter()
+        result = measure(args.experiment, limit, args.overrides)
+        result["limit"] = limit
+        rows.append(result)
+        print(f"{args.experiment} corpus.limit={limit}: {result['windows']} windows, {result['seconds']:.1f} s in the run "
+              f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB, "
+              f"{result['windows'] / result['timings'].get('predict', float('nan')):.1f} windows/s in predict", flush=True)
+    ratio = rows[1]["peak_mib"] / rows[0]["peak_mib"]
+    passed = ratio <= TARGET_RATIO
+    print()
+    print("| experiment | windows | peak RSS MiB | run s | predict s | summarise s | logging s | figures s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        t = r["timings"]
+        print(f"| {args.experiment} | {r['windows']} | {r['peak_mib']:.0f} | {r['seconds']:.1f} | {t.get('predict', 0):.1f} | {t.get('summarise', 0):.2f} | {t.get('log', 0):.2f} | {t.get('figures', 0):.2f} |")
+    print()
+    print(f"target peak-memory ratio {rows[1]['windows']}/{rows[0]['windows']} windows <= {TARGET_RATIO}: {ratio:.3f} -> {'PASS' if passed else 'FAIL'}")
+    if args.full:
+        full_ratio = rows[2]["peak_mib"] / rows[0]["peak_mib"]
+        print(f"full corpus ({rows[2]['windows']} windows): {rows[2]['seconds']:.0f} s, peak ratio to {rows[0]['windows']} windows {full_ratio:.3f} -> {'PASS' if full_ratio <= TARGET_RATIO else 'FAIL'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
