@@ -22,7 +22,8 @@ experiment name, the resolved checkpoint directory, the base model and the
 sorted overrides. Running the same sweep again reopens that parent, skips
 every checkpoint that already has a FINISHED child, and measures the rest;
 a crash (or Ctrl-C) ends the parent FAILED (KILLED) with its finished children
-kept.
+kept. Children that a killed process (SIGKILL) left RUNNING are ended as
+KILLED when the sweep is resumed.
 """
 
 from __future__ import annotations
@@ -161,6 +162,16 @@ def _finished_children(tracker: Any, experiment_id: str, parent_id: str) -> Dict
     return done
 
 
+def _end_abandoned_children(tracker: Any, experiment_id: str, parent_id: str) -> List[str]:
+    """End children left RUNNING by a process that died (e.g. SIGKILL) as KILLED; return their ids."""
+    from attnsim.tracking.sink import RunSink
+
+    stale = tracker.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'RUNNING'")
+    for child in stale:
+        RunSink(tracker.client, child.info.run_id).fail(RuntimeError("abandoned: the process measuring it ended without ending the run; found when the sweep was resumed"), status="KILLED")
+    return [child.info.run_id for child in stale]
+
+
 def _logged_steps(tracker: Any, parent_id: str) -> set:
     return {int(m.step) for m in tracker.client.get_metric_history(parent_id, STEP_KEY)}
 
@@ -258,6 +269,9 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         if parent is None:
             parent_sink.log_params(flatten(prepared.cfg))
             parent_sink.log_text(to_yaml(prepared.cfg), "config.yaml")
+        if parent is not None:
+            for run_id in _end_abandoned_children(tracker, experiment_id, parent_id):
+                log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
         done = _finished_children(tracker, experiment_id, parent_id)
         logged = _logged_steps(tracker, parent_id)
         for step, path in entries:
