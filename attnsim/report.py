@@ -1,0 +1,447 @@
+"""Reproduction report: the CSM paper's claims beside what runs measured.
+
+``attnsim report RUN_ID [RUN_ID ...]`` (or :func:`write_report`) reads runs
+through the MLflow client, writes one Markdown table with a row per claim of
+Halevi et al., arXiv:2512.21956 and a column per run (e.g. a trained model and
+its random-weights control), each cell holding the measured values per layer
+and a verdict, and logs the report as an artifact (``reports/``) of every run
+it read.
+
+Verdicts follow one rule: each claim is split into criteria (stated in the
+report); a claim *holds* when every measurable criterion is met, *does not
+hold* when none is, and is *mixed* otherwise; *not measured* when the runs
+lack the statistics (e.g. a ``csm``-only run has no sentence statistics) or
+the model has too few layers to form the layer groups.
+
+Layer groups: with L layers and g = max(1, round(L / 3)), the early layers
+are 0..g-1, the final layers L-g..L-1 and the middle layers those between
+(none when L < 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from attnsim.errors import TrackingError
+
+TITLE = "Reproduction report: Halevi et al., *Self-attention vector output similarities reveal how machines pay attention* (arXiv:2512.21956)"
+
+
+@dataclass
+class RunData:
+    """What the report needs from one run: identity, tags, metrics and (lazily) per-head tables."""
+
+    run_id: str
+    name: str
+    status: str
+    tags: Dict[str, str]
+    metrics: Dict[str, float]
+    client: object = field(repr=False, default=None)
+    _tables: Dict[str, Optional[pd.DataFrame]] = field(default_factory=dict, repr=False)
+
+    @property
+    def control(self) -> bool:
+        """Whether the run is the random-weights control (tag ``attnsim.control=random``)."""
+        return self.tags.get("attnsim.control") == "random"
+
+    @property
+    def label(self) -> str:
+        """Column heading: run name, short id and whether it is the control."""
+        kind = "random-weights control" if self.control else self.tags.get("attnsim.model_init", "pretrained")
+        return f"{self.name} `{self.run_id[:8]}` ({kind})"
+
+    @property
+    def n_layers(self) -> int:
+        """Number of layers, from the layer-mean metric keys (``.../L03``)."""
+        layers = [int(key.rsplit("/L", 1)[1]) for key in self.metrics if "/L" in key and key.rsplit("/L", 1)[1].isdigit()]
+        return max(layers) + 1 if layers else 0
+
+    def layer_values(self, stat: str) -> Optional[List[float]]:
+        """Layer means of ``finding/stat`` for every layer (NaN where not logged), None when absent."""
+        values = [self.metrics.get(f"{stat}/L{layer:02d}", math.nan) for layer in range(self.n_layers)]
+        return values if any(math.isfinite(v) for v in values) else None
+
+    def first_layer_values(self, *stats: str) -> Tuple[Optional[str], Optional[List[float]]]:
+        """The first of ``stats`` the run logged, and its layer means."""
+        for stat in stats:
+            values = self.layer_values(stat)
+            if values is not None:
+                return stat, values
+        return None, None
+
+    def head_table(self, finding: str) -> Optional[pd.DataFrame]:
+        """The per-head table ``tables/<finding>_heads.csv`` of the run, None when it has none."""
+        if finding not in self._tables:
+            self._tables[finding] = None
+            try:
+                with tempfile.TemporaryDirectory() as folder:
+                    path = self.client.download_artifacts(self.run_id, f"tables/{finding}_heads.csv", folder)
+                    self._tables[finding] = pd.read_csv(path)
+            except Exception:  # noqa: BLE001 - a run without this finding simply lacks the table
+                self._tables[finding] = None
+        return self._tables[finding]
+
+
+@dataclass
+class Groups:
+    """Early, middle and final layers (0-indexed) of a model with ``n_layers`` layers (module docstring)."""
+
+    early: List[int]
+    middle: List[int]
+    final: List[int]
+
+    @classmethod
+    def of(cls, n_layers: int) -> "Groups":
+        size = max(1, round(n_layers / 3))
+        if n_layers < 2:
+            return cls(list(range(n_layers)), [], [])
+        early = list(range(min(size, n_layers - 1)))
+        final = list(range(max(len(early), n_layers - size), n_layers))
+        middle = [layer for layer in range(n_layers) if layer not in early and layer not in final]
+        return cls(early, middle, final)
+
+    def describe(self) -> str:
+        def span(layers: List[int]) -> str:
+            if not layers:
+                return "none"
+            return f"{layers[0]}" if len(layers) == 1 else f"{layers[0]}-{layers[-1]}"
+
+        return f"early {span(self.early)}, middle {span(self.middle)}, final {span(self.final)}"
+
+
+@dataclass
+class Outcome:
+    """One run's cell for one claim."""
+
+    values: str
+    criteria: List[Optional[bool]]
+    labels: Optional[List[str]] = None  # names of the criteria in the cell (default a, b, c, ...)
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.criteria)
+
+
+def verdict(criteria: Sequence[Optional[bool]]) -> str:
+    """``holds`` (every measurable criterion met), ``does not hold`` (none met), ``mixed``, or ``not measured``."""
+    measured = [c for c in criteria if c is not None]
+    if not measured:
+        return "not measured"
+    if all(measured):
+        return "holds"
+    if not any(measured):
+        return "does not hold"
+    return "mixed"
+
+
+def mean(values: Sequence[float], layers: Sequence[int]) -> float:
+    """Mean of ``values`` over ``layers`` (NaN entries and empty groups give NaN)."""
+    picked = [values[layer] for layer in layers if math.isfinite(values[layer])]
+    return sum(picked) / len(picked) if picked else math.nan
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}g}"
+
+
+def by_layer(values: Sequence[float], digits: int = 3) -> str:
+    """``L0 0.12, L1 0.34, ...`` (layers 0-indexed)."""
+    return ", ".join(f"L{layer} {fmt(v, digits)}" for layer, v in enumerate(values))
+
+
+def chance_text(values: Optional[Sequence[float]]) -> str:
+    """One chance value when it is the same in every layer, else per layer."""
+    if values is None:
+        return "chance n/a"
+    finite = [v for v in values if math.isfinite(v)]
+    if finite and max(finite) - min(finite) <= 1e-6 * max(1.0, abs(max(finite))):
+        return f"chance {fmt(finite[0])}"
+    return f"chance {by_layer(values)}"
+
+
+def criterion(condition: Callable[[], bool], *inputs: float) -> Optional[bool]:
+    """``condition()`` when every input is finite, else None (not measurable)."""
+    return bool(condition()) if all(x is not None and math.isfinite(x) for x in inputs) else None
+
+
+def all_layers(values: Sequence[float], layers: Sequence[int], test: Callable[[int], bool]) -> Optional[bool]:
+    """Whether ``test(layer)`` holds for every layer of ``layers`` with a finite value (None if none has)."""
+    usable = [layer for layer in layers if math.isfinite(values[layer])]
+    return all(test(layer) for layer in usable) if usable else None
+
+
+# -- the claims ----------------------------------------------------------------------
+
+
+def long_range_early(run: RunData, groups: Groups) -> Outcome:
+    stat, share = run.first_layer_values("distance/long_range_share", "csm/long_range_share")
+    if share is None:
+        return Outcome("not logged", [None])
+    chance = run.layer_values(f"{stat}_chance")
+    ratio = [s / c if chance and math.isfinite(c) and c > 0 else math.nan for s, c in zip(share, chance or [math.nan] * len(share))]
+    a = all_layers(ratio, groups.early, lambda layer: ratio[layer] >= 1.0)
+    b = criterion(lambda: mean(share, groups.early) > mean(share, groups.middle), mean(share, groups.early), mean(share, groups.middle))
+    return Outcome(f"long-range share: {by_layer(share)} ({chance_text(chance)})", [a, b])
+
+
+def short_range_middle(run: RunData, groups: Groups) -> Outcome:
+    stat, share = run.first_layer_values("distance/short_range_share", "csm/short_range_share")
+    if share is None:
+        return Outcome("not logged", [None])
+    chance = run.layer_values(f"{stat}_chance")
+    a = all_layers(share, groups.middle, lambda layer: chance is not None and share[layer] > chance[layer])
+    m, e, f = mean(share, groups.middle), mean(share, groups.early), mean(share, groups.final)
+    b = criterion(lambda: m > e and m > f, m, e, f)
+    return Outcome(f"short-range share: {by_layer(share)} ({chance_text(chance)})", [a, b])
+
+
+def sentence_wide_final(run: RunData, groups: Groups) -> Outcome:
+    share = run.layer_values("sentences/same_sentence_share")
+    chance = run.layer_values("sentences/same_sentence_share_chance")
+    contrast = run.layer_values("sentences/boundary_contrast")
+    spread = run.layer_values("sentences/within_sentence_spread")
+    if share is None or chance is None or contrast is None or spread is None:
+        return Outcome("not logged", [None])
+    a = all_layers(share, groups.final, lambda layer: share[layer] > chance[layer])
+    b = all_layers(contrast, groups.final, lambda layer: contrast[layer] > 1.0)
+    c = criterion(lambda: mean(spread, groups.final) > mean(spread, groups.middle), mean(spread, groups.final), mean(spread, groups.middle))
+    text = f"same-sentence share: {by_layer(share)} ({chance_text(chance)}); boundary contrast: {by_layer(contrast)}; within-sentence spread: {by_layer(spread)}"
+    return Outcome(text, [a, b, c])
+
+
+def separators_final(run: RunData, groups: Groups) -> Outcome:
+    mass = run.layer_values("separators/attention_separators")
+    chance = run.layer_values("separators/attention_separators_chance")
+    if mass is None or chance is None:
+        return Outcome("not logged", [None])
+    f, e, c = mean(mass, groups.final), mean(mass, groups.early), mean(chance, groups.final)
+    a = criterion(lambda: f >= 2.0 * c, f, c)
+    b = criterion(lambda: f >= e, f, e)
+    return Outcome(f"attention mass on [CLS]/[SEP]/./,: {by_layer(mass)} ({chance_text(chance)})", [a, b])
+
+
+def distinct_anchors(run: RunData, groups: Groups) -> Outcome:
+    distinct = run.layer_values("anchors/distinct_anchors")
+    consistency = run.layer_values("anchors/anchor_consistency")
+    table = run.head_table("anchors")
+    if distinct is None or consistency is None:
+        return Outcome("not logged", [None])
+    n_heads = int(table["head"].max()) + 1 if table is not None and len(table) else None
+    a = all_layers(distinct, range(len(distinct)), lambda layer: n_heads is not None and distinct[layer] >= n_heads / 2)
+    overall = mean(consistency, range(len(consistency)))
+    b = criterion(lambda: overall >= 0.2, overall)
+    heads = f" of {n_heads} heads" if n_heads else ""
+    return Outcome(f"distinct top anchors{heads}: {by_layer(distinct)}; anchor consistency: {by_layer(consistency)}", [a, b])
+
+
+def repetition_heads(run: RunData, groups: Groups) -> Outcome:
+    table = run.head_table("repetition")
+    if table is None or "repetition_score" not in table:
+        return Outcome("not logged", [None])
+    score = table.groupby("layer")["repetition_score"].max().reindex(range(run.n_layers)).tolist()
+    if not table["repetition_score"].notna().any():
+        return Outcome(f"highest repetition score per layer: {by_layer(score)}", [None])
+    strong = table[table["repetition_score"] >= 10.0]
+    found = strong[strong["long_identical_high_share"] >= 0.5]
+    a, b = len(strong) > 0, len(found) > 0
+    names = ", ".join(f"L{int(r.layer)}H{int(r.head)}" for r in found.itertuples()) or "none"
+    return Outcome(f"highest repetition score per layer: {by_layer(score)}; repetition heads: {names}", [a, b])
+
+
+def same_sentence_preference(run: RunData, groups: Groups) -> Outcome:
+    ratio = run.layer_values("sentences/same_sentence_ratio")
+    difference = run.layer_values("sentences/same_sentence_preference")
+    if ratio is None:
+        return Outcome("not logged", [None])
+    relative = [(r - 1.0) if math.isfinite(r) else math.nan for r in ratio]
+    per_layer = [None if not math.isfinite(v) else v > 0.33 for v in relative]
+    measured = [c for c in per_layer if c is not None]
+    criteria: List[Optional[bool]] = list(measured) or [None]
+    text = ", ".join(f"L{layer} {fmt(100 * v, 3)}%" for layer, v in enumerate(relative))
+    diff = f"; share - chance: {by_layer(difference)}" if difference is not None else ""
+    labels = [f"L{layer}" for layer, c in enumerate(per_layer) if c is not None]
+    return Outcome(f"preference (share / chance - 1): {text}{diff}", criteria, labels or None)
+
+
+@dataclass
+class Claim:
+    """One claim of the paper, how it is measured and the rule that decides it."""
+
+    title: str
+    measure: str
+    rule: str
+    evaluate: Callable[[RunData, Groups], Outcome]
+
+
+CLAIMS: List[Claim] = [
+    Claim(
+        "Early layers pair tokens at long range",
+        "`distance/long_range_share` (share of high-CSM pairs with j - i >= T/2) by layer, beside chance",
+        "(a) in every early layer the long-range share is at least its chance value; (b) the early layers' mean long-range share exceeds the middle layers'.",
+        long_range_early,
+    ),
+    Claim(
+        "Middle layers concentrate near the diagonal (short range)",
+        "`distance/short_range_share` (share of high-CSM pairs with j - i <= 4) by layer, beside chance",
+        "(a) in every middle layer the short-range share exceeds its chance value; (b) the middle layers' mean short-range share exceeds both the early and the final layers' means.",
+        short_range_middle,
+    ),
+    Claim(
+        "Final layers spread over one sentence, with a drop across sentence boundaries",
+        "`sentences/same_sentence_share` beside chance, `sentences/boundary_contrast` (share / distance-matched share), `sentences/within_sentence_spread`",
+        "(a) in every final layer the same-sentence share exceeds chance; (b) in every final layer the boundary contrast exceeds 1 (high pairs stop at sentence boundaries more than their distances explain); (c) the final layers' mean within-sentence spread exceeds the middle layers' (pairs spread over the sentence rather than near the diagonal).",
+        sentence_wide_final,
+    ),
+    Claim(
+        "Final-layer attention goes to separators ([CLS], [SEP], '.', ',')",
+        "`separators/attention_separators` (attention mass per query on the four tokens) by layer, beside uniform attention",
+        "(a) the final layers' mean separator mass is at least twice that of uniform attention; (b) it is at least the early layers' mean.",
+        separators_final,
+    ),
+    Claim(
+        "Each head has a distinct anchor (most common) token",
+        "`anchors/distinct_anchors` (distinct top anchors among a layer's heads) and `anchors/anchor_consistency` by layer",
+        "(a) in every layer at least half of the heads have different top anchors (distinct anchors >= heads / 2); (b) the mean anchor consistency over all heads is at least 0.2 (a head's anchor is its top token in at least a fifth of the windows).",
+        distinct_anchors,
+    ),
+    Claim(
+        "Repetition heads: some heads join identical tokens across the whole input",
+        "per head (`tables/repetition_heads.csv`): `repetition_score` (long-range identical pairs that are high / chance) and `long_identical_high_share`",
+        "(a) at least one head has a repetition score of 10 or more; (b) at least one such head has half or more of its long-range (j - i >= T/2) identical-token pairs among its high pairs.",
+        repetition_heads,
+    ),
+    Claim(
+        "High-CSM pairs prefer the same sentence (paper: preference above 33%)",
+        "`sentences/same_sentence_ratio` - 1 (relative excess of the same-sentence share over chance) by layer",
+        "one criterion per layer: the relative preference exceeds 33% (the paper's figure read as share / chance > 1.33); holds when every layer passes, does not hold when none does.",
+        same_sentence_preference,
+    ),
+]
+
+
+def _marks(outcome: Outcome) -> str:
+    criteria = outcome.criteria
+    if all(c is None for c in criteria):
+        return ""
+    labels = outcome.labels or [chr(ord("a") + i) for i in range(len(criteria))]
+    return ", ".join(f"{label}: {'yes' if c else 'no' if c is not None else 'n/a'}" for label, c in zip(labels, criteria))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, List[RunData]]:
+    """Read runs from the tracking store (``uri``, else ``$MLFLOW_TRACKING_URI``, else ./mlruns).
+
+    Raises:
+        TrackingError: the store cannot be used or a run id is not in it.
+    """
+    from attnsim.tracking.store import Tracker
+
+    tracker = Tracker(uri)
+    tracker.check()
+    runs = []
+    for run_id in run_ids:
+        try:
+            run = tracker.client.get_run(run_id)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            raise TrackingError(f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). Give run ids printed by `attnsim run`, and the store they were logged to (--uri or MLFLOW_TRACKING_URI).") from exc
+        runs.append(RunData(run_id, run.info.run_name or run_id[:8], run.info.status, dict(run.data.tags), dict(run.data.metrics), tracker.client))
+    return tracker.uri, runs
+
+
+def render(runs: Sequence[RunData]) -> str:
+    """The Markdown report for ``runs`` (see module docstring)."""
+    out = io.StringIO()
+    out.write(f"# {TITLE}\n\n")
+    out.write("Each row is a claim of the paper; each run's cell gives the measured values by layer (layers 0-indexed, layer means over heads) and the verdict under the rule stated below.\n\n")
+    out.write("| run | run id | model | weights | windows | corpus hash | experiment | status | layer groups |\n|---|---|---|---|---|---|---|---|---|\n")
+    for run in runs:
+        t = run.tags
+        out.write(
+            f"| {_cell(run.name)} | `{run.run_id}` | {_cell(t.get('attnsim.model', '?'))} | {'random (control)' if run.control else t.get('attnsim.model_init', 'pretrained')} "
+            f"| {t.get('attnsim.windows', '?')} | `{t.get('attnsim.corpus_hash', '?')[:12]}` | {t.get('attnsim.experiment', '?')} | {run.status} | {Groups.of(run.n_layers).describe()} |\n"
+        )
+    hashes = {run.tags.get("attnsim.corpus_hash") for run in runs}
+    if len(runs) > 1:
+        out.write("\nAll runs saw the same windows (same corpus hash).\n" if len(hashes) == 1 else "\nThe runs saw different windows (corpus hashes differ); compare them with care.\n")
+    out.write("\n| claim (paper) | measured | " + " | ".join(_cell(run.label) for run in runs) + " |\n")
+    out.write("|---|---|" + "---|" * len(runs) + "\n")
+    verdicts: Dict[str, List[str]] = {}
+    for number, claim in enumerate(CLAIMS, start=1):
+        cells = []
+        for run in runs:
+            outcome = claim.evaluate(run, Groups.of(run.n_layers))
+            verdicts.setdefault(claim.title, []).append(outcome.verdict)
+            marks = _marks(outcome)
+            cells.append(f"**{outcome.verdict}**{' (' + marks + ')' if marks else ''}<br>{_cell(outcome.values)}")
+        out.write(f"| {number}. {_cell(claim.title)} | {_cell(claim.measure)} | " + " | ".join(cells) + " |\n")
+    out.write("\n## Verdicts at a glance\n\n| claim | " + " | ".join(_cell(run.label) for run in runs) + " |\n|---|" + "---|" * len(runs) + "\n")
+    for number, claim in enumerate(CLAIMS, start=1):
+        out.write(f"| {number}. {_cell(claim.title)} | " + " | ".join(verdicts[claim.title]) + " |\n")
+    out.write("\n## Rules\n\n")
+    out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
+    out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"Findings\").\n\n")
+    for number, claim in enumerate(CLAIMS, start=1):
+        out.write(f"{number}. **{claim.title}**: {claim.rule}\n")
+    return out.getvalue()
+
+
+def default_path(run_ids: Sequence[str]) -> Path:
+    """``reports/report-<first 8 characters of each id, joined by '-'>.md`` under the current directory."""
+    return Path("reports") / f"report-{'-'.join(run_id[:8] for run_id in run_ids)}.md"
+
+
+def write_report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str] = None, log_artifact: bool = True) -> Path:
+    """Write the reproduction report of ``run_ids`` and log it to each of those runs (``reports/``).
+
+    Args:
+        run_ids: MLflow run ids (e.g. a trained model's run and its random control).
+        out: Markdown file to write (default :func:`default_path`).
+        uri: tracking URI (default ``$MLFLOW_TRACKING_URI``, else ./mlruns/mlflow.db).
+        log_artifact: also log the file as an artifact of every run read.
+
+    Returns:
+        The path written.
+
+    Raises:
+        TrackingError: the store cannot be used or a run is not in it.
+        ValueError: no run id given.
+    """
+    if not run_ids:
+        raise ValueError("Give at least one run id.")
+    _, runs = load_runs(run_ids, uri)
+    path = Path(out) if out else default_path(run_ids)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(runs))
+    if log_artifact:
+        for run in runs:
+            run.client.log_artifact(run.run_id, str(path), "reports")
+    return path
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in the report's output
+    path = write_report(args.run_ids, args.out, args.uri, not args.no_log)
+    print(f"report written to {path}" + ("" if args.no_log else f" and logged to {len(args.run_ids)} run(s) under reports/"))
+    return 0
+
+
+def add_parser(subparsers) -> None:  # noqa: ANN001 - argparse's private subparsers type
+    """Add ``attnsim report RUN_ID [RUN_ID ...] [--out PATH] [--uri URI] [--no-log]``."""
+    p = subparsers.add_parser("report", help="write a Markdown report of the paper's claims against one or more runs")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare, e.g. a trained model and its random control")
+    p.add_argument("--out", default=None, help="Markdown file to write (default: reports/report-<ids>.md)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--no-log", action="store_true", help="do not log the report as an artifact of the runs")
+    p.set_defaults(func=_cmd_report)
