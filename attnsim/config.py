@@ -54,7 +54,8 @@ class ModelConfig:
     attn_implementation: str = "auto"
     dtype: str = "float32"
     # path "build": a model built from these Hugging Face config fields (model_type required)
-    # with seeded random weights (needs init: random), e.g. a small ViT when no pretrained one is at hand
+    # whose weights are always seeded random (tagged attnsim.model_init=random), e.g. a small ViT when no
+    # pretrained one is at hand; setting model.path to a directory loads that model instead
     build: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -373,8 +374,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"Config key 'maps.discard_ratio' is {maps.discard_ratio}; give a share of each row's weights in [0, 1), e.g. 0.9.")
     if maps.flow_max_tokens < 0 or maps.num_labels < 1 or (maps.target_class is not None and maps.target_class < 0):
         raise ConfigError("Config keys 'maps.flow_max_tokens' must be >= 0, 'maps.num_labels' >= 1 and 'maps.target_class' null or >= 0.")
-    if cfg.model.path == "build" and (cfg.model.init != "random" or "model_type" not in cfg.model.build):
-        raise ConfigError("model.path=build makes a model from the Hugging Face config fields under 'model.build' (model_type required) with seeded random weights: set model.init=random and model.build.model_type.")
+    if cfg.model.path == "build" and "model_type" not in cfg.model.build:
+        raise ConfigError("model.path=build makes a model with seeded random weights from the Hugging Face config fields under 'model.build': set model.build.model_type (e.g. vit) and its fields, or set model.path to a model directory.")
     if cfg.plots.examples < 0 or cfg.plots.max_tokens < 4:
         raise ConfigError("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
     if not cfg.findings:

@@ -177,7 +177,7 @@ def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
         "attnsim.model": prepared.info.name,
         "attnsim.model_path": prepared.info.path,
         "attnsim.model_type": prepared.info.model_type,
-        "attnsim.control": "random" if cfg.model.init == "random" else "none",
+        "attnsim.control": "random" if cfg.model.init == "random" or cfg.model.path == "build" else "none",
         "attnsim.corpus": cfg.corpus.source if cfg.corpus.source == "bbc" else f"{cfg.corpus.source}:{cfg.corpus.path or 'skimage.data'}",
         "attnsim.corpus_hash": prepared.corpus.content_hash,
         "attnsim.windows": str(len(prepared.corpus)),

@@ -146,7 +146,7 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
         impl = "eager"
     torch_dtype = _DTYPES[dtype]
     try:
-        if init == "random":
+        if init == "random" or info.path == BUILD:  # a built model has no weights to load
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 model = AutoModel.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
@@ -156,5 +156,5 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
         raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
     model.eval()
     tags["attnsim.attn_implementation"] = str(getattr(model.config, "_attn_implementation", impl))
-    tags["attnsim.model_init"] = init
+    tags["attnsim.model_init"] = "random" if info.path == BUILD else init
     return model, tags

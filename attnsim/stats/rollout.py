@@ -182,7 +182,7 @@ def attention_flow(residual: torch.Tensor, sources: Optional[Sequence[int]] = No
     ``(l + 1, i)`` to ``(l, j)`` with capacity ``Â_l[i, j]``. The flow of
     output token s to input token j is the value of a maximum flow from
     ``(L, s)`` to ``(0, j)``, computed by networkx's ``maximum_flow_value``
-    (preflow-push) on capacities rounded to integer multiples of
+    (shortest augmenting paths, one residual network reused) on capacities rounded to integer multiples of
     ``resolution`` (the max-flow algorithms are exact on integers). Each
     value is at most 1, but a row does not sum to 1: every (s, j) is its own
     flow problem. Cost grows with L·T² edges and T max-flow runs per source,
@@ -201,6 +201,7 @@ def attention_flow(residual: torch.Tensor, sources: Optional[Sequence[int]] = No
         ValueError: ``residual`` is not (layer, pos, pos).
     """
     import networkx as nx
+    from networkx.algorithms.flow import build_residual_network, shortest_augmenting_path
 
     if residual.dim() != 3 or residual.shape[-1] != residual.shape[-2]:
         raise ValueError(f"residual must be (layer, pos, pos), got {tuple(residual.shape)}")
@@ -216,10 +217,13 @@ def attention_flow(residual: torch.Tensor, sources: Optional[Sequence[int]] = No
                     graph.add_edge((layer + 1, i), (layer, j), capacity=row[j])
     sources = list(range(size)) if sources is None else [int(s) for s in sources]
     flow = torch.zeros(len(sources), size, dtype=torch.float64)
+    # one residual network serves every (source, sink) problem: networkx resets it per call
+    residual_network = build_residual_network(graph, "capacity")
     for row, source in enumerate(sources):
         for sink in range(size):
             if (n_layers, source) in graph and (0, sink) in graph:
-                flow[row, sink] = nx.maximum_flow_value(graph, (n_layers, source), (0, sink)) / scale
+                value = nx.maximum_flow_value(graph, (n_layers, source), (0, sink), flow_func=shortest_augmenting_path, residual=residual_network)
+                flow[row, sink] = value / scale
     return flow
 
 

@@ -1,0 +1,92 @@
+"""Token categories that rollout and gradient-map summaries report mass on.
+
+Text (any tokenizer whose specials surround the text, e.g. BERT ``[CLS] ... [SEP]``):
+
+- ``cls``: the first token when it is special ([CLS], RoBERTa's ``<s>``): the readout token.
+- ``sep``: every other special token ([SEP], ``</s>``).
+- ``punct``: content tokens whose text, without the subword markers ``##``,
+  ``Ġ`` and ``▁``, is made only of Unicode punctuation (category P*), e.g. ``.`` ``,`` ``"``.
+
+Images (Vision Transformers):
+
+- ``cls``: the [CLS] token (position 0), the readout token.
+- ``extra``: the other extra tokens (DeiT's distillation token, register tokens).
+
+Rollout never discards entries of *kept* tokens: [CLS] for text; [CLS] and
+the distillation token (DeiT's second readout) for images.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Dict, Optional, Tuple
+
+import torch
+
+_MARKERS = ("##", "Ġ", "▁")
+
+
+def is_punctuation(token: str) -> bool:
+    """Whether a token string (subword markers stripped) is made only of Unicode punctuation."""
+    for marker in _MARKERS:
+        if token.startswith(marker):
+            token = token[len(marker):]
+    return bool(token) and all(unicodedata.category(ch).startswith("P") for ch in token)
+
+
+def punctuation_table(tokenizer) -> torch.Tensor:  # noqa: ANN001 - a Hugging Face tokenizer
+    """(vocab,) bool: which token ids are punctuation (:func:`is_punctuation`)."""
+    size = len(tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(size)))
+    return torch.tensor([is_punctuation(t or "") for t in tokens], dtype=torch.bool)
+
+
+class TokenCategories:
+    """Category masks of a batch (module docstring).
+
+    Args:
+        tokenizer: the run's tokenizer (text) or :class:`~attnsim.capture.vision.PatchLabeler` (images).
+        vision: inputs are images.
+        extra_names: the extra-token names of a ViT (``[CLS]``, ``[DIST]``, ``[REG0]`` ...).
+    """
+
+    def __init__(self, tokenizer=None, vision: bool = False, extra_names: Tuple[str, ...] = ()):  # noqa: ANN001
+        self.vision = vision
+        self.extra_names = tuple(extra_names)
+        self.names: Tuple[str, ...] = ("cls", "extra") if vision else ("cls", "sep", "punct")
+        self._punct: Optional[torch.Tensor] = None if vision or tokenizer is None else punctuation_table(tokenizer)
+
+    def masks(self, batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """name -> (batch, pos) bool, real tokens only."""
+        real = batch["attention_mask"].bool()
+        special = batch["special_mask"].bool() & real
+        first = torch.zeros_like(real)
+        first[:, 0] = special[:, 0]
+        out = {"cls": first}
+        if self.vision:
+            out["extra"] = special & ~first
+            return out
+        out["sep"] = special & ~first
+        if self._punct is not None:
+            table = self._punct.to(batch["input_ids"].device)
+            out["punct"] = table[batch["input_ids"].clamp(0, len(table) - 1)] & real & ~special
+        else:
+            out["punct"] = torch.zeros_like(real)
+        return out
+
+    def keep(self, batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """(batch, pos) bool tokens whose rollout entries are never discarded."""
+        real = batch["attention_mask"].bool()
+        keep = torch.zeros_like(real)
+        keep[:, 0] = True
+        if self.vision and "[DIST]" in self.extra_names:
+            keep[:, self.extra_names.index("[DIST]")] = True
+        return keep & real
+
+    @staticmethod
+    def readout(batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """(batch,) int64 position of the readout token: 0 ([CLS])."""
+        return torch.zeros(batch["attention_mask"].shape[0], dtype=torch.long, device=batch["attention_mask"].device)
+
+
+__all__ = ["is_punctuation", "punctuation_table", "TokenCategories"]

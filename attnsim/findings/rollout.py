@@ -1,0 +1,154 @@
+"""Finding ``rollout``: attention rollout and attention flow (Abnar & Zuidema 2020), for text and images.
+
+Corpus summaries per layer depth (heads are fused, so each statistic has one
+value per layer, logged under head index 0 in the per-head table): rollout
+mass on the token categories of :mod:`attnsim.findings.categories` beside
+uniform mixing, the share a token keeps of itself, and the entropy of the
+readout ([CLS]) row (:class:`attnsim.stats.rollout.RolloutAccumulator`).
+
+Examples: the readout row after every layer, the final rollout matrix, and
+for windows of at most ``maps.flow_max_tokens`` real tokens the attention flow
+of the readout token beside its rollout (also as a table). For images the
+readout rows are drawn over the picture on the patch grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Tuple
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnsim.findings.base import Finding, Summary
+from attnsim.findings.categories import TokenCategories
+from attnsim.plots import maps as plots
+from attnsim.plots.common import matrix_grid
+from attnsim.stats.pairs import PairView
+from attnsim.stats.rollout import RolloutAccumulator, attention_flow, attention_rollout, residual_attention
+
+
+def depth_panels(n_layers: int, most: int = 4) -> List[int]:
+    """Layer depths drawn on image overlays: every layer up to ``most``, else evenly spaced ending at the last."""
+    if n_layers <= most:
+        return list(range(n_layers))
+    return sorted({int(round(x)) for x in np.linspace(0, n_layers - 1, most)})
+
+
+class RolloutFinding(Finding):
+    """Attention rollout per depth, attention flow for short examples (module docstring)."""
+
+    name = "rollout"
+    description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on [CLS]/[SEP]/punctuation, readout entropy; attention flow for short inputs; image overlays for ViTs"
+    needs_attention = True
+
+    def build(self):
+        extra = self.extra
+        layout = extra.get("layout")
+        self.vision = bool(extra.get("vision"))
+        self.layout = layout
+        self.categories = TokenCategories(extra.get("tokenizer"), self.vision, layout.extra if layout is not None else ())
+        self.maps_cfg = extra.get("maps")
+        self.max_examples = int(extra.get("examples", 0))
+        self.examples: List[Dict[str, Any]] = []
+        self.statistics = self._statistics()
+        return {"rollout": RolloutAccumulator(self.n_layers, self.seq_len, self.categories.names)}
+
+    def _statistics(self) -> tuple:
+        names: List[str] = []
+        for category in self.categories.names:
+            names += [f"{category}_mass", f"{category}_mass_chance"]
+        return tuple(names + ["self_mass", "readout_entropy"])
+
+    @property
+    def _fusion(self) -> str:
+        return self.maps_cfg.head_fusion if self.maps_cfg is not None else "mean"
+
+    @property
+    def _discard(self) -> float:
+        return float(self.maps_cfg.discard_ratio) if self.maps_cfg is not None else 0.0
+
+    def update(self, view: PairView) -> None:
+        batch = view.batch
+        valid = batch["attention_mask"].bool()  # rollout runs over every real token, specials included
+        keep = self.categories.keep(batch)
+        rollout = attention_rollout(view.attention, valid, self._fusion, self._discard, keep)  # (L, B, T, T)
+        readout = self.categories.readout(batch)
+        self.accumulators["rollout"].update(rollout, valid, self.categories.masks(batch), readout)
+        self._record(view, rollout, valid, keep)
+        self.windows += view.batch_size
+
+    def _record(self, view: PairView, rollout: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> None:
+        """Keep the first windows' readout rows, final matrix and (short ones) flow inputs."""
+        flow_max = int(self.maps_cfg.flow_max_tokens) if self.maps_cfg is not None else 0
+        tokenizer = self.extra.get("tokenizer")
+        for b in range(view.batch_size):
+            if len(self.examples) >= self.max_examples:
+                return
+            length = int(valid[b].sum())  # real tokens are a prefix: padding sits at the end
+            ids = view.batch["input_ids"][b, :length].tolist()
+            example: Dict[str, Any] = {
+                "doc_id": view.batch["doc_ids"][b],
+                "labels": tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids],
+                "readout": rollout[:, b, 0, :length].detach().double().cpu().numpy(),  # (L, n)
+                "matrix": rollout[-1, b, :length, :length].detach().double().cpu().numpy(),  # (n, n)
+            }
+            if "images" in view.batch:
+                example["image"] = view.batch["images"][b].cpu().numpy()
+            if 0 < length <= flow_max:
+                attention = view.attention[:, b : b + 1, :, :length, :length]
+                example["residual"] = residual_attention(attention, None, self._fusion, self._discard, keep[b : b + 1, :length])[:, 0].detach().cpu()
+            self.examples.append(example)
+
+    def summarise(self) -> Summary:
+        out = self.accumulators["rollout"].compute()
+        scalars = {name: out[name] for name in self.statistics}
+        tables: Dict[str, pd.DataFrame] = {}
+        for e, example in enumerate(self.examples):
+            if "residual" in example:
+                # max-flow runs are only done for the recorded short examples
+                example["flow"] = attention_flow(example["residual"], sources=[0])[0].numpy()
+                tables[f"tables/rollout_flow_window{e}.csv"] = pd.DataFrame(
+                    {"position": np.arange(len(example["labels"])), "token": example["labels"], "rollout": example["readout"][-1], "flow": example["flow"]}
+                )
+        extras = {"readout_mean": out["readout_mean"], "examples": self.examples, "tables": tables}
+        return Summary(self.name, scalars, extras=extras, windows=self.windows)
+
+    def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
+        max_tokens = plots_cfg.max_tokens
+        fusion = f"{self._fusion} fusion, discard {self._discard:g}"
+        yield "figures/rollout/depth_profile.png", plots.depth_profiles(summary.scalars, self.name, f"Rollout mass on token categories by depth ({fusion})")
+        mean = summary.extras["readout_mean"].detach().cpu().double().numpy()  # (L, T)
+        if self.vision and self.layout is not None:
+            grids = [plots.grid_values(mean[d], self.layout.n_extra, self.layout.grid) for d in depth_panels(self.n_layers)]
+            yield "figures/rollout/mean_readout_grid.png", plots.grid_heatmaps(
+                grids, [f"after layer {d}" for d in depth_panels(self.n_layers)], f"Corpus-mean [CLS] rollout on the patch grid ({fusion})", unit="share"
+            )
+        else:
+            labels = [str(p) for p in range(mean.shape[1])]
+            yield "figures/rollout/mean_readout.png", plots.token_strip(
+                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ([CLS]) rollout row by position ({fusion})", max_tokens, unit="share"
+            )
+        for e, example in enumerate(summary.extras["examples"]):
+            yield from self._example_figures(e, example, max_tokens, fusion)
+
+    def _example_figures(self, e: int, example: Dict[str, Any], max_tokens: int, fusion: str) -> Iterator[Tuple[str, Any]]:
+        labels, readout = example["labels"], example["readout"]
+        title = f"window {e} ({example['doc_id']})"
+        if self.vision and self.layout is not None and "image" in example:
+            depths = depth_panels(self.n_layers)
+            grids = [plots.grid_values(readout[d], self.layout.n_extra, self.layout.grid) for d in depths]
+            names = [f"rollout after layer {d}" for d in depths]
+            if "flow" in example:
+                grids.append(plots.grid_values(example["flow"], self.layout.n_extra, self.layout.grid))
+                names.append("attention flow")
+            yield f"figures/rollout/window{e}_overlay.png", plots.saliency_overlay(example["image"], grids, names, f"[CLS] rollout of image {e} ({example['doc_id']}, {fusion})")
+            return
+        rows = [f"after layer {d}" for d in range(readout.shape[0])]
+        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(readout, labels, rows, f"[CLS] rollout row of {title} ({fusion})", max_tokens, unit="share")
+        yield f"figures/rollout/window{e}_matrix.png", matrix_grid(example["matrix"][None], ["final"], f"Rollout through every layer, {title} (rows: output token, columns: input token)", max_tokens, labels, cmap="viridis", cols=1)
+        if "flow" in example:
+            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(example["flow"], readout[-1], labels, f"Attention flow and rollout of [CLS], {title}", max_tokens)
+
+    def metric_names(self) -> List[str]:
+        return [f"{self.name}/{s}" for s in self.statistics]
