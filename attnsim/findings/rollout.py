@@ -126,8 +126,9 @@ class RolloutFinding(Finding):
             )
         else:
             labels = [str(p) for p in range(mean.shape[1])]
+            mean[:, 0] = np.nan  # the readout token's own share
             yield "figures/rollout/mean_readout.png", plots.token_strip(
-                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ([CLS]) rollout row by position ({fusion})", max_tokens, unit="share"
+                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ([CLS]) rollout row by position ({fusion}; own entry left blank)", max_tokens, unit="share"
             )
         for e, example in enumerate(summary.extras["examples"]):
             yield from self._example_figures(e, example, max_tokens, fusion)
@@ -145,10 +146,14 @@ class RolloutFinding(Finding):
             yield f"figures/rollout/window{e}_overlay.png", plots.saliency_overlay(example["image"], grids, names, f"[CLS] rollout of image {e} ({example['doc_id']}, {fusion})")
             return
         rows = [f"after layer {d}" for d in range(readout.shape[0])]
-        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(readout, labels, rows, f"[CLS] rollout row of {title} ({fusion})", max_tokens, unit="share")
+        shown = readout.copy()
+        shown[:, 0] = np.nan  # [CLS]'s own share (mostly the residual) would flatten every other token's colour
+        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(shown, labels, rows, f"[CLS] rollout row of {title} ({fusion}; [CLS]'s own entry left blank)", max_tokens, unit="share")
         yield f"figures/rollout/window{e}_matrix.png", matrix_grid(example["matrix"][None], ["final"], f"Rollout through every layer, {title} (rows: output token, columns: input token)", max_tokens, labels, cmap="viridis", cols=1)
         if "flow" in example:
-            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(example["flow"], readout[-1], labels, f"Attention flow and rollout of [CLS], {title}", max_tokens)
+            flow, last = example["flow"].copy(), readout[-1].copy()
+            flow[0] = last[0] = np.nan
+            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(flow, last, labels, f"Attention flow and rollout of [CLS], {title} ([CLS]'s own entry left blank)", max_tokens)
 
     def metric_names(self) -> List[str]:
         return [f"{self.name}/{s}" for s in self.statistics]
