@@ -25,8 +25,7 @@ def anchor_table(tokens: Sequence[Sequence[str]], consistency: torch.Tensor, max
     data = consistency.detach().double().cpu().numpy()
     n_layers, n_heads = data.shape
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * n_heads, 1.0 + 0.42 * n_layers))
-    cmap = plt.get_cmap("Blues").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("Blues").with_extremes(bad="white")
     image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     fig.colorbar(image, ax=ax, fraction=0.03, label="anchor consistency (share of windows)")
     for (layer, head), value in np.ndenumerate(data):

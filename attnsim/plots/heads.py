@@ -58,8 +58,7 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
         chance = scalars.get(f"{name}_chance")
         extra = f", chance {float(chance.double().nanmean()):.3g}" if chance is not None and torch.isfinite(chance).any() else ""
         ax.text(left, top - 0.7, f"{name} {span}{extra}", fontsize=6, va="bottom", ha="left")
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
     image = ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=0, vmax=1, interpolation="nearest", aspect="equal")
     fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01, label="scaled within each panel (0 = min, 1 = max)")
     ax.set_xticks([])

@@ -1,0 +1,120 @@
+"""The reproduction report: verdict rules on hand-made runs, and the report of a trained model
+against its random-weights control on the bundled MiniLM."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from attnsim.cli import main
+from attnsim.report import CLAIMS, Groups, RunData, render, verdict
+from tests.conftest import runs_of
+
+
+def test_verdict_rule():
+    assert verdict([True, True]) == "holds"
+    assert verdict([True, None]) == "holds"
+    assert verdict([False, False]) == "does not hold"
+    assert verdict([True, False]) == "mixed"
+    assert verdict([None]) == "not measured"
+
+
+@pytest.mark.parametrize(
+    "layers, groups",
+    [(6, ([0, 1], [2, 3], [4, 5])), (12, ([0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11])), (3, ([0], [1], [2])), (2, ([0], [], [1]))],
+)
+def test_layer_groups(layers, groups):
+    g = Groups.of(layers)
+    assert (g.early, g.middle, g.final) == groups
+
+
+def fake_run(control: bool = False) -> RunData:
+    """Three layers, values chosen so that each claim's verdict is known."""
+    m = {}
+
+    def layer(stat, values):
+        for index, value in enumerate(values):
+            m[f"{stat}/L{index:02d}"] = value
+
+    layer("distance/long_range_share", [0.5, 0.2, 0.3])  # early 0.5 >= chance 0.25 and > middle 0.2: holds
+    layer("distance/long_range_share_chance", [0.25] * 3)
+    layer("distance/short_range_share", [0.1, 0.3, 0.2])  # middle 0.3 > chance 0.05, > 0.1 and 0.2: holds
+    layer("distance/short_range_share_chance", [0.05] * 3)
+    layer("sentences/same_sentence_share", [0.3, 0.4, 0.1])  # final 0.1 < chance 0.2 (a no)
+    layer("sentences/same_sentence_share_chance", [0.2] * 3)
+    layer("sentences/boundary_contrast", [1.0, 1.1, 1.2])  # (b) yes
+    layer("sentences/within_sentence_spread", [0.9, 0.7, 0.8])  # (c) final 0.8 > middle 0.7: yes -> mixed
+    layer("sentences/same_sentence_ratio", [1.5, 2.0, 0.5])  # +50%, +100%, -50%: mixed
+    layer("sentences/same_sentence_preference", [0.1, 0.2, -0.1])
+    layer("separators/attention_separators", [0.3, 0.2, 0.1])  # final 0.1 < 2 * 0.1 and < early: does not hold
+    layer("separators/attention_separators_chance", [0.1] * 3)
+    layer("anchors/distinct_anchors", [4, 3, 2])  # of 4 heads: layer 2 has 2 >= 2: (a) yes
+    layer("anchors/anchor_consistency", [0.3, 0.3, 0.3])  # (b) yes -> holds
+    tags = {"attnsim.control": "random" if control else "none", "attnsim.model": "fake", "attnsim.windows": "10", "attnsim.corpus_hash": "ab" * 32, "attnsim.experiment": "paper"}
+    run = RunData("f" * 32 if control else "e" * 32, "paper", "FINISHED", tags, m)
+    heads = pd.DataFrame({"layer": [0, 0, 1, 1, 2, 2, 2, 2], "head": [0, 1, 0, 1, 0, 1, 2, 3]})
+    run._tables["anchors"] = heads
+    repetition = heads.assign(repetition_score=[1.0, 2.0, 12.0, 3.0, 1.0, math.nan, 40.0, 1.0], long_identical_high_share=[0.0, 0.1, 0.2, 0.1, 0.0, math.nan, 0.7, 0.0])
+    run._tables["repetition"] = repetition  # L2H2 scores 40 with 70% of long identical pairs high: holds
+    return run
+
+
+def test_verdicts_of_a_hand_made_run():
+    run = fake_run()
+    groups = Groups.of(run.n_layers)
+    verdicts = [claim.evaluate(run, groups).verdict for claim in CLAIMS]
+    assert verdicts == ["holds", "holds", "mixed", "does not hold", "holds", "holds", "mixed"]
+    repetition = CLAIMS[5].evaluate(run, groups)
+    assert "L2H2" in repetition.values and "L1H0" not in repetition.values.split("repetition heads:")[1]
+
+
+def test_render_has_one_row_per_claim_and_a_column_per_run():
+    text = render([fake_run(), fake_run(control=True)])
+    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line) and "<br>" in line]
+    assert len(rows) == len(CLAIMS)
+    assert all(row.count("<br>") == 2 for row in rows)  # one cell per run
+    assert "random-weights control" in text and "same windows" in text
+    assert "## Rules" in text and "paper: preference above 33%" in text
+
+
+def test_a_run_without_the_statistics_is_not_measured():
+    run = RunData("a" * 32, "csm", "FINISHED", {}, {"csm/long_range_share/L00": 0.3, "csm/long_range_share_chance/L00": 0.2})
+    groups = Groups.of(run.n_layers)
+    outcomes = [claim.evaluate(run, groups) for claim in CLAIMS]
+    assert outcomes[0].verdict == "holds"  # falls back to the csm finding's statistic; no middle layer
+    assert [o.verdict for o in outcomes[2:]] == ["not measured"] * 5
+
+
+def test_unknown_run_is_an_error_without_traceback(tracking_uri, capsys, tmp_path):
+    assert main(["report", "0" * 32, "--out", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err
+    assert "is not in the tracking store" in err and "Traceback" not in err
+
+
+@pytest.mark.e2e
+def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, capsys):
+    common = ["corpus.limit=8", "tracking.figures=false", "trainer.progress_bar=false"]
+    assert main(["run", "paper", *common]) == 0
+    assert main(["run", "paper", "model.init=random", *common]) == 0
+    client, runs = runs_of(tracking_uri)
+    by_control = {r.data.tags["attnsim.control"]: r for r in runs}
+    assert set(by_control) == {"none", "random"}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    trained, control = by_control["none"], by_control["random"]
+    out = tmp_path / "report.md"
+    assert main(["report", trained.info.run_id, control.info.run_id, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert trained.info.run_id in text and control.info.run_id in text
+    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line) and "<br>" in line]
+    assert len(rows) == len(CLAIMS)
+    for row in rows:
+        cells = row.split(" | ")[2:]
+        assert len(cells) == 2 and all(re.match(r"\*\*(holds|does not hold|mixed|not measured)\*\*", c) for c in cells), row
+        assert "L5" in row  # values for every layer of the 6-layer MiniLM
+    for run in (trained, control):
+        assert [a.path for a in client.list_artifacts(run.info.run_id, "reports")] == ["reports/report.md"]
+    # the learned pattern the control lacks: same-sentence preference
+    assert trained.data.metrics["sentences/same_sentence_ratio"] > control.data.metrics["sentences/same_sentence_ratio"]
