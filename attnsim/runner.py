@@ -275,7 +275,9 @@ def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: O
         datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers)
     tags = run_tags(prepared, model_tags)
     tags.update(extra_tags or {})
-    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or cfg.name, tags, parent_run_id) as sink:
+    # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
+    default_name = f"{cfg.name}-random" if tags.get("attnsim.control") == "random" else cfg.name
+    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or default_name, tags, parent_run_id) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
         sink.log_params(flatten(cfg))
         sink.log_text(to_yaml(cfg), "config.yaml")
