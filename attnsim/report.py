@@ -101,6 +101,7 @@ class Groups:
 
     @classmethod
     def of(cls, n_layers: int) -> "Groups":
+        """Thirds of ``n_layers`` layers: g = max(1, round(L / 3)) early and final layers, the rest middle."""
         size = max(1, round(n_layers / 3))
         if n_layers < 2:
             return cls(list(range(n_layers)), [], [])
@@ -110,6 +111,7 @@ class Groups:
         return cls(early, middle, final)
 
     def describe(self) -> str:
+        """``early 0-1, middle 2-3, final 4-5``."""
         def span(layers: List[int]) -> str:
             if not layers:
                 return "none"
@@ -150,6 +152,7 @@ def mean(values: Sequence[float], layers: Sequence[int]) -> float:
 
 
 def fmt(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, ``n/a`` when missing or not finite."""
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}g}"
 
 
@@ -183,6 +186,7 @@ def all_layers(values: Sequence[float], layers: Sequence[int], test: Callable[[i
 
 
 def long_range_early(run: RunData, groups: Groups) -> Outcome:
+    """Claim 1 (rule in :data:`CLAIMS`); falls back to the ``csm`` finding's statistic."""
     stat, share = run.first_layer_values("distance/long_range_share", "csm/long_range_share")
     if share is None:
         return Outcome("not logged", [None])
@@ -194,6 +198,7 @@ def long_range_early(run: RunData, groups: Groups) -> Outcome:
 
 
 def short_range_middle(run: RunData, groups: Groups) -> Outcome:
+    """Claim 2 (rule in :data:`CLAIMS`); falls back to the ``csm`` finding's statistic."""
     stat, share = run.first_layer_values("distance/short_range_share", "csm/short_range_share")
     if share is None:
         return Outcome("not logged", [None])
@@ -205,6 +210,7 @@ def short_range_middle(run: RunData, groups: Groups) -> Outcome:
 
 
 def sentence_wide_final(run: RunData, groups: Groups) -> Outcome:
+    """Claim 3 (rule in :data:`CLAIMS`)."""
     share = run.layer_values("sentences/same_sentence_share")
     chance = run.layer_values("sentences/same_sentence_share_chance")
     contrast = run.layer_values("sentences/boundary_contrast")
@@ -219,6 +225,7 @@ def sentence_wide_final(run: RunData, groups: Groups) -> Outcome:
 
 
 def separators_final(run: RunData, groups: Groups) -> Outcome:
+    """Claim 4 (rule in :data:`CLAIMS`)."""
     mass = run.layer_values("separators/attention_separators")
     chance = run.layer_values("separators/attention_separators_chance")
     if mass is None or chance is None:
@@ -230,6 +237,7 @@ def separators_final(run: RunData, groups: Groups) -> Outcome:
 
 
 def distinct_anchors(run: RunData, groups: Groups) -> Outcome:
+    """Claim 5 (rule in :data:`CLAIMS`); the number of heads comes from the run's anchors table."""
     distinct = run.layer_values("anchors/distinct_anchors")
     consistency = run.layer_values("anchors/anchor_consistency")
     table = run.head_table("anchors")
@@ -244,6 +252,7 @@ def distinct_anchors(run: RunData, groups: Groups) -> Outcome:
 
 
 def repetition_heads(run: RunData, groups: Groups) -> Outcome:
+    """Claim 6 (rule in :data:`CLAIMS`), from the per-head table ``tables/repetition_heads.csv``."""
     table = run.head_table("repetition")
     if table is None or "repetition_score" not in table:
         return Outcome("not logged", [None])
@@ -258,6 +267,7 @@ def repetition_heads(run: RunData, groups: Groups) -> Outcome:
 
 
 def same_sentence_preference(run: RunData, groups: Groups) -> Outcome:
+    """Claim 7 (rule in :data:`CLAIMS`): one criterion per layer."""
     ratio = run.layer_values("sentences/same_sentence_ratio")
     difference = run.layer_values("sentences/same_sentence_preference")
     if ratio is None:
@@ -337,6 +347,7 @@ def _marks(outcome: Outcome) -> str:
 
 
 def _cell(text: str) -> str:
+    # a Markdown table cell: no pipes, no line breaks
     return text.replace("|", "\\|").replace("\n", " ")
 
 
