@@ -165,7 +165,7 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
     for item, position, dim in [(0, 0, 3), (0, 4, 7), (1, 2, 0)]:
         values = []
         for sign in (1, -1):
-            def bump(_module, args, kwargs, sign=sign):
+            def bump(_module, args, kwargs, sign=sign, item=item, position=position, dim=dim):
                 hidden = args[0].clone()
                 hidden[item, position, dim] += sign * eps
                 return (hidden, *args[1:]), kwargs

@@ -139,7 +139,7 @@ def saliency_overlay(image: np.ndarray, maps: List[np.ndarray], titles: List[str
     height, width = image.shape[:2]
     axes[0, 0].imshow(image)
     axes[0, 0].set_title("input", fontsize=8)
-    for ax, grid, name in zip(axes[0, 1:], maps, titles):
+    for ax, grid, name in zip(axes[0, 1:], maps, titles, strict=True):
         ax.imshow(image)
         finite = grid[np.isfinite(grid)]
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -161,7 +161,7 @@ def grid_heatmaps(maps: List[np.ndarray], titles: List[str], suptitle: str, unit
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     fig, axes = plt.subplots(1, len(maps), figsize=(2.6 * len(maps) + 0.8, 2.9), squeeze=False)
     image = None
-    for ax, grid, name in zip(axes[0], maps, titles):
+    for ax, grid, name in zip(axes[0], maps, titles, strict=True):
         image = ax.imshow(grid, cmap="magma", vmin=low, vmax=high, interpolation="nearest")
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("patch column", fontsize=7)
