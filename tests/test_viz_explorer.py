@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from attnsim.plots.explorer import explorer_data, explorer_html
-from tests.conftest import runs_of
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -54,16 +53,29 @@ def test_pooling_quantisation_and_labels():
     assert "attention probabilities were not captured" in page and "attention" not in only_csm["examples"][0]
 
 
-def _run_explorer(tiny_bert, text_dir, tracking_uri, tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def explorer_page(tiny_bert, tmp_path_factory) -> Path:
+    """explorer.html of one attention_maps run of the tiny BERT on three small documents (run once per module)."""
+    from mlflow import MlflowClient
+
     from attnsim.runner import run
 
+    folder = tmp_path_factory.mktemp("explorer")
+    texts = folder / "texts"
+    texts.mkdir()
+    words = "river rain cattle library station children lake colder measure spring farmers council mayor volunteers ground days".split()
+    for i in range(3):
+        # no repeated stretch: two windows of one document never hold the same tokens
+        sentences = [f"The {words[(i + k) % 16]} met the {words[(3 * k + i) % 16]} on day {k}." for k in range(12)]
+        (texts / f"doc{i}.txt").write_text(" ".join(sentences))
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
     result = run(
         "attention_maps",
-        [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=24", "corpus.limit=3", "plots.examples=2", "trainer.progress_bar=false"],
+        [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=24", "corpus.limit=3", "plots.examples=2", "trainer.progress_bar=false", f"tracking.uri={uri}"],
     )
-    client, _ = runs_of(tracking_uri)
+    client = MlflowClient(uri)
     assert "explorer.html" in {a.path for a in client.list_artifacts(result.run_id)}
-    return Path(client.download_artifacts(result.run_id, "explorer.html", str(tmp_path)))
+    return Path(client.download_artifacts(result.run_id, "explorer.html", str(folder)))
 
 
 class _Dom(HTMLParser):
@@ -91,7 +103,7 @@ class _Dom(HTMLParser):
 
 def _render(chromium: str, page: Path, fragment: str, profile: Path) -> _Dom:
     out = subprocess.run(
-        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000", "--dump-dom", f"{page.as_uri()}#{fragment}"],
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=500", "--dump-dom", f"{page.as_uri()}#{fragment}"],
         capture_output=True,
         text=True,
         timeout=90,
@@ -102,8 +114,8 @@ def _render(chromium: str, page: Path, fragment: str, profile: Path) -> _Dom:
     return dom
 
 
-def test_explorer_artifact_is_self_contained_and_small(tiny_bert, text_dir, tracking_uri, tmp_path):
-    page = _run_explorer(tiny_bert, text_dir, tracking_uri, tmp_path).read_text()
+def test_explorer_artifact_is_self_contained_and_small(explorer_page):
+    page = explorer_page.read_text()
     # nothing is fetched: no external scripts, styles, images or URLs at all
     assert not re.search(r"(src|href)\s*=", page) and "http://" not in page and "https://" not in page
     data = _embedded(page)
@@ -111,13 +123,13 @@ def test_explorer_artifact_is_self_contained_and_small(tiny_bert, text_dir, trac
     assert len(page) < 100_000  # 2 examples x 2 layers x 4 heads x 24 x 24 cells x 2 kinds, one byte each, base64
 
 
-def test_explorer_renders_in_headless_chromium_and_switches(tiny_bert, text_dir, tracking_uri, tmp_path):
+def test_explorer_renders_in_headless_chromium_and_switches(explorer_page, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         if os.environ.get("CI"):
             pytest.fail("CI must install Debian's chromium (.ci/run does: apt-get install -y chromium)")
         pytest.skip("headless Chromium is not installed here (Debian package 'chromium'); .ci/run installs it in CI")
-    page = _run_explorer(tiny_bert, text_dir, tracking_uri, tmp_path)
+    page = explorer_page
     first = _render(chromium, page, "example=0&layer=0&head=0", tmp_path / "profile0")
     second = _render(chromium, page, "example=0&layer=1&head=2", tmp_path / "profile1")
     third = _render(chromium, page, "example=1&layer=1&head=2", tmp_path / "profile2")
