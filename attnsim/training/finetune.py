@@ -284,7 +284,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         listing = [{"global_step": step, "path": str(path)} for step, path in saver.saved]
         sink.log_text(json.dumps(listing, indent=2), "checkpoints.json")
         sink.flush()
-        metrics = {key: history[-1].value for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy") if (history := sink.client.get_metric_history(sink.run_id, key))}
+        metrics = {key: max(history, key=lambda m: (m.step, m.timestamp)).value for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy") if (history := sink.client.get_metric_history(sink.run_id, key))}
         experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
     checkpoints = [(step, str(path)) for step, path in sorted(saver.saved)]
     windows = {"train": len(prepared.train), "val": len(prepared.val)}
