@@ -171,6 +171,14 @@ def chance_text(values: Optional[Sequence[float]]) -> str:
     return f"chance {by_layer(values)}"
 
 
+MARGIN = 0.02  # "exceeds" means by more than 2% (relative), so that rounding-level differences count as no difference
+
+
+def exceeds(value: float, reference: float) -> bool:
+    """Whether ``value`` exceeds a non-negative ``reference`` by more than :data:`MARGIN` (relative)."""
+    return value > (1.0 + MARGIN) * reference
+
+
 def criterion(condition: Callable[[], bool], *inputs: float) -> Optional[bool]:
     """``condition()`` when every input is finite, else None (not measurable)."""
     return bool(condition()) if all(x is not None and math.isfinite(x) for x in inputs) else None
@@ -193,7 +201,7 @@ def long_range_early(run: RunData, groups: Groups) -> Outcome:
     chance = run.layer_values(f"{stat}_chance")
     ratio = [s / c if chance and math.isfinite(c) and c > 0 else math.nan for s, c in zip(share, chance or [math.nan] * len(share))]
     a = all_layers(ratio, groups.early, lambda layer: ratio[layer] >= 1.0)
-    b = criterion(lambda: mean(share, groups.early) > mean(share, groups.middle), mean(share, groups.early), mean(share, groups.middle))
+    b = criterion(lambda: exceeds(mean(share, groups.early), mean(share, groups.middle)), mean(share, groups.early), mean(share, groups.middle))
     return Outcome(f"long-range share: {by_layer(share)} ({chance_text(chance)})", [a, b])
 
 
@@ -203,9 +211,9 @@ def short_range_middle(run: RunData, groups: Groups) -> Outcome:
     if share is None:
         return Outcome("not logged", [None])
     chance = run.layer_values(f"{stat}_chance")
-    a = all_layers(share, groups.middle, lambda layer: chance is not None and share[layer] > chance[layer])
+    a = all_layers(share, groups.middle, lambda layer: chance is not None and exceeds(share[layer], chance[layer]))
     m, e, f = mean(share, groups.middle), mean(share, groups.early), mean(share, groups.final)
-    b = criterion(lambda: m > e and m > f, m, e, f)
+    b = criterion(lambda: exceeds(m, e) and exceeds(m, f), m, e, f)
     return Outcome(f"short-range share: {by_layer(share)} ({chance_text(chance)})", [a, b])
 
 
@@ -217,9 +225,9 @@ def sentence_wide_final(run: RunData, groups: Groups) -> Outcome:
     spread = run.layer_values("sentences/within_sentence_spread")
     if share is None or chance is None or contrast is None or spread is None:
         return Outcome("not logged", [None])
-    a = all_layers(share, groups.final, lambda layer: share[layer] > chance[layer])
-    b = all_layers(contrast, groups.final, lambda layer: contrast[layer] > 1.0)
-    c = criterion(lambda: mean(spread, groups.final) > mean(spread, groups.middle), mean(spread, groups.final), mean(spread, groups.middle))
+    a = all_layers(share, groups.final, lambda layer: exceeds(share[layer], chance[layer]))
+    b = all_layers(contrast, groups.final, lambda layer: exceeds(contrast[layer], 1.0))
+    c = criterion(lambda: exceeds(mean(spread, groups.final), mean(spread, groups.middle)), mean(spread, groups.final), mean(spread, groups.middle))
     text = f"same-sentence share: {by_layer(share)} ({chance_text(chance)}); boundary contrast: {by_layer(contrast)}; within-sentence spread: {by_layer(spread)}"
     return Outcome(text, [a, b, c])
 
@@ -232,7 +240,7 @@ def separators_final(run: RunData, groups: Groups) -> Outcome:
         return Outcome("not logged", [None])
     f, e, c = mean(mass, groups.final), mean(mass, groups.early), mean(chance, groups.final)
     a = criterion(lambda: f >= 2.0 * c, f, c)
-    b = criterion(lambda: f >= e, f, e)
+    b = criterion(lambda: exceeds(f, e), f, e)
     return Outcome(f"attention mass on [CLS]/[SEP]/./,: {by_layer(mass)} ({chance_text(chance)})", [a, b])
 
 
@@ -314,7 +322,7 @@ CLAIMS: List[Claim] = [
     Claim(
         "Final-layer attention goes to separators ([CLS], [SEP], '.', ',')",
         "`separators/attention_separators` (attention mass per query on the four tokens) by layer, beside uniform attention",
-        "(a) the final layers' mean separator mass is at least twice that of uniform attention; (b) it is at least the early layers' mean.",
+        "(a) the final layers' mean separator mass is at least twice that of uniform attention; (b) it exceeds the early layers' mean.",
         separators_final,
     ),
     Claim(
@@ -402,7 +410,9 @@ def render(runs: Sequence[RunData]) -> str:
         out.write(f"| {number}. {_cell(claim.title)} | " + " | ".join(verdicts[claim.title]) + " |\n")
     out.write("\n## Rules\n\n")
     out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
-    out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"Findings\").\n\n")
+    out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
+    out.write(f"*Exceeds* means by more than {MARGIN:.0%} (relative), so that differences at the level of rounding count as none. ")
+    out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"The paper's findings\").\n\n")
     for number, claim in enumerate(CLAIMS, start=1):
         out.write(f"{number}. **{claim.title}**: {claim.rule}\n")
     return out.getvalue()

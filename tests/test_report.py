@@ -119,3 +119,19 @@ def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, 
         assert [a.path for a in client.list_artifacts(run.info.run_id, "reports")] == ["reports/report.md"]
     # the learned pattern the control lacks: same-sentence preference
     assert trained.data.metrics["sentences/same_sentence_ratio"] > control.data.metrics["sentences/same_sentence_ratio"]
+
+
+def test_differences_within_the_margin_count_as_none():
+    """A control-like run: every share within 1% of chance and of the other layer groups."""
+    m = {}
+    for index in range(6):
+        m[f"distance/short_range_share/L{index:02d}"] = 0.0650 + 0.0003 * (index % 2)
+        m[f"distance/short_range_share_chance/L{index:02d}"] = 0.0646
+        m[f"sentences/same_sentence_share/L{index:02d}"] = 0.217
+        m[f"sentences/same_sentence_share_chance/L{index:02d}"] = 0.215
+        m[f"sentences/boundary_contrast/L{index:02d}"] = 1.01
+        m[f"sentences/within_sentence_spread/L{index:02d}"] = 1.0 - 0.005 * (index < 4)
+    run = RunData("c" * 32, "paper-random", "FINISHED", {"attnsim.control": "random"}, m)
+    groups = Groups.of(run.n_layers)
+    assert CLAIMS[1].evaluate(run, groups).verdict == "does not hold"
+    assert CLAIMS[2].evaluate(run, groups).verdict == "does not hold"
