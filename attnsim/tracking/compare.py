@@ -87,12 +87,27 @@ def check_comparable(runs: Sequence[Any], force: bool = False) -> List[str]:
 
 
 def _label_runs(runs: Sequence[Any], by_step: bool) -> List[str]:
+    """Column names: ``step N`` for sweep children, else run names; runs sharing a name are told
+    apart by corpus, else by model (the first tag that differs among them), else by run id."""
     labels = []
     for run in runs:
         step = run.data.tags.get("attnsim.global_step")
         labels.append(f"step {step}" if by_step and step is not None else (run.info.run_name or run.info.run_id[:8]))
-    counts = {label: labels.count(label) for label in labels}
-    return [f"{label} [{run.info.run_id[:6]}]" if counts[label] > 1 else label for label, run in zip(labels, runs)]
+    out = list(labels)
+    for label in set(labels):
+        group = [i for i, other in enumerate(labels) if other == label]
+        if len(group) == 1:
+            continue
+        for tag in ("attnsim.corpus", "attnsim.model"):
+            values = [str(runs[i].data.tags.get(tag)) for i in group]
+            if len(set(values)) == len(values):
+                for i, value in zip(group, values):
+                    out[i] = f"{label} {value}"
+                break
+        else:
+            for i in group:
+                out[i] = f"{label} [{runs[i].info.run_id[:6]}]"
+    return out
 
 
 def statistics_table(runs: Sequence[Any], labels: Sequence[str]):
