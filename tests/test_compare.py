@@ -16,13 +16,13 @@ from attnsim.tracking.compare import ComparisonError, compare
 from attnsim.tracking.store import Tracker
 
 
-def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_fraction: float = 0.02, status: str = "FINISHED", kind: str | None = None, experiment: str = "csm", parent: str | None = None, step: int | None = None) -> str:
+def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_fraction: float = 0.02, status: str = "FINISHED", kind: str | None = None, experiment: str = "csm", parent: str | None = None, step: int | None = None, corpus: str = "bbc") -> str:
     """A run with csm layer/model means ``values = {stat: [layer values]}`` and attnsim's comparability tags."""
     tags = {
         "attnsim.seq_len": str(seq_len),
         "attnsim.stats_definition": attnsim.STATS_VERSION,
         "attnsim.model": f"model-{name}",
-        "attnsim.corpus": "bbc",
+        "attnsim.corpus": corpus,
         "attnsim.windows": "8",
     }
     if kind:
@@ -132,3 +132,11 @@ def test_cli_prints_table_and_refuses_with_one_paragraph(tracker, tmp_path, caps
     assert main(["compare", a, c, "--csv", str(csv)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: These runs' statistics are not comparable") and err.count("\n") == 1
+
+
+def test_runs_of_one_name_are_labelled_by_corpus(tracker):
+    bbc = fake_run(tracker, "csm", {"mean": [1.0]})
+    texts = fake_run(tracker, "csm", {"mean": [2.0]}, corpus="text:stories")
+    twin = fake_run(tracker, "csm", {"mean": [3.0]})
+    assert list(compare([bbc, texts], log_run=False).columns) == ["csm bbc", "csm text:stories"]
+    assert list(compare([bbc, twin], log_run=False).columns) == [f"csm [{bbc[:6]}]", f"csm [{twin[:6]}]"]
