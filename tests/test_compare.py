@@ -16,7 +16,7 @@ from attnsim.tracking.compare import ComparisonError, compare
 from attnsim.tracking.store import Tracker
 
 
-def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_fraction: float = 0.02, status: str = "FINISHED", kind: str | None = None, experiment: str = "csm", parent: str | None = None, step: int | None = None, corpus: str = "bbc") -> str:
+def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_fraction: float = 0.02, status: str = "FINISHED", kind: str | None = None, experiment: str | None = None, parent: str | None = None, step: int | None = None, corpus: str = "bbc") -> str:
     """A run with csm layer/model means ``values = {stat: [layer values]}`` and attnsim's comparability tags."""
     tags = {
         "attnsim.seq_len": str(seq_len),
@@ -29,7 +29,7 @@ def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_
         tags["attnsim.kind"] = kind
     if step is not None:
         tags["attnsim.global_step"] = str(step)
-    run = tracker.client.create_run(tracker.experiment_id(experiment), run_name=name, tags={**tags, **({"mlflow.parentRunId": parent} if parent else {})})
+    run = tracker.client.create_run(tracker.experiment_id(experiment or tracker.test_experiment), run_name=name, tags={**tags, **({"mlflow.parentRunId": parent} if parent else {})})
     run_id = run.info.run_id
     params = {"findings": "csm", "stats.high_rule": "top_fraction", "stats.top_fraction": str(top_fraction), "stats.include_special": "True", "stats.normalise": "none", "stats.short_range": "4"}
     for key, value in params.items():
@@ -44,9 +44,18 @@ def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_
     return run_id
 
 
+@pytest.fixture(scope="module")
+def store_uri(tmp_path_factory) -> str:
+    """One tracking store for this module (creating an SQLite store takes seconds); tests use their own experiments."""
+    return f"sqlite:///{tmp_path_factory.mktemp('compare_store') / 'mlflow.db'}"
+
+
 @pytest.fixture
-def tracker(tracking_uri) -> Tracker:
-    return Tracker(tracking_uri)
+def tracker(store_uri, monkeypatch, request) -> Tracker:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store_uri)
+    tracker = Tracker(store_uri)
+    tracker.test_experiment = request.node.name[:60]
+    return tracker
 
 
 def test_table_one_column_per_run_with_layers_and_mean(tracker, tmp_path):
@@ -103,7 +112,7 @@ def test_refuses_unfinished_sweep_parent_and_unknown_runs(tracker):
     with pytest.raises(ComparisonError, match="No run 'nope'"):
         compare([good, "nope"], log_run=False)
     with pytest.raises(ComparisonError, match="one way"):
-        compare([good], experiment="csm", log_run=False)
+        compare([good], experiment=tracker.test_experiment, log_run=False)
 
 
 def test_experiment_and_parent_selection(tracker):
@@ -112,7 +121,7 @@ def test_experiment_and_parent_selection(tracker):
     parent = fake_run(tracker, "sweep csm", {"mean": [1.0]}, kind="sweep")
     late = fake_run(tracker, "csm step 50", {"mean": [3.0]}, parent=parent, step=50)
     early = fake_run(tracker, "csm step 0", {"mean": [2.0]}, parent=parent, step=0)
-    table = compare(experiment="csm", log_run=False)
+    table = compare(experiment=tracker.test_experiment, log_run=False)
     assert [r["run_id"] for r in table.attrs["runs"]] == [a, late, early]  # finished measurements, oldest first
     table = compare(parent=parent, log_run=False)
     assert list(table.columns) == ["step 0", "step 50"]
