@@ -269,7 +269,8 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         if parent is None:
             parent_sink.log_params(flatten(prepared.cfg))
             parent_sink.log_text(to_yaml(prepared.cfg), "config.yaml")
-        if parent is not None:
+        else:  # checkpoints may have been added to the directory since (a fine-tuning still running)
+            parent_sink.set_tags({"attnsim.sweep_steps": ",".join(str(step) for step, _ in entries)})
             for run_id in _end_abandoned_children(tracker, experiment_id, parent_id):
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
         done = _finished_children(tracker, experiment_id, parent_id)
