@@ -158,6 +158,8 @@ class RunConfig:
 
     name: str = "csm"
     description: str = ""
+    # measure: `attnsim run` / `attnsim sweep` (a predict run); finetune: `attnsim finetune` (a fit run)
+    task: str = "measure"
     findings: List[str] = field(default_factory=lambda: ["csm"])
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -180,6 +182,7 @@ CHOICES = {
     "stats.high_rule": ("top_fraction", "zscore"),
     "stats.normalise": ("none", "cosine"),
     "trainer.accelerator": ("cpu", "gpu", "cuda", "mps", "auto"),
+    "task": ("measure", "finetune"),
 }
 
 

@@ -28,6 +28,7 @@ from attnsim.config import flatten, load_config, to_yaml
 from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
+from attnsim.errors import ConfigError
 from attnsim.findings.base import Finding, Summary
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
@@ -82,6 +83,8 @@ def prepare(cfg: DictConfig) -> Prepared:
     Raises:
         AttnsimError subclasses naming the problem and its fix.
     """
+    if cfg.task != "measure":
+        raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
     from omegaconf import OmegaConf
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
@@ -129,7 +132,6 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
     if needs_gradients:
         from attnsim.capture.gradients import GradientModule, load_classifier
-        from attnsim.errors import ConfigError
 
         model, model_tags = load_classifier(info, cfg.model.init, cfg.seed, cfg.maps.num_labels, getattr(torch, cfg.model.dtype))
         target = cfg.maps.target_class

@@ -66,3 +66,13 @@ def test_override_without_equals():
 def test_list_has_descriptions():
     experiments = list_experiments()
     assert "csm" in experiments and experiments["csm"]
+
+
+def test_run_refuses_a_finetune_experiment_and_finetune_refuses_a_measurement():
+    from attnsim.runner import prepare
+    from attnsim.training.finetune import finetune
+
+    with pytest.raises(ConfigError, match=r"run it with `attnsim finetune finetune_bbc`"):
+        prepare(load_config("finetune_bbc"))
+    with pytest.raises(ConfigError, match=r"Run this one with `attnsim run csm`"):
+        finetune("csm")

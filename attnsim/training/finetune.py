@@ -310,6 +310,8 @@ def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]
     from attnsim.config import load_config
 
     cfg = load_config(experiment, overrides)
+    if cfg.task != "finetune":
+        raise ConfigError(f"Experiment '{cfg.name}' measures a model (task: {cfg.task}); `attnsim finetune` needs a fine-tuning experiment such as {DEFAULT_EXPERIMENT}. Run this one with `attnsim run {cfg.name}`.")
     return execute_finetune(prepare_finetune(cfg))
 
 
