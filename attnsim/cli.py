@@ -96,11 +96,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """Keep the terminal for attnsim's own output, warnings and Lightning's progress bar.
+
+    Lightning's start-up INFO lines and tips, MLflow's database-migration INFO
+    lines and transformers' weight-loading reports and bars are hidden
+    (``attnsim -v`` shows them).
+    """
+    import warnings
+
+    import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
+
+    for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # a deprecation inside Lightning's own pytree helper, not actionable by users
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # transformers is a dependency; nothing to quiet without it
+        pass
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not args.verbose:
+        _quiet_libraries()
     try:
         return args.func(args)
     except AttnsimError as exc:
