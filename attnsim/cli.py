@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 from typing import List, Optional
 
@@ -43,9 +42,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from attnsim.runner import run
+    from attnsim.config import load_config
 
-    result = run(args.experiment, args.overrides)
+    cfg = load_config(args.experiment, args.overrides)  # config errors come before the heavy imports
+    _quiet_libraries(args.verbose)
+    from attnsim.runner import execute, prepare
+
+    result = execute(prepare(cfg))
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
     print(f"tracking store: {result.tracking_uri}")
     print(f"open it: attnsim ui --uri '{result.tracking_uri}'   (then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id})")
@@ -53,16 +56,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from attnsim.tracking.store import resolve_uri
+    from attnsim.tracking.store import Tracker
 
-    uri = resolve_uri(args.uri)
+    uri = Tracker(args.uri).uri  # refuses unusable URIs with a clear message
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port)]
     if uri.startswith("sqlite:///"):
         from pathlib import Path
 
         command += ["--default-artifact-root", (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()]
-    print(f"serving {uri} on http://127.0.0.1:{args.port} (Ctrl-C stops)")
-    return subprocess.call(command)
+    command += ["--workers", "1"]
+    print(f"serving {uri} on http://127.0.0.1:{args.port} once MLflow has started (Ctrl-C stops)", flush=True)
+    # replace this process so that Ctrl-C and SIGTERM reach the MLflow server itself
+    os.execv(sys.executable, command)
+    return 0  # not reached
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,13 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
+def _quiet_libraries(verbose: bool = False) -> None:
     """Keep the terminal for attnsim's own output, warnings and Lightning's progress bar.
 
     Lightning's start-up INFO lines and tips, MLflow's database-migration INFO
     lines and transformers' weight-loading reports and bars are hidden
     (``attnsim -v`` shows them).
     """
+    if verbose:
+        return
     import warnings
 
     import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
@@ -125,15 +133,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not args.verbose:
-        _quiet_libraries()
+    if args.command not in ("list", "show", "run", "ui"):  # `run` quiets them after its config checks
+        _quiet_libraries(args.verbose)
     try:
         return args.func(args)
     except AttnsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: the run was ended as KILLED with the statistics so far logged as partial", file=sys.stderr)
+        if args.command in ("run", "sweep", "finetune"):
+            print("interrupted: the run was ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
         return 130
 
 

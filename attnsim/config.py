@@ -336,7 +336,7 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
     except MissingMandatoryValue as exc:
         raise ConfigError(f"Missing value for config key '{exc.full_key}'. Set it in the experiment YAML or on the command line ({exc.full_key}=VALUE).") from exc
     except (InterpolationKeyError, InterpolationResolutionError) as exc:
-        raise ConfigError(f"Config key '{exc.full_key}' is an interpolation that points at a missing value: {str(exc).splitlines()[0]} Set the key it refers to, or replace the interpolation with a value.") from exc
+        raise ConfigError(f"Config key '{exc.full_key}' is an interpolation that points at a missing value: {str(exc).splitlines()[0].rstrip('.')}. Set the key it refers to, or replace the interpolation with a value.") from exc
     final = OmegaConf.merge(schema, resolved)
     validate(final)
     OmegaConf.set_readonly(final, True)

@@ -83,6 +83,11 @@ def prepare(cfg: DictConfig) -> Prepared:
     Raises:
         AttnsimError subclasses naming the problem and its fix.
     """
+    accelerator = cfg.trainer.accelerator
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator={accelerator} but no CUDA GPU is visible to torch on this machine. Use trainer.accelerator=auto (GPU when present, else CPU) or cpu.")
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("trainer.accelerator=mps but Apple's MPS backend is not available here. Use trainer.accelerator=auto or cpu.")
     if cfg.task != "measure":
         raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
     from omegaconf import OmegaConf

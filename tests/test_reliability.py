@@ -276,3 +276,44 @@ def test_same_config_and_seed_give_identical_metrics(tracking_uri, tiny_bert, te
     a = {k: v for k, v in client.get_run(first.run_id).data.metrics.items() if not k.startswith("attnsim/time")}
     b = {k: v for k, v in client.get_run(second.run_id).data.metrics.items() if not k.startswith("attnsim/time")}
     assert a == b and len(a) > 50
+
+
+def test_bad_tracking_uris_are_clear_errors(tmp_path):
+    from attnsim.errors import TrackingError
+
+    with pytest.raises(TrackingError, match="file store, which MLflow 3 refuses"):
+        Tracker("./mlruns")
+    with pytest.raises(TrackingError, match="file store"):
+        Tracker(f"file://{tmp_path}")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(TrackingError, match="Give a writable path"):
+        Tracker(f"sqlite:///{blocker}/sub/mlflow.db")
+    with pytest.raises(TrackingError, match="MLflow cannot use the tracking store 'foo://bar'"):
+        Tracker("foo://bar").check()
+
+
+def test_gpu_accelerator_without_gpu_is_config_error(tiny_bert, text_dir, monkeypatch):
+    import attnsim.runner as runner
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
+        run("csm", [f"model.path={tiny_bert}", *TINY, f"corpus.path={text_dir}", "trainer.accelerator=gpu"])
+
+
+def test_binary_files_are_refused_or_skipped(tmp_path, caplog):
+    from attnsim.data.sources import read_documents
+    from attnsim.errors import CorpusError
+
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(CorpusError, match="holds binary data"):
+        read_documents("text", str(blob))
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(bytes(range(256)))
+    (folder / "b.txt").write_text("Real text. Two sentences.")
+    with caplog.at_level(logging.WARNING):
+        docs = read_documents("text", str(folder))
+    assert [d.doc_id for d in docs] == ["b.txt"] and "skipped 1 .txt file(s)" in caplog.text

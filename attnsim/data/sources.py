@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
 from attnsim.errors import CorpusError
+
+log = logging.getLogger(__name__)
 
 # C0/C1 controls except \t \n \r, and zero-width / BOM characters.
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
@@ -35,8 +38,19 @@ def clean_text(text: str) -> str:
     return _INVISIBLE.sub(" ", text)
 
 
+class BinaryFile(ValueError):
+    """A file that holds binary data, not text."""
+
+
 def _read(path: Path) -> str:
+    """The text of ``path`` (UTF-8, else Latin-1).
+
+    Raises:
+        BinaryFile: the file has NUL bytes in its first 8 KiB (binary data, not text).
+    """
     raw = path.read_bytes()
+    if b"\x00" in raw[:8192]:
+        raise BinaryFile(str(path))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -77,13 +91,24 @@ def bbc_documents(categories: Sequence[str] = ()) -> Iterator[Document]:
 def text_documents(path: Path) -> Iterator[Document]:
     """A text file (one document) or every ``*.txt`` under a directory (one document each)."""
     if path.is_file():
-        yield Document(path.name, _read(path))
+        try:
+            yield Document(path.name, _read(path))
+        except BinaryFile:
+            raise CorpusError(f"Corpus file '{path}' holds binary data (NUL bytes), not text. Point corpus.path at a UTF-8 text file or a directory of .txt files.") from None
         return
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
         raise CorpusError(f"Directory {path} holds no .txt files. Put one document per .txt file there, or point corpus.path at a text file.")
+    binary = []
     for file in files:
-        yield Document(str(file.relative_to(path)), _read(file))
+        try:
+            yield Document(str(file.relative_to(path)), _read(file))
+        except BinaryFile:
+            binary.append(file.name)
+    if binary:
+        log.warning("skipped %d .txt file(s) under %s that hold binary data, not text: %s", len(binary), path, ", ".join(binary[:5]))
+        if len(binary) == len(files):
+            raise CorpusError(f"Every .txt file under {path} ({len(files)}) holds binary data (NUL bytes), not text. Give UTF-8 text files.")
 
 
 def jsonl_documents(path: Path, text_field: str) -> Iterator[Document]:
@@ -99,7 +124,7 @@ def jsonl_documents(path: Path, text_field: str) -> Iterator[Document]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg}). Each line of a JSON Lines corpus must be one JSON object.") from exc
+                raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg} at column {exc.colno}). Each line of a JSON Lines corpus must be one JSON object.") from exc
             if not isinstance(record, dict) or text_field not in record:
                 keys = list(record) if isinstance(record, dict) else type(record).__name__
                 raise CorpusError(f"{path}:{lineno} has no field '{text_field}' (found {keys}). Set corpus.text_field to the field holding the text.")

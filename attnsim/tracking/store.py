@@ -62,9 +62,22 @@ class Tracker:
         from mlflow import MlflowClient
 
         self.uri = resolve_uri(uri)
+        scheme = urlparse(self.uri).scheme
+        if scheme in ("", "file"):
+            raise TrackingError(
+                f"Tracking store '{self.uri}' is an MLflow file store, which MLflow 3 refuses. Use an SQLite database "
+                f"(e.g. tracking.uri=sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}) or an MLflow server (http://host:port)."
+            )
         if self.uri.startswith("sqlite:///"):
-            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=self.uri)
+            folder = Path(self.uri[len("sqlite:///"):]).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TrackingError(f"Cannot create the folder {folder} of the SQLite tracking store {self.uri}: {exc}. Give a writable path.") from exc
+        try:
+            self.client = MlflowClient(tracking_uri=self.uri)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises several types for unusable URIs
+            raise TrackingError(f"MLflow cannot use the tracking store '{self.uri}': {str(exc).splitlines()[0]} Use sqlite:///PATH/mlflow.db or http://host:port.") from exc
 
     def check(self, timeout_s: float = 5.0) -> None:
         """Fail fast when the store cannot be reached (before any model is loaded)."""
