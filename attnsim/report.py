@@ -375,8 +375,20 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
             run = tracker.client.get_run(run_id)
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
             raise TrackingError(f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). Give run ids printed by `attnsim run`, and the store they were logged to (--uri or MLFLOW_TRACKING_URI).") from exc
+        kind = run.data.tags.get("attnsim.kind")
+        if kind in ("finetune", "sweep", "compare"):
+            raise TrackingError(f"Run '{run_id}' is a {kind} run, not a measurement; the report reads runs of `attnsim run` (e.g. `attnsim run paper`) or a sweep's child runs.")
         runs.append(RunData(run_id, run.info.run_name or run_id[:8], run.info.status, dict(run.data.tags), dict(run.data.metrics), tracker.client))
     return tracker.uri, runs
+
+
+def _windows(run: RunData) -> str:
+    """Windows measured: the ``attnsim/windows`` metric (what was folded in), marked when the run is partial."""
+    measured = run.metrics.get("attnsim/windows")
+    count = str(int(measured)) if measured is not None else run.tags.get("attnsim.windows", "?")
+    if run.tags.get("attnsim.partial") == "true":
+        return f"{count} of {run.tags.get('attnsim.windows', '?')} (partial run)"
+    return count
 
 
 def render(runs: Sequence[RunData]) -> str:
@@ -389,7 +401,7 @@ def render(runs: Sequence[RunData]) -> str:
         t = run.tags
         out.write(
             f"| {_cell(run.name)} | `{run.run_id}` | {_cell(t.get('attnsim.model', '?'))} | {'random (control)' if run.control else t.get('attnsim.model_init', 'pretrained')} "
-            f"| {t.get('attnsim.windows', '?')} | `{t.get('attnsim.corpus_hash', '?')[:12]}` | {t.get('attnsim.experiment', '?')} | {run.status} | {Groups.of(run.n_layers).describe()} |\n"
+            f"| {_windows(run)} | `{t.get('attnsim.corpus_hash', '?')[:12]}` | {t.get('attnsim.experiment', '?')} | {run.status} | {Groups.of(run.n_layers).describe()} |\n"
         )
     hashes = {run.tags.get("attnsim.corpus_hash") for run in runs}
     if len(runs) > 1:
