@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional
+from functools import cached_property
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -27,15 +28,29 @@ from attnsim.errors import ModelError
 
 @dataclass
 class HeadCapture:
-    """Per-head internals of one batch.
+    """Per-head internals of one batch, kept as the model's per-layer tensors.
+
+    Stacking the layers copies ~75 MB (z) and ~150 MB (attention) per batch of 32 windows of
+    MiniLM; the statistics read the layers directly (:class:`attnsim.stats.pairs.PairView`), so
+    the stacked tensors are built only when asked for.
 
     Attributes:
-        z: (layer, batch, head, pos, d_head) per-head outputs before W_O.
-        attention: (layer, batch, head, query_pos, key_pos) attention probabilities, or None when not requested.
+        z_layers: L tensors (batch, head, pos, d_head), per-head outputs before W_O.
+        attention_layers: L tensors (batch, head, query_pos, key_pos) attention probabilities, or None when not requested.
     """
 
-    z: torch.Tensor
-    attention: Optional[torch.Tensor] = None
+    z_layers: Tuple[torch.Tensor, ...]
+    attention_layers: Optional[Tuple[torch.Tensor, ...]] = None
+
+    @cached_property
+    def z(self) -> torch.Tensor:
+        """(layer, batch, head, pos, d_head) per-head outputs before W_O (stacked on first use)."""
+        return torch.stack(self.z_layers)
+
+    @cached_property
+    def attention(self) -> Optional[torch.Tensor]:
+        """(layer, batch, head, query_pos, key_pos) attention probabilities, or None (stacked on first use)."""
+        return torch.stack(self.attention_layers) if self.attention_layers is not None else None
 
 
 @contextmanager
@@ -74,7 +89,6 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
     n_layers = len(layer_modules(model, arch))
     if len(store) != n_layers:
         raise ModelError(f"Captured {len(store)} layers of per-head outputs but the model has {n_layers}; the architecture table does not match this model.")
-    z = torch.stack(store)  # (L, B, H, T, d_head)
     probs = None
     if attention:
         maps = getattr(outputs, "attentions", None)
@@ -84,8 +98,8 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
                 f"The model returned no attention probabilities (attention implementation '{impl}'). "
                 "Load it with model.attn_implementation=eager; SDPA and flash attention cannot return them."
             )
-        probs = torch.stack(maps)  # (L, B, H, T, T)
-    return outputs, HeadCapture(z=z, attention=probs)
+        probs = tuple(maps)  # L x (B, H, T, T)
+    return outputs, HeadCapture(z_layers=tuple(store), attention_layers=probs)
 
 
 def output_projections(model: nn.Module, arch: Architecture, n_heads: int) -> torch.Tensor:

@@ -45,6 +45,9 @@ class CaptureModule(pl.LightningModule):
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> PairView:
         capture = self(batch)
-        vectors = head_results(capture.z, self.w_o) if self.vector == "result" else capture.z
+        # per-layer tensors: the view reads them window by window and never needs them stacked
+        vectors = capture.z_layers
+        if self.vector == "result":
+            vectors = tuple(head_results(z[None], self.w_o[layer : layer + 1])[0] for layer, z in enumerate(capture.z_layers))
         s = self.stats_cfg
-        return PairView(vectors, batch, capture.attention, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise, positions=batch.get("positions"))
+        return PairView(vectors, batch, capture.attention_layers, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise, positions=batch.get("positions"))

@@ -55,10 +55,11 @@ class ExampleRecorder(pl.Callback):
             new = new.detach().cpu().clone()
             return new if old is None else torch.cat([old, new], dim)
 
-        ex.csm = cat(ex.csm, outputs.csm[:, :take], 1)
+        # only the windows kept are computed or stacked: the view never builds the batch's CSM or attention
+        ex.csm = cat(ex.csm, outputs.csm_windows(take), 1)
         ex.high = cat(ex.high, outputs.high[:, :take], 1)
-        if outputs.attention is not None:
-            ex.attention = cat(ex.attention, outputs.attention[:, :take], 1)
+        if outputs.has_attention:
+            ex.attention = cat(ex.attention, outputs.attention_windows(take), 1)
         ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)
         ex.valid = cat(ex.valid, outputs.tokens[:take], 0)
         ex.doc_ids.extend(batch["doc_ids"][:take])

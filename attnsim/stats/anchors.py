@@ -30,21 +30,26 @@ from attnsim.stats.pairs import PairView
 SCALARS = ("anchor_share", "anchor_consistency", "anchor_unique", "distinct_anchors")
 
 
-def token_degree(high: torch.Tensor, pairs: torch.Tensor, seq_len: int) -> torch.Tensor:
+def token_degree(index: torch.Tensor, pairs: torch.Tensor, seq_len: int) -> torch.Tensor:
     """Number of high pairs each token takes part in.
 
     Args:
-        high: (layer, batch, head, P) 0/1 float indicator of high pairs.
+        index: (..., S) int64 pair indices of the high pairs, P (the sentinel) in unused slots
+            (e.g. :attr:`PairView.high_index`, (batch, layer, head, S)).
         pairs: (2, P) rows and columns of the pairs i < j.
         seq_len: T.
 
     Returns:
-        (layer, batch, head, T) float32.
+        (..., T) float32.
     """
-    degree = torch.zeros(*high.shape[:-1], seq_len, dtype=high.dtype, device=high.device)
-    degree.index_add_(-1, pairs[0], high)
-    degree.index_add_(-1, pairs[1], high)
-    return degree
+    # the sentinel pair P joins a dummy position T, cut off at the end
+    dummy = pairs.new_full((2, 1), seq_len)
+    ends = torch.cat([pairs, dummy], 1)  # (2, P+1)
+    ones = torch.ones(index.shape, dtype=torch.float32, device=index.device)
+    degree = torch.zeros(*index.shape[:-1], seq_len + 1, dtype=torch.float32, device=index.device)
+    degree.scatter_add_(-1, ends[0][index], ones)
+    degree.scatter_add_(-1, ends[1][index], ones)
+    return degree[..., :seq_len]
 
 
 def window_anchors(view: PairView) -> tuple:
@@ -55,7 +60,7 @@ def window_anchors(view: PairView) -> tuple:
         anchor's position (int64), its token id (int64), its degree / k
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
-    degree = token_degree(view.high_float, view.pairs, view.seq_len)  # (L, B, H, T)
+    degree = token_degree(view.high_index, view.pairs, view.seq_len).transpose(0, 1)  # (L, B, H, T)
     top_degree, position = degree.max(-1)  # first maximum: ties go to the lowest position
     k = view.high_count.float()  # (L, B, H)
     ids = view.batch["input_ids"]  # (B, T)
@@ -83,9 +88,9 @@ class AnchorAccumulator(Accumulator):
         self.add_sum("token_counts", n_layers, n_heads, vocab_size)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
+        if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)
+            raise ValueError(f"token id {view.max_token_id} is outside the vocabulary of {self.vocab_size} ids given to the anchors accumulator")
         _, token, share, has = window_anchors(view)
-        if int(token.max()) >= self.vocab_size:
-            raise ValueError(f"token id {int(token.max())} is outside the vocabulary of {self.vocab_size} ids given to the anchors accumulator")
         self.share_sum += share.nan_to_num(0.0).sum(1).double()
         self.windows += has.sum(1).double()
         layer = torch.arange(self.n_layers, device=token.device)[:, None, None]

@@ -54,13 +54,10 @@ class AttentionRegionAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        region = view.high_attention_float  # (L, B, H, P)
-        values = view.values.float()  # (L, B, H, P)
-        valid = view.pair_mask.float()  # (B, P)
         both = view.high_in_attention  # (L, B, H)
         k_csm = view.high_count.float()  # (L, B, H)
-        k_region = region.sum(-1)  # (L, B, H)
-        n = valid.sum(-1)  # (B,)
+        k_region = view.high_attention_count  # (L, B, H)
+        n = view.pair_weights[..., 0].sum(-1)  # (B,) valid pairs
         union = k_csm + k_region - both
         counted = union > 0
         expected = safe_divide(k_csm * k_region, n[None, :, None].expand_as(k_csm)).nan_to_num(0.0)
@@ -69,8 +66,8 @@ class AttentionRegionAccumulator(Accumulator):
         self.windows += counted.sum(1).double()
         self.high_inside += both.sum(1).double()
         self.high += k_csm.sum(1).double()
-        inside = (values * region).sum(-1)  # (L, B, H); region holds valid pairs only
-        total = view.value_sums(valid[..., None])[..., 0]  # (L, B, H) CSM summed over valid pairs
+        inside = view.attention_value_sums  # (L, B, H) CSM summed over the region (valid pairs only)
+        total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs
         self.csm_inside_sum += inside.sum(1).double()
         self.csm_outside_sum += (total - inside).sum(1).double()
         self.n_inside += k_region.sum(1).double()

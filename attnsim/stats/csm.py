@@ -47,43 +47,50 @@ class CSMAccumulator(Accumulator):
         short_range: largest distance counted as short range (tokens).
 
     States (all sums, float64): pair count (), CSM sum and sum of squares (L, H),
-    matrix sum (L, H, T, T) and count (T, T), sums by distance (L, H, T) and
-    count by distance (T,), high pairs by distance (L, H, T) and their chance (L, H, T).
+    the corpus-mean matrix's sum (L, H, P) and count (P,) in pair space (the matrix
+    is symmetric; it is unfolded to T x T in :meth:`compute`), sums by distance
+    (L, H, T) and count by distance (T,), high pairs by distance (L, H, T) and
+    their chance (L, H, T).
     """
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, short_range: int = 4):
         super().__init__()
         self.seq_len = seq_len
         self.short_range = short_range
+        n_pairs = seq_len * (seq_len - 1) // 2
         self.add_sum("pair_count")
         self.add_sum("csm_sum", n_layers, n_heads)
         self.add_sum("csm_sq_sum", n_layers, n_heads)
-        self.add_sum("matrix_sum", n_layers, n_heads, seq_len, seq_len)
-        self.add_sum("matrix_count", seq_len, seq_len)
+        self.add_sum("matrix_sum", n_layers, n_heads, n_pairs)
+        self.add_sum("matrix_count", n_pairs)
         self.add_sum("distance_sum", n_layers, n_heads, seq_len)
         self.add_sum("distance_count", seq_len)
         self.add_sum("high_by_distance", n_layers, n_heads, seq_len)
         self.add_sum("chance_by_distance", n_layers, n_heads, seq_len)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        weight = view.pair_mask.to(view.values.dtype)  # (B, P)
-        masked = view.values * weight[None, :, None, :]  # (L, B, H, P)
-        self.pair_count += weight.sum().double()
-        self.csm_sum += masked.sum((1, 3)).double()
-        self.csm_sq_sum += (masked * view.values).sum((1, 3)).double()
-        onehot = view.distance_onehot  # (P, T)
-        self.distance_sum += (masked.sum(1) @ onehot).double()  # (L, H, P) @ (P, T)
-        pairs_by_distance = weight @ onehot  # (B, T): valid pairs of each window at each distance
-        self.distance_count += pairs_by_distance.sum(0).double()
-        self.high_by_distance += (view.high.sum(1).to(onehot.dtype) @ onehot).double()
-        n_pairs = weight.sum(-1, keepdim=True)  # (B, 1)
-        share = safe_divide(pairs_by_distance, n_pairs).nan_to_num(0.0)  # (B, T): n_d / n
-        self.chance_by_distance += torch.einsum("lbh,bt->lht", view.high_count.to(share.dtype), share).double()
-        tokens = view.tokens.to(view.csm.dtype)  # (B, T)
-        valid = tokens[:, :, None] * tokens[:, None, :]  # (B, T, T)
-        valid.diagonal(dim1=-2, dim2=-1).zero_()
-        self.matrix_sum += torch.einsum("lbhij,bij->lhij", view.csm, valid).double()
+        valid = view.pair_weights[..., 0]  # (B, P)
+        by_pair = view.value_by_pair  # (L, H, P): this batch's CSM summed over windows (invalid pairs add 0)
+        self.pair_count += valid.sum().double()
+        self.matrix_sum += by_pair.double()
         self.matrix_count += valid.sum(0).double()
+        self.csm_sum += by_pair.sum(-1).double()
+        self.csm_sq_sum += view.value_squares.sum(1).double()
+        onehot = view.distance_onehot  # (P, T)
+        self.distance_sum += (by_pair @ onehot).double()  # (L, H, P) @ (P, T)
+        self.distance_count += (valid.sum(0) @ onehot).double()  # valid pairs at each distance
+        self.high_by_distance += view.high_by_distance.double()
+        self.chance_by_distance += view.chance_by_distance.double()
+
+    def matrix(self) -> torch.Tensor:
+        """(L, H, T, T) float64 corpus-mean CSM: the pair-space means written at (i, j) and (j, i); NaN on
+        the diagonal and wherever no window had both positions valid."""
+        mean = safe_divide(self.matrix_sum, self.matrix_count.expand_as(self.matrix_sum))  # (L, H, P)
+        rows, cols = torch.triu_indices(self.seq_len, self.seq_len, 1, device=mean.device)
+        matrix = torch.full((*mean.shape[:-1], self.seq_len, self.seq_len), float("nan"), dtype=mean.dtype, device=mean.device)
+        matrix[..., rows, cols] = mean
+        matrix[..., cols, rows] = mean
+        return matrix
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Statistics as float64 tensors: scalars (L, H), ``matrix`` (L, H, T, T),
@@ -104,7 +111,7 @@ class CSMAccumulator(Accumulator):
             "short_range_share_chance": safe_divide(chance[..., short].sum(-1), n_chance),
             "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
             "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
-            "matrix": safe_divide(self.matrix_sum, self.matrix_count),
+            "matrix": self.matrix(),
             "distance_mean": safe_divide(self.distance_sum, self.distance_count),
             "distance_high_ratio": safe_divide(high, chance),
         }

@@ -59,15 +59,11 @@ def distance_update(view: PairView) -> tuple:
     """High pairs and their chance value by distance, summed over the batch.
 
     Returns:
-        (high_by_distance, chance_by_distance), each (layer, head, T) float64, index d = j - i.
+        (high_by_distance, chance_by_distance), each (layer, head, T) float64, index d = j - i
+        (the view's shared :attr:`~attnsim.stats.pairs.PairView.high_by_distance` and
+        :attr:`~attnsim.stats.pairs.PairView.chance_by_distance`, also used by the ``csm`` statistics).
     """
-    onehot = view.distance_onehot  # (P, T)
-    weight = view.pair_mask.to(onehot.dtype)  # (B, P)
-    high = view.high_float.sum(1) @ onehot  # (L, H, P) @ (P, T) -> (L, H, T)
-    pairs_by_distance = weight @ onehot  # (B, T): valid pairs of each window at each distance
-    share = safe_divide(pairs_by_distance, weight.sum(-1, keepdim=True).expand_as(pairs_by_distance)).nan_to_num(0.0)  # (B, T) n_d / n
-    chance = torch.einsum("lbh,bt->lht", view.high_count.to(share.dtype), share)
-    return high.double(), chance.double()
+    return view.high_by_distance.double(), view.chance_by_distance.double()
 
 
 class DistanceAccumulator(Accumulator):

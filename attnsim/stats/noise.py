@@ -52,19 +52,16 @@ class NoiseAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        valid = view.pair_mask.float()  # (B, P)
+        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
+        valid, same, identical = weights[..., 0], weights[..., 1], weights[..., 3]
         short = valid * ((view.distance >= 0) & (view.distance <= self.short_range)).float()  # (B, P); -1: pair without a distance
-        same = view.same_sentence.float()
-        identical = view.identical.float()
         static = torch.maximum(torch.maximum(short, same), identical)  # (B, P): explained without attention
         # not explained by the static rules: (1 - static) on valid pairs
         rest = valid - static  # (B, P) 0/1
         counts = view.high_sums(torch.stack([short, same, identical, rest], -1))  # (L, B, H, 4)
-        region = view.high_attention_float  # (L, B, H, P)
-        rest_b = rest[None, :, None, :]
         # high pairs in the rest that are also high-attention; high-attention pairs in the rest
-        high_rest_region = (view.high_float * region * rest_b).sum(-1)  # (L, B, H)
-        region_rest = (region * rest_b).sum(-1)  # (L, B, H)
+        high_rest_region = view.high_in_attention_sums(rest[..., None])[..., 0]  # (L, B, H)
+        region_rest = view.attention_sums(rest[..., None])[..., 0]  # (L, B, H)
         k = view.high_count.float()  # (L, B, H)
         n = valid.sum(-1)  # (B,)
         unexplained_pairs = rest.sum(-1)[None, :, None] - region_rest  # (L, B, H): u

@@ -62,10 +62,9 @@ class RepetitionAccumulator(Accumulator):
             self.add_sum(name)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        valid = view.pair_mask.float()  # (B, P)
-        identical = view.identical.float()  # (B, P)
+        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
+        valid, identical, other = weights[..., 0], weights[..., 3], weights[..., 4]
         long = identical * (view.distance >= view.seq_len / 2).float()  # (B, P)
-        other = valid - identical
         counts = view.high_sums(torch.stack([identical, long], -1))  # (L, B, H, 2)
         k = view.high_count.float()  # (L, B, H)
         rate = safe_divide(k, valid.sum(-1)[:, None].expand_as(k)).nan_to_num(0.0)  # (L, B, H): k / n
@@ -73,9 +72,9 @@ class RepetitionAccumulator(Accumulator):
         self.high_long += counts[..., 1].sum(1).double()
         self.chance_identical += (rate * identical.sum(-1)[:, None]).sum(1).double()
         self.chance_long += (rate * long.sum(-1)[:, None]).sum(1).double()
-        csm = view.value_sums(torch.stack([identical, other], -1))  # (L, B, H, 2)
-        self.csm_identical_sum += csm[..., 0].sum(1).double()
-        self.csm_other_sum += csm[..., 1].sum(1).double()
+        csm = view.class_value_sums  # (L, B, H, 5), shared with the sentence and region statistics
+        self.csm_identical_sum += csm[..., 3].sum(1).double()
+        self.csm_other_sum += csm[..., 4].sum(1).double()
         self.n_identical += identical.sum().double()
         self.n_long += long.sum().double()
         self.n_other += other.sum().double()

@@ -73,11 +73,8 @@ class SentenceAccumulator(Accumulator):
         self.add_sum("n_cross")
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        valid = view.pair_mask.float()  # (B, P)
-        same = view.same_sentence.float()  # (B, P)
-        sid = view.batch["sentence_ids"]
-        in_sentence = (sid[:, view.pairs[0]] >= 0) & (sid[:, view.pairs[1]] >= 0)  # (B, P)
-        cross = (in_sentence & view.pair_mask & ~view.same_sentence).float()
+        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
+        valid, same, cross = weights[..., 0], weights[..., 1], weights[..., 2]
         distance = view.distance.float()  # (P,)
         onehot = view.distance_onehot  # (P, T)
         # share of same-sentence pairs among valid pairs at each distance, per window: (B, T)
@@ -95,9 +92,9 @@ class SentenceAccumulator(Accumulator):
         self.matched_same += counts[..., 2].sum(1).double()
         self.high_same_distance += counts[..., 1].sum(1).double()
         self.chance_same_distance += (counts[..., 0] * mean_same_distance[:, None]).sum(1).double()
-        csm = view.value_sums(torch.stack([same, cross], -1))  # (L, B, H, 2)
-        self.csm_same_sum += csm[..., 0].sum(1).double()
-        self.csm_cross_sum += csm[..., 1].sum(1).double()
+        csm = view.class_value_sums  # (L, B, H, 5), shared with the repetition and region statistics
+        self.csm_same_sum += csm[..., 1].sum(1).double()
+        self.csm_cross_sum += csm[..., 2].sum(1).double()
         self.n_same += n_same.sum().double()
         self.n_cross += cross.sum().double()
 

@@ -88,29 +88,26 @@ class SeparatorAccumulator(Accumulator):
         self.add_sum("distance_chance_sum")
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        if view.attention is None:
+        if not view.has_attention:
             raise ValueError("The separators statistics need attention probabilities; the finding must set needs_attention = True.")
-        attention = view.attention.float()  # (L, B, H, T, T)
-        n_layers, batch, n_heads, seq_len, _ = attention.shape
         keys = view.batch["attention_mask"].float()  # (B, T)
         queries = view.tokens.float()  # (B, T)
-        rows = attention.reshape(n_layers, batch, n_heads * seq_len, seq_len)  # (L, B, H*T, T), a view
         member = key_categories(view.batch["input_ids"], keys, self.category_ids)  # (B, T, C+1)
-        mass = (rows @ member).reshape(n_layers, batch, n_heads, seq_len, -1)  # (L, B, H, T, C+1)
-        plogp = torch.special.xlogy(rows, rows) @ keys[..., None]  # (L, B, H*T, 1): sum over real keys
-        entropy = -plogp.reshape(n_layers, batch, n_heads, seq_len)  # (L, B, H, T) nats
+        # mass on a category = the attention each key receives from the queries, summed over its keys
+        mass = torch.einsum("lbhj,bjc->lbhc", view.attention_key_mass, member)  # (L, B, H, C+1)
+        self.mass_sum += mass.double().sum(1)
+        self.entropy_sum += view.attention_entropy_sums.double().sum(1)
+        self.distance_sum += view.attention_distance_sums.double().sum(1)
+        seq_len = keys.shape[-1]
         position = torch.arange(seq_len, device=keys.device, dtype=keys.dtype)
-        gap = (position[:, None] - position[None, :]).abs()[None] * keys[:, None, :]  # (B, T, T): |i - j| over real keys
-        distance = (attention * gap[None, :, None]).sum(-1)  # (L, B, H, T) tokens
-        self.mass_sum += torch.einsum("lbhqc,bq->lhc", mass, queries).double()
-        self.entropy_sum += torch.einsum("lbhq,bq->lh", entropy, queries).double()
-        self.distance_sum += torch.einsum("lbhq,bq->lh", distance, queries).double()
+        gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
         n_keys = keys.sum(-1)  # (B,)
         n_queries = queries.sum(-1)  # (B,)
         self.queries += n_queries.sum().double()
         self.separators_chance_sum += (n_queries * safe_divide(member[..., -1].sum(-1), n_keys).nan_to_num(0.0)).sum().double()
         self.entropy_chance_sum += (n_queries * torch.log(n_keys.clamp_min(1.0))).sum().double()
-        self.distance_chance_sum += (queries * safe_divide(gap.sum(-1), n_keys[:, None].expand_as(queries)).nan_to_num(0.0)).sum().double()
+        distance_chance = safe_divide(keys @ gap, n_keys[:, None].expand_as(queries)).nan_to_num(0.0)  # (B, T): mean |i - j| over real keys
+        self.distance_chance_sum += (queries * distance_chance).sum().double()
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars (see :func:`scalar_names`), each (layer, head) float64; NaN without queries."""
