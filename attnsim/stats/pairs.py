@@ -742,7 +742,10 @@ class PairView:
             attention = self._attention_chunk(start, stop).reshape(count, heads, seq_len, seq_len)
             pair_values = torch.maximum(self._pair_values(attention), self._pair_values(attention, backward))  # (c, L*H, P)
             pair_values = pair_values.view(count, n_layers, n_heads, n_pairs)
-            chosen = select_top(pair_values, host["k"][start:stop], self._valid_chunk(start, stop, 4), n_pairs)
+            valid = self._valid_chunk(start, stop, 4)
+            if valid is not None:  # a temporary: mask it in place rather than in a copy
+                pair_values.masked_fill_(~valid, float("-inf"))
+            chosen = select_top(pair_values, host["k"][start:stop], None, n_pairs)
             index[start:stop, ..., : chosen.shape[-1]] = chosen
             q, k = queries[start:stop], keys[start:stop]
             key_mass[start:stop] = (q[:, None, None, :] @ attention)[..., 0, :]  # (c, L*H, T): sum_i q_i A[i, j]
