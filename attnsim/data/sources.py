@@ -46,11 +46,15 @@ def _read(path: Path) -> str:
     """The text of ``path`` (UTF-8, else Latin-1).
 
     Raises:
-        BinaryFile: the file has NUL bytes in its first 8 KiB (binary data, not text).
+        BinaryFile: the file is not valid UTF-8 and its first 8 KiB hold NUL bytes
+            (binary data; a UTF-8 text with a stray NUL is text and gets cleaned).
     """
     raw = path.read_bytes()
     if b"\x00" in raw[:8192]:
-        raise BinaryFile(str(path))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BinaryFile(str(path)) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -94,7 +98,7 @@ def text_documents(path: Path) -> Iterator[Document]:
         try:
             yield Document(path.name, _read(path))
         except BinaryFile:
-            raise CorpusError(f"Corpus file '{path}' holds binary data (NUL bytes), not text. Point corpus.path at a UTF-8 text file or a directory of .txt files.") from None
+            raise CorpusError(f"Corpus file '{path}' holds binary data (NUL bytes, not UTF-8), not text. Point corpus.path at a UTF-8 text file or a directory of .txt files.") from None
         return
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
@@ -108,7 +112,7 @@ def text_documents(path: Path) -> Iterator[Document]:
     if binary:
         log.warning("skipped %d .txt file(s) under %s that hold binary data, not text: %s", len(binary), path, ", ".join(binary[:5]))
         if len(binary) == len(files):
-            raise CorpusError(f"Every .txt file under {path} ({len(files)}) holds binary data (NUL bytes), not text. Give UTF-8 text files.")
+            raise CorpusError(f"Every .txt file under {path} ({len(files)}) holds binary data (NUL bytes, not UTF-8), not text. Give UTF-8 text files.")
 
 
 def jsonl_documents(path: Path, text_field: str) -> Iterator[Document]:
