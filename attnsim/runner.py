@@ -220,16 +220,17 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         timings["summarise"] += time.perf_counter() - start
         summaries[finding.name] = summary
         start = time.perf_counter()
+        # metrics are buffered and sent in batches of 1,000 after the loop (and by the run's end on failure)
         sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head))
-        sink.log_table(tables.head_table(summary), f"tables/{finding.name}_heads.csv")
-        sink.log_table(tables.head_table(summary), f"tables/{finding.name}_heads.json")
+        heads = tables.head_table(summary)
+        sink.log_table(heads, f"tables/{finding.name}_heads.csv")
+        sink.log_table(heads, f"tables/{finding.name}_heads.json")
         for name, profile in summary.profiles.items():
             sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
         for path, frame in summary.extras.get("tables", {}).items():  # a finding's own tables: artifact path -> DataFrame
             sink.log_table(frame, path)
         # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
         sink.log_metrics({f"{finding.name}/{name}": value for name, value in summary.extras.get("metrics", {}).items()})
-        sink.flush()
         timings["log"] += time.perf_counter() - start
         if cfg.tracking.figures and not partial:
             start = time.perf_counter()
@@ -245,8 +246,13 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         if page is not None:
             sink.log_text(page, "explorer.html")
         timings["figures"] += time.perf_counter() - start
+    start = time.perf_counter()
+    sink.wait_for_figures()  # the last figures' encoding and upload (in the background while others are drawn)
+    timings["figures"] += time.perf_counter() - start
+    start = time.perf_counter()
     sink.log_metrics({"attnsim/windows": float(max((f.windows for f in findings), default=0))})
     sink.flush()
+    timings["log"] += time.perf_counter() - start
     return summaries, timings
 
 

@@ -6,6 +6,7 @@ from typing import Any, Iterator, Tuple
 
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots import csm as plots
+from attnsim.plots.heads import scalar_mosaic
 from attnsim.stats.csm import SCALARS, CSMAccumulator
 
 
@@ -27,7 +28,7 @@ class CSMFinding(Finding):
         return Summary(self.name, scalars, profiles, {"matrix": out["matrix"]}, self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
-        yield from plots.scalar_heatmaps(summary.scalars, self.name)
+        yield "figures/csm/heads.png", scalar_mosaic(summary.scalars, self.name)
         yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"])
         yield from plots.mean_matrices(summary.extras["matrix"], plots_cfg.max_tokens)
         yield from plots.example_csms(examples, plots_cfg.max_tokens)

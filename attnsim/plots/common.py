@@ -10,14 +10,75 @@ metric keys, and every figure says so.
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 INDEX_NOTE = "layers and heads 0-indexed"
+FIXED_LAYOUT = "attnsim_fixed_layout"  # attribute marking a figure laid out by hand (see fixed_layout)
+
+
+def fixed_layout(fig):
+    """Mark ``fig`` as laid out by hand, so that it is saved as is.
+
+    The tracking sink saves other figures with ``bbox_inches="tight"``, which draws a figure
+    a second time to measure it (about twice the cost of saving); a figure whose axes are
+    placed in inches (:func:`inch_axes`) needs no such pass.
+    """
+    setattr(fig, FIXED_LAYOUT, True)
+    return fig
+
+
+def has_fixed_layout(fig) -> bool:
+    """Whether ``fig`` was marked by :func:`fixed_layout`."""
+    return bool(getattr(fig, FIXED_LAYOUT, False))
+
+
+def inch_axes(width: float, height: float, left: float, right: float, bottom: float, top: float) -> Tuple[object, object]:
+    """A figure holding one axes of ``width`` x ``height`` inches with the given margins (inches), marked fixed.
+
+    Returns:
+        (figure, axes).
+    """
+    fig_w, fig_h = width + left + right, height + bottom + top
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, width / fig_w, height / fig_h))
+    return fixed_layout(fig), ax
+
+
+def wrap_title(text: str, width: float, fontsize: float = 9) -> List[str]:
+    """``text`` (lines kept) wrapped to about ``width`` inches at ``fontsize`` points (a character is ~0.55 em wide)."""
+    chars = max(20, int(width * 72 / (0.55 * fontsize)))
+    return [piece for line in text.split("\n") for piece in (textwrap.wrap(line, chars) or [""])]
+
+
+def scale_strip(ax, x0: float, x1: float, rows: int, cmap, label: str = "scaled within each panel") -> None:
+    """A colour scale from the colormap's bottom (min) to top (max), drawn as an image between image
+    columns ``x0`` and ``x1`` over ``rows`` rows of the axes' image, with its labels.
+
+    For mosaics whose panels are each scaled to 0..1 it replaces a colorbar, whose extra axes costs
+    about as much to draw as the rest of a small figure. The caller leaves that space empty (NaN) and
+    sets the axes limits.
+    """
+    ramp = np.linspace(1.0, 0.0, 256)[:, None]  # top = max
+    ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest", extent=(x0, x1, rows - 0.5, -0.5))
+    ax.text(x1, -0.5, " max", fontsize=6, va="top", ha="left", clip_on=False)
+    ax.text(x1, rows - 0.5, " min", fontsize=6, va="bottom", ha="left", clip_on=False)
+    ax.text(x1, rows / 2, f" {label}", fontsize=6, va="center", ha="left", rotation=90, clip_on=False)
+
+
+def colorbar_beside(fig, ax, image, label: str, gap: float = 0.1, width: float = 0.12) -> None:
+    """A colorbar as tall as ``ax``, ``gap`` inches to its right and ``width`` inches wide (for figures from :func:`inch_axes`)."""
+    fig_w, fig_h = fig.get_size_inches()
+    box = ax.get_position()
+    cax = fig.add_axes((box.x1 + gap / fig_w, box.y0, width / fig_w, box.height))
+    fig.colorbar(image, cax=cax, label=label)
+    cax.yaxis.label.set_size(7)
+    cax.tick_params(labelsize=6)
 
 
 def pool_matrix(matrix: np.ndarray, max_tokens: int) -> tuple:
@@ -52,13 +113,15 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
     """A (layer, head) heatmap with values written in cells; ``chance`` (scalar or (layer, head)) in the title."""
     data = values.detach().cpu().double().numpy()
     n_layers, n_heads = data.shape
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n_heads, 1.0 + 0.45 * n_layers))
+    # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
+    fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.0, bottom=0.5, top=0.55)
     image = ax.imshow(data, cmap=cmap, aspect="auto")
-    fig.colorbar(image, ax=ax, fraction=0.04)
+    colorbar_beside(fig, ax, image, "")
     ax.set_xticks(range(n_heads))
     ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("head", fontsize=8)
+    ax.set_ylabel("layer", fontsize=8)
     if n_heads * n_layers <= 200:
         finite = data[np.isfinite(data)]
         mid = (finite.min() + finite.max()) / 2 if finite.size else 0
@@ -72,6 +135,31 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
     return fig
 
 
+def mask_edges(mask: np.ndarray) -> np.ndarray:
+    """Line segments along the cell edges where a 2-D bool ``mask`` changes (its outline), in image
+    coordinates (cell (r, c) spans c - 0.5..c + 0.5, r - 0.5..r + 0.5).
+
+    Returns:
+        (segments, 2, 2) array of ((x0, y0), (x1, y1)), for one ``LineCollection``.
+    """
+    padded = np.pad(mask, 1)  # cells outside the image count as unmasked
+    rows, cols = np.nonzero(padded[1:, 1:-1] != padded[:-1, 1:-1])  # edge above cell (rows, cols) of `mask`, rows 0..R
+    horizontal = np.stack([np.stack([cols - 0.5, rows - 0.5], -1), np.stack([cols + 0.5, rows - 0.5], -1)], 1)
+    rows, cols = np.nonzero(padded[1:-1, 1:] != padded[1:-1, :-1])  # edge left of cell (rows, cols), cols 0..C
+    vertical = np.stack([np.stack([cols - 0.5, rows - 0.5], -1), np.stack([cols - 0.5, rows + 0.5], -1)], 1)
+    return np.concatenate([horizontal, vertical]).astype(float)
+
+
+def draw_segments(ax, segments, **style) -> None:
+    """Draw line segments ((x0, y0), (x1, y1)) as one line broken by NaNs: one path, however many segments
+    (a ``LineCollection`` builds a path per segment, which dominates drawing thousands of cell edges)."""
+    segments = np.asarray(segments, dtype=float).reshape(-1, 2, 2)
+    if not len(segments):
+        return
+    points = np.concatenate([segments, np.full((len(segments), 1, 2), np.nan)], 1).reshape(-1, 2)  # x0 y0, x1 y1, nan nan, ...
+    ax.plot(points[:, 0], points[:, 1], **style)
+
+
 def _scale_panel(panel: np.ndarray) -> np.ndarray:
     finite = panel[np.isfinite(panel)]
     if not finite.size:
@@ -80,19 +168,37 @@ def _scale_panel(panel: np.ndarray) -> np.ndarray:
     return (panel - low) / (high - low) if high > low else panel * 0.0
 
 
-def matrix_grid(matrices: np.ndarray, titles: List[str], suptitle: str, max_tokens: int, labels: Optional[Sequence[str]] = None, boundaries: Optional[Sequence[int]] = None, outlines: Optional[np.ndarray] = None, cmap: str = "magma", cols: int = 4):
-    """A grid of square heatmaps (e.g. one per head), drawn as one mosaic image.
+def matrix_grid(
+    matrices: np.ndarray,
+    titles: Optional[List[str]],
+    suptitle: str,
+    max_tokens: int,
+    labels: Optional[Sequence[str]] = None,
+    boundaries: Optional[Sequence[int]] = None,
+    outlines: Optional[np.ndarray] = None,
+    cmap: str = "magma",
+    cols: int = 4,
+    row_names: Optional[Sequence[str]] = None,
+    col_names: Optional[Sequence[str]] = None,
+    panel_inches: float = 2.4,
+    max_labels: int = 32,
+):
+    """A grid of square heatmaps (e.g. one per head), drawn as one mosaic image in one axes.
 
     Each panel is scaled to its own range (min -> 0, max -> 1), as heads differ
     in scale; the values themselves are in the run's tables. One image instead
-    of one axes per panel keeps drawing fast.
+    of one axes per panel, sentence boundaries as one line collection and a
+    layout fixed in inches keep drawing fast.
 
     Args:
         matrices: (panels, T, T).
-        titles: one title per panel, written in its corner.
-        labels: T token labels, drawn (thinned) along the left column and bottom row.
+        titles: one title per panel, written in its corner (or None).
+        labels: T token labels, drawn (thinned to ``max_labels``) along the left column and bottom row.
         boundaries: token positions where a new sentence starts (white lines before them).
         outlines: (panels, T, T) bool regions to outline in cyan, optional.
+        cols: panels per row.
+        row_names, col_names: names written beside each row (right) and above each column of panels.
+        panel_inches: width of one panel.
     """
     panels = matrices.shape[0]
     cols = min(panels, cols)
@@ -109,27 +215,54 @@ def matrix_grid(matrices: np.ndarray, titles: List[str], suptitle: str, max_toke
         mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = _scale_panel(pooled[index])
         if outline_mosaic is not None:
             outline_mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = np.nan_to_num(pooled_outlines[index]) > 0
-    fig, ax = plt.subplots(figsize=(2.4 * cols + 1.2, 2.4 * rows + 1.0))
-    image = ax.imshow(mosaic, cmap=cmap, interpolation="nearest", vmin=0, vmax=1)
-    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02, label="scaled within each panel (0 = min, 1 = max)")
+    cell = panel_inches / stride  # inches per mosaic cell: the axes is exactly the mosaic
+    panels_width = mosaic.shape[1]
+    # the colour scale, in the same image: past the row names (if any), a gap, then a strip
+    strip_gap, strip_width = max(2, size // 16) + (math.ceil(0.35 / cell) if row_names is not None else 0), max(2, size // 12)
+    mosaic = np.concatenate([mosaic, np.full((mosaic.shape[0], strip_gap + strip_width), np.nan)], 1)  # room for the scale
+    left = 0.75 if labels is not None else 0.15
+    bottom = 0.75 if labels is not None else 0.15
+    right = 0.4
+    note = f"; cells pooled over {block} tokens" if block > 1 else ""
+    heading = wrap_title(f"{suptitle}\n({INDEX_NOTE}{note})", left + mosaic.shape[1] * cell + right)
+    top = 0.15 + 0.17 * len(heading) + (0.2 if col_names is not None else 0.0)
+    fig, ax = inch_axes(mosaic.shape[1] * cell, mosaic.shape[0] * cell, left, right, bottom, top)
+    ax.imshow(mosaic, cmap=cmap, interpolation="nearest", vmin=0, vmax=1, aspect="auto")
+    scale_strip(ax, mosaic.shape[1] - 0.5 - strip_width, mosaic.shape[1] - 0.5, mosaic.shape[0], cmap, "scaled within each panel (min to max)")
+    for spine in ax.spines.values():
+        spine.set_visible(False)
     if outline_mosaic is not None and outline_mosaic.any():
-        ax.contour(outline_mosaic, levels=[0.5], colors="cyan", linewidths=0.5)
-    for index in range(panels):
+        draw_segments(ax, mask_edges(outline_mosaic > 0), color="cyan", linewidth=0.6)
+    for index in range(panels if titles is not None else 0):
         r, c = divmod(index, cols)
         ax.text(c * stride + 1, r * stride + 1, titles[index], color="white", fontsize=7, va="top", ha="left")
-        for start in boundaries or ():
-            edge = start / block - 0.5
-            ax.plot([c * stride + edge] * 2, [r * stride - 0.5, r * stride + size - 0.5], color="white", linewidth=0.4, alpha=0.7)
-            ax.plot([c * stride - 0.5, c * stride + size - 0.5], [r * stride + edge] * 2, color="white", linewidth=0.4, alpha=0.7)
+    for r, name in enumerate(row_names or ()):
+        ax.text(panels_width + 1, r * stride + size / 2, name, fontsize=8, va="center", ha="left")
+    for c, name in enumerate(col_names or ()):
+        ax.text(c * stride + size / 2, -1.5, name, fontsize=8, va="bottom", ha="center", clip_on=False)
+    if boundaries:
+        edges = [start / block - 0.5 for start in boundaries]
+        segments = []
+        for index in range(panels):
+            r, c = divmod(index, cols)
+            x0, y0 = c * stride - 0.5, r * stride - 0.5
+            for edge in edges:
+                segments.append(((x0 + 0.5 + edge, y0), (x0 + 0.5 + edge, y0 + size)))  # before a new sentence's column
+                segments.append(((x0, y0 + 0.5 + edge), (x0 + size, y0 + 0.5 + edge)))  # and row
+        draw_segments(ax, segments, color="white", linewidth=0.4, alpha=0.7)
+    ax.set_xlim(-0.5, mosaic.shape[1] - 0.5)
+    ax.set_ylim(mosaic.shape[0] - 0.5, -0.5)
+    ax.set_xticks([])
+    ax.set_yticks([])
     if labels is not None:
-        positions, names = thin_ticks(labels, block)
-        ax.set_yticks(positions, names, fontsize=5)
-        ax.set_xticks(positions, names, fontsize=5, rotation=90)
-    else:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    note = f"; cells pooled over {block} tokens" if block > 1 else ""
-    ax.set_title(f"{suptitle}\n({INDEX_NOTE}{note})", fontsize=9)
+        # token labels of the first panel's rows (left) and the last row's first panel's columns (below),
+        # as plain texts: matplotlib's tick objects cost several times more to create and draw
+        positions, names = thin_ticks(labels, block, max_labels)
+        bottom_row = (rows - 1) * stride + size - 0.5
+        for position, name in zip(positions, names):
+            ax.text(-1.0, position, name, fontsize=5, ha="right", va="center", clip_on=False)
+            ax.text(position, bottom_row + 1.0, name, fontsize=5, ha="center", va="top", rotation=90, clip_on=False)
+    fig.text(0.5, 1 - 0.08 / fig.get_size_inches()[1], "\n".join(heading), fontsize=9, ha="center", va="top")
     return fig
 
 

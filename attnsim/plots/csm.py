@@ -7,8 +7,9 @@ from typing import Any, Dict, Iterator, Tuple
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.collections import LineCollection
 
-from attnsim.plots.common import INDEX_NOTE, layer_head_heatmap, matrix_grid, sentence_starts
+from attnsim.plots.common import INDEX_NOTE, fixed_layout, layer_head_heatmap, matrix_grid, sentence_starts
 
 
 def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, Any]]:
@@ -16,34 +17,48 @@ def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, 
     data = matrix.detach().cpu().double().numpy()
     for layer in range(data.shape[0]):
         titles = [f"L{layer} H{head}" for head in range(data.shape[1])]
-        yield f"figures/csm/mean_csm_L{layer:02d}.png", matrix_grid(data[layer], titles, f"Corpus-mean CSM, layer {layer}", max_tokens)
+        # about 2 pixels per pooled cell at 100 dpi
+        yield f"figures/csm/mean_csm_L{layer:02d}.png", matrix_grid(data[layer], titles, f"Corpus-mean CSM, layer {layer}", max_tokens, panel_inches=1.3)
 
 
 def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor):
-    """Per layer: mean CSM by distance and high-pair count over chance by distance, a line per head.
+    """Mean CSM by distance (top) and high-pair count over chance by distance (bottom), a line per head.
+
+    The layers sit side by side along each axes' x axis (one segment of distances 1..T-1 per
+    layer), so that the figure has two axes and two line collections whatever the model size.
 
     Args:
         distance_mean, high_ratio: (layer, head, T) indexed by distance (index 0 unused).
     """
     n_layers, n_heads, size = distance_mean.shape
-    fig, axes = plt.subplots(2, n_layers, figsize=(2.4 * n_layers, 5.0), squeeze=False, sharex=True)
-    d = np.arange(1, size)
+    d = np.arange(1, size, dtype=float)
+    span = size - 1 + max(2, size // 8)  # x extent of one layer's segment, gap included
     means = distance_mean[..., 1:].detach().cpu().double().numpy()
     ratios = high_ratio[..., 1:].detach().cpu().double().numpy()
     finite = ratios[np.isfinite(ratios)]
-    top = float(np.percentile(finite, 99)) * 1.05 if finite.size else 1.0
+    top = max(float(np.percentile(finite, 99)) * 1.05 if finite.size else 1.0, 1.1)
+    fig, axes = plt.subplots(2, 1, figsize=(max(8.0, 1.9 * n_layers), 5.2), sharex=True)
+    fig.subplots_adjust(left=0.07, right=0.99, top=0.86, bottom=0.1, hspace=0.12)
+    colours = plt.get_cmap("tab20")(np.arange(n_heads) % 20)
+    for ax, data in zip(axes, (means, ratios)):
+        lines = [np.column_stack([layer * span + d, data[layer, head]]) for layer in range(n_layers) for head in range(n_heads)]
+        ax.add_collection(LineCollection(lines, colors=np.tile(colours, (n_layers, 1)), linewidths=0.6))
+        finite_data = data[np.isfinite(data)]
+        low, high = (float(finite_data.min()), float(finite_data.max())) if finite_data.size else (0.0, 1.0)
+        ax.set_ylim(*((0.0, top) if data is ratios else (low - 0.05 * (high - low + 1e-12), high + 0.05 * (high - low + 1e-12))))
+        ax.vlines([layer * span - (span - size + 1) / 2 for layer in range(1, n_layers)], 0, 1, transform=ax.get_xaxis_transform(), colors="grey", linewidths=0.5)
+        ax.tick_params(labelsize=7)
+    axes[1].axhline(1.0, color="black", linewidth=0.6, linestyle="--")
     for layer in range(n_layers):
-        axes[0, layer].plot(d, means[layer].T, linewidth=0.6)
-        axes[1, layer].plot(d, ratios[layer].T, linewidth=0.6)
-        axes[0, layer].set_title(f"layer {layer}", fontsize=9)
-        axes[1, layer].axhline(1.0, color="black", linewidth=0.6, linestyle="--")
-        axes[1, layer].set_ylim(0, max(top, 1.1))
-        axes[1, layer].set_xlabel("distance j - i (tokens)", fontsize=8)
-    axes[0, 0].set_ylabel("mean CSM")
-    axes[1, 0].set_ylabel("high pairs / chance")
-    fig.suptitle(f"Distance profiles, one line per head ({INDEX_NOTE}); dashed: chance", fontsize=10)
-    fig.subplots_adjust(left=0.06, right=0.99, top=0.88, bottom=0.1, wspace=0.3)
-    return fig
+        axes[0].text(layer * span + size / 2, 1.02, f"layer {layer}", transform=axes[0].get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
+    ticks = [t for t in (1, size // 2) if 1 <= t < size]  # two labelled distances per layer keep the axis readable
+    axes[1].set_xticks([layer * span + t for layer in range(n_layers) for t in ticks], [str(t) for _ in range(n_layers) for t in ticks])
+    axes[1].set_xlim(0, n_layers * span)
+    axes[1].set_xlabel("distance j - i (tokens), per layer", fontsize=8)
+    axes[0].set_ylabel("mean CSM", fontsize=8)
+    axes[1].set_ylabel("high pairs / chance", fontsize=8)
+    fig.suptitle(f"Distance profiles, one line per head (colour = head; {INDEX_NOTE}); dashed: chance", fontsize=10)
+    return fixed_layout(fig)
 
 
 def scalar_heatmaps(scalars: Dict[str, torch.Tensor], finding: str) -> Iterator[Tuple[str, Any]]:
@@ -56,18 +71,29 @@ def scalar_heatmaps(scalars: Dict[str, torch.Tensor], finding: str) -> Iterator[
 
 
 def example_csms(examples, max_tokens: int) -> Iterator[Tuple[str, Any]]:
-    """For each example window and layer, the CSM of every head with token labels and sentence boundaries."""
+    """For each example window, the CSM of every head of every layer (rows: layers, columns: heads)
+    in one figure, with token labels and sentence boundaries."""
     if examples is None or examples.csm is None:
         return
-    n_layers = examples.csm.shape[0]
+    n_layers, _, n_heads = examples.csm.shape[:3]
     for e in range(len(examples)):
         valid = examples.valid[e].numpy()
         length = int(valid.nonzero()[0].max()) + 1 if valid.any() else 0
+        if length < 2:
+            continue
         labels = examples.tokens[e][:length]
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
-        for layer in range(n_layers):
-            data = examples.csm[layer, e, :, :length, :length].double().numpy()
-            titles = [f"L{layer} H{h}" for h in range(data.shape[0])]
-            yield f"figures/examples/window{e}_csm_L{layer:02d}.png", matrix_grid(
-                data, titles, f"CSM of window {e} ({examples.doc_ids[e]}), layer {layer}; lines: sentence boundaries", max_tokens, labels, starts
-            )
+        data = examples.csm[:, e, :, :length, :length].double().numpy().reshape(n_layers * n_heads, length, length)
+        yield f"figures/examples/window{e}_csm.png", matrix_grid(
+            data,
+            None,
+            f"CSM of window {e} ({examples.doc_ids[e]}), every head of every layer; lines: sentence boundaries",
+            max_tokens,
+            labels,
+            starts,
+            cols=n_heads,
+            row_names=[f"L{layer}" for layer in range(n_layers)],
+            col_names=[f"H{head}" for head in range(n_heads)],
+            panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+            max_labels=16,
+        )

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnsim.plots.common import INDEX_NOTE
+from attnsim.plots.common import INDEX_NOTE, inch_axes, scale_strip, wrap_title
 
 
 def _scaled(panel: np.ndarray) -> np.ndarray:
@@ -47,7 +47,9 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
     gap_x, gap_y = 1, 3  # empty cells between panels; the vertical gap holds the panel titles
     width, height = cols * (n_heads + gap_x) - gap_x, rows * (n_layers + gap_y)
     mosaic = np.full((height, width), np.nan)
-    fig, ax = plt.subplots(figsize=(0.22 * width + 1.5, 0.3 * height + 1.0))
+    # cells of 0.22 x 0.3 inch as before, placed by hand (no second drawing pass to measure the figure)
+    strip = (1, 1)  # gap and width (cells) of the colour scale beside the panels (see scale_strip)
+    fig, ax = inch_axes(0.22 * (width + sum(strip)), 0.3 * height, left=0.1, right=0.35, bottom=0.1, top=0.35)
     for index, name in enumerate(names):
         r, c = divmod(index, cols)
         top, left = r * (n_layers + gap_y) + gap_y, c * (n_heads + gap_x)
@@ -58,10 +60,16 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
         chance = scalars.get(f"{name}_chance")
         extra = f", chance {float(chance.double().nanmean()):.3g}" if chance is not None and torch.isfinite(chance).any() else ""
         ax.text(left, top - 0.7, f"{name} {span}{extra}", fontsize=6, va="bottom", ha="left")
+    mosaic = np.concatenate([mosaic, np.full((height, sum(strip)), np.nan)], 1)  # room for the colour scale
     cmap = plt.get_cmap("viridis").with_extremes(bad="white")
-    image = ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=0, vmax=1, interpolation="nearest", aspect="equal")
-    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01, label="scaled within each panel (0 = min, 1 = max)")
+    ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=0, vmax=1, interpolation="nearest", aspect="auto")
+    scale_strip(ax, width + strip[0] - 0.5, width + sum(strip) - 0.5, height, cmap)
+    ax.set_xlim(-0.5, mosaic.shape[1] - 0.5)
+    ax.set_ylim(height - 0.5, -0.5)
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(f"{title}: one panel per statistic, rows = layers (0 at top), columns = heads (0 at left); {INDEX_NOTE}", fontsize=8)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    heading = wrap_title(f"{title}: one panel per statistic, rows = layers (0 at top), columns = heads (0 at left); {INDEX_NOTE}", 0.22 * mosaic.shape[1] + 0.45, 8)
+    fig.text(0.5, 1 - 0.05 / fig.get_size_inches()[1], "\n".join(heading), fontsize=8, ha="center", va="top")
     return fig

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnsim.plots.common import INDEX_NOTE
+from attnsim.plots.common import INDEX_NOTE, inch_axes
 
 
 def layer_means(values: torch.Tensor) -> np.ndarray:
@@ -30,7 +29,8 @@ def by_layer(series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: O
     Returns:
         A matplotlib figure.
     """
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    # a 4.5 x 2.45 inch plot with fixed margins for the labels and the two-line title
+    fig, ax = inch_axes(4.5, 2.45, left=0.75, right=0.25, bottom=0.45, top=0.45)
     for index, (label, values) in enumerate(series.items()):
         colour = f"C{index}"
         means = layer_means(values)
@@ -48,5 +48,5 @@ def by_layer(series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: O
     ax.set_xticks(range(len(next(iter(series.values())))))
     ax.legend(fontsize=6, frameon=False)
     ax.set_title(f"{title}\n(lines: mean over heads; dots: heads; {INDEX_NOTE})", fontsize=8)
-    fig.tight_layout()
+    ax.tick_params(labelsize=7)
     return fig
