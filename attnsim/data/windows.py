@@ -51,7 +51,6 @@ class Corpus:
     documents_read: int
     documents_used: int
     reasons: Dict[str, int] = field(default_factory=dict)  # why documents/chunks were not used
-    texts: Dict[str, str] = field(default_factory=dict)  # doc_id -> text, for documents used
 
     @property
     def content_hash(self) -> str:
@@ -166,7 +165,6 @@ def build_corpus(
         order = np.random.default_rng(seed).permutation(len(documents))
     windows: List[Window] = []
     reasons: Dict[str, int] = {}
-    texts: Dict[str, str] = {}
     read = used = 0
     for index in order:
         if limit is not None and len(windows) >= limit:
@@ -176,7 +174,6 @@ def build_corpus(
         made = document_windows(doc, tokenizer, seq_len, drop_short, min_tokens, language, reasons)
         if made:
             used += 1
-            texts[doc.doc_id] = doc.text
             windows.extend(made)
     if limit is not None:
         windows = windows[:limit]
@@ -186,4 +183,4 @@ def build_corpus(
             f"The corpus yielded no usable window: read {read} document(s), used none ({why}). "
             f"Give documents with at least corpus.min_tokens={min_tokens} tokens of text, or lower corpus.min_tokens / set corpus.drop_short=false."
         )
-    return Corpus(windows, seq_len, read, used, reasons, texts)
+    return Corpus(windows, seq_len, read, used, reasons)

@@ -118,9 +118,9 @@ def top_fraction_counts(pair_mask: torch.Tensor, top_fraction: float) -> torch.T
     return torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))
 
 
-def top_indices(values: torch.Tensor, k: int, block: int = SELECTION_BLOCK) -> torch.Tensor:
-    """Positions of the ``k`` largest entries along the last axis, in no particular order (a tie at
-    the k-th value is broken arbitrarily; see :func:`exact_top` for the rule the statistics use).
+def top_indices(values: torch.Tensor, k: int, sorted: bool = False, block: int = SELECTION_BLOCK) -> torch.Tensor:
+    """Positions of the ``k`` largest entries along the last axis, largest first when ``sorted``
+    (a tie at the k-th value is broken arbitrarily; see :func:`exact_top` for the rule the statistics use).
 
     When k is small against the axis (the 2% of pairs of the top-fraction rule), ``torch.topk``
     runs twice on short rows instead of once on the whole axis: over the maxima of ``block``
@@ -143,7 +143,7 @@ def top_indices(values: torch.Tensor, k: int, block: int = SELECTION_BLOCK) -> t
         return torch.zeros(*values.shape[:-1], 0, dtype=torch.long, device=values.device)
     n_blocks = -(-n // block)
     if block <= 1 or n_blocks < 4 * k:
-        return values.topk(k, dim=-1, sorted=False).indices
+        return values.topk(k, dim=-1, sorted=sorted).indices
     if n % block:  # pad to whole blocks with entries that rank last
         values = torch.nn.functional.pad(values, (0, n_blocks * block - n), value=float("-inf"))
     lead = values.shape[:-1]
@@ -152,7 +152,7 @@ def top_indices(values: torch.Tensor, k: int, block: int = SELECTION_BLOCK) -> t
     chosen = maxima.topk(k, dim=-1, sorted=False).indices  # (R, k) blocks holding the k largest entries
     offsets = torch.arange(block, device=values.device) * n_blocks  # (block,)
     positions = (chosen[:, :, None] + offsets).reshape(rows.shape[0], k * block)  # (R, k * block)
-    picked = rows.gather(-1, positions).topk(k, dim=-1, sorted=False).indices  # (R, k) among the candidates
+    picked = rows.gather(-1, positions).topk(k, dim=-1, sorted=sorted).indices  # (R, k) among the candidates
     return positions.gather(-1, picked).reshape(*lead, k)
 
 
@@ -189,6 +189,37 @@ def exact_top(values: torch.Tensor, k: int) -> torch.Tensor:
     return index
 
 
+def exact_top_per_row(values: torch.Tensor, counts: torch.Tensor, k_max: int, sentinel: int) -> torch.Tensor:
+    """:func:`exact_top` with a different k per row: row r keeps its top ``counts[r]`` positions.
+
+    Args:
+        values: (..., n) float; entries of -inf rank last.
+        counts: int64 broadcastable to ``values.shape[:-1] + (1,)``, 0 <= counts <= k_max <= n.
+        k_max: the largest count.
+        sentinel: index written into slots from ``counts[r]`` on.
+
+    Returns:
+        (..., k_max) int64: the chosen positions (no particular order), then ``sentinel``.
+    """
+    n = values.shape[-1]
+    shape = (*values.shape[:-1], 1)
+    counts = counts.expand(shape)
+    width = min(k_max + 1, n)
+    order = top_indices(values, width, sorted=True)  # (..., width) largest first
+    ranked = values.gather(-1, order)
+    kth = ranked.gather(-1, (counts - 1).clamp(0, width - 1))
+    after = ranked.gather(-1, counts.clamp(0, width - 1))  # the (k+1)-th, where one exists
+    tied = ((counts > 0) & (counts < n) & (kth == after))[..., 0]
+    slot = torch.arange(k_max, device=values.device)
+    index = order[..., :k_max].masked_fill(slot >= counts, sentinel)
+    if tied.any():  # rare: resolve those rows by position, each with its own k
+        for row in tied.nonzero().tolist():
+            row = tuple(row)
+            k = int(counts[row])
+            index[row] = torch.cat([exact_top(values[row], k), index.new_full((k_max - k,), sentinel)])
+    return index
+
+
 def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor], sentinel: int) -> torch.Tensor:
     """Each window's top ``k[b]`` valid pairs (ties at the k-th value to the lowest pair index), for a chunk of windows.
 
@@ -205,13 +236,10 @@ def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Ten
     if valid is not None:
         values = values.masked_fill(~valid, float("-inf"))
     k_top = max(k, default=0)
-    if len(set(k)) <= 1:
+    if len(set(k)) <= 1:  # one k for the chunk (a chunk is one window on a CPU): no ordering needed
         return exact_top(values, k_top)
-    out = torch.full((*values.shape[:-1], k_top), sentinel, dtype=torch.long, device=values.device)
-    for count in sorted(set(k)):  # windows sharing a k are selected together
-        windows = torch.tensor([b for b, kb in enumerate(k) if kb == count], device=values.device)
-        out[windows, ..., :count] = exact_top(values.index_select(0, windows), count)
-    return out
+    counts = torch.tensor(list(k), device=values.device).view(-1, *[1] * (values.dim() - 1))
+    return exact_top_per_row(values, counts, k_top, sentinel)
 
 
 def high_pairs_top_fraction(values: torch.Tensor, pair_mask: torch.Tensor, top_fraction: float) -> torch.Tensor:
@@ -439,9 +467,14 @@ class PairView:
             return stacked.transpose(0, 1)[start:stop].float()
         return torch.stack([a[start:stop] for a in self._attention_layers], 1).float()
 
+    def _on_accelerator(self) -> bool:
+        # An accelerator takes the whole batch as one chunk and batched products (few, large kernels);
+        # a CPU walks cache-sized chunks with per-window products.
+        return self.device.type != "cpu"
+
     def _chunks(self) -> List[Tuple[int, int]]:
         # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
-        budget = CHUNK_ELEMENTS_CPU if self.device.type == "cpu" else CHUNK_ELEMENTS_ACCELERATOR
+        budget = CHUNK_ELEMENTS_ACCELERATOR if self._on_accelerator() else CHUNK_ELEMENTS_CPU
         step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
@@ -600,14 +633,17 @@ class PairView:
             if valid is not None:
                 values.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
             flat = values.view(stop - start, heads, n_pairs)
-            for window in range(start, stop):
-                # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS rounds
-                # a product differently with the operands' alignment and batch layout, so a window's
-                # sums would depend on its batch-mates, which ratios of near-cancelling sums (e.g. the
-                # repetition statistics' CSM ratio) amplify. Only windows after the first of a chunk
-                # need the copy (a chunk is one window for the models' usual sizes on a CPU).
-                part = flat[window - start] if window == start else flat[window - start].clone()
-                class_sums[window] = (self._pair_weights_rows[window] @ part.t()).t()
+            if not self._on_accelerator():
+                for window in range(start, stop):
+                    # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
+                    # rounds a product differently with the operands' alignment and batch layout, so a
+                    # window's sums would depend on its batch-mates, which ratios of near-cancelling sums
+                    # (e.g. the repetition statistics' CSM ratio) amplify. Only windows after the first
+                    # of a chunk need the copy (a chunk is one window for the usual model sizes).
+                    part = flat[window - start] if window == start else flat[window - start].clone()
+                    class_sums[window] = (self._pair_weights_rows[window] @ part.t()).t()
+            else:  # one batched product for the whole chunk (the batch) on an accelerator
+                class_sums[start:stop] = torch.bmm(flat, self.pair_weights[start:stop])
             by_pair += values.sum(0)
             squares[start:stop] = torch.linalg.vecdot(values, values)  # no squared copy
             if select:
