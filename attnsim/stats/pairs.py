@@ -231,15 +231,17 @@ def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Ten
         sentinel: index written into the slots a window does not use (slots >= k[b]).
 
     Returns:
-        (windows, ..., max(k)) int64 pair indices; slots from k[b] on hold ``sentinel``.
+        (windows, ..., max(k)) int64 pair indices in ascending order; slots from k[b] on hold ``sentinel``
+        (> every index). The order is canonical so that sums over the chosen pairs add in the same
+        order however the windows were chunked.
     """
     if valid is not None:
         values = values.masked_fill(~valid, float("-inf"))
     k_top = max(k, default=0)
-    if len(set(k)) <= 1:  # one k for the chunk (a chunk is one window on a CPU): no ordering needed
-        return exact_top(values, k_top)
+    if len(set(k)) <= 1:  # one k for the chunk (a chunk is one window on a CPU)
+        return exact_top(values, k_top).sort(-1).values
     counts = torch.tensor(list(k), device=values.device).view(-1, *[1] * (values.dim() - 1))
-    return exact_top_per_row(values, counts, k_top, sentinel)
+    return exact_top_per_row(values, counts, k_top, sentinel).sort(-1).values
 
 
 def high_pairs_top_fraction(values: torch.Tensor, pair_mask: torch.Tensor, top_fraction: float) -> torch.Tensor:
@@ -699,12 +701,12 @@ class PairView:
 
     @cached_property
     def high_index(self) -> torch.Tensor:
-        """(batch, layer, head, S) int64 pair indices of the high-CSM pairs, P (the sentinel) in unused slots."""
+        """(batch, layer, head, S) int64 pair indices of the high-CSM pairs, ascending, P (the sentinel) in unused slots."""
         if self.high_rule == "zscore":
             dense = high_pairs_zscore(self.values, self.pair_mask, self.zscore).transpose(0, 1)  # (B, L, H, P)
             count = int(dense.sum(-1).max()) if dense.numel() else 0
             index = top_indices(dense.float(), count)  # the `count` largest entries of a 0/1 row hold all its 1s
-            return index.masked_fill(~dense.gather(-1, index), self.n_pairs)
+            return index.masked_fill(~dense.gather(-1, index), self.n_pairs).sort(-1).values
         return self._csm_pass["index"]
 
     @cached_property
@@ -810,7 +812,7 @@ class PairView:
 
     @property
     def attention_index(self) -> torch.Tensor:
-        """(batch, layer, head, S) int64 pair indices of the high-attention pairs, P (the sentinel) in unused slots.
+        """(batch, layer, head, S) int64 pair indices of the high-attention pairs, ascending, P (the sentinel) in unused slots.
 
         Raises:
             ValueError: the batch was captured without attention probabilities.
