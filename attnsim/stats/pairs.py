@@ -12,8 +12,8 @@ real (not padding) and, unless ``include_special``, not special tokens.
 
 High pairs: per window, layer and head, either the top ``k = max(1,
 round(top_fraction * n))`` of the n valid pairs by CSM value (``top_fraction``
-rule; a tie at the k-th value is broken arbitrarily), or the valid pairs whose CSM z-score
-within the window exceeds ``zscore`` (``zscore`` rule).
+rule; a tie at the k-th value goes to the lowest pair index), or the valid
+pairs whose CSM z-score within the window exceeds ``zscore`` (``zscore`` rule).
 
 Pair masks shared by several findings (each computed once per batch by
 :class:`PairView`):
@@ -27,7 +27,7 @@ Pair masks shared by several findings (each computed once per batch by
 - *high-attention* pairs: per window, layer and head, the top ``k`` valid pairs
   (the same ``k`` as the ``top_fraction`` rule, whatever ``high_rule`` is) by
   ``max(A[i, j], A[j, i])``, the attention probability between the two tokens
-  in either direction.
+  in either direction (ties at the k-th value to the lowest pair index).
 
 How a batch is computed (why the view is built the way it is): the (layer,
 batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
@@ -569,8 +569,8 @@ class PairView:
         # each read waits for the device to finish its queued work.
         real = self.batch["attention_mask"].bool()  # (B, T)
         position = torch.arange(self.seq_len, device=real.device)
-        first = torch.where(real, position, self.seq_len).amin(-1) if self.seq_len else self.top_k * 0
-        last = torch.where(real, position + 1, 0).amax(-1) if self.seq_len else self.top_k * 0
+        first = torch.where(real, position, self.seq_len).amin(-1)  # T when the window has no real token
+        last = torch.where(real, position + 1, 0).amax(-1)  # 0 then: an empty span
         ids = self.batch.get("input_ids")
         max_id = ids.max().reshape(1).long() if ids is not None and ids.numel() else torch.full((1,), -1, device=real.device)
         partial = (~self.pair_mask).any(-1).long()
