@@ -38,7 +38,7 @@ def test_run_csm_on_bundled_model_and_corpus(tracking_uri, capsys):
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     assert "tables/csm_heads.csv" in tables and "tables/csm_distance_high_ratio.csv" in tables
     figures = {a.path for a in client.list_artifacts(run.info.run_id, "figures/csm")}
-    assert "figures/csm/mean_csm_L00.png" in figures and "figures/csm/distance_profiles.png" in figures
+    assert "figures/csm/mean_csm.png" in figures and "figures/csm/distance_profiles.png" in figures
     assert {a.path for a in client.list_artifacts(run.info.run_id, "figures/examples")}
 
 

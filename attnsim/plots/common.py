@@ -109,8 +109,14 @@ def thin_ticks(labels: Sequence[str], block: int, most: int = 32) -> tuple:
     return positions, [labels[p * block] for p in positions]
 
 
-def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.Tensor] = None, cmap: str = "viridis"):
-    """A (layer, head) heatmap with values written in cells; ``chance`` (scalar or (layer, head)) in the title."""
+def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.Tensor] = None, cmap: str = "viridis", annotate: Optional[int] = None):
+    """A (layer, head) heatmap with values written in cells; ``chance`` (scalar or (layer, head)) in the title.
+
+    Args:
+        values: (layer, head).
+        annotate: write the values of only this many highest cells (each text costs as much to draw
+            as a small image); None writes every cell of grids up to 200 cells.
+    """
     data = values.detach().cpu().double().numpy()
     n_layers, n_heads = data.shape
     # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
@@ -122,16 +128,22 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
     ax.tick_params(labelsize=7)
     ax.set_xlabel("head", fontsize=8)
     ax.set_ylabel("layer", fontsize=8)
-    if n_heads * n_layers <= 200:
-        finite = data[np.isfinite(data)]
-        mid = (finite.min() + finite.max()) / 2 if finite.size else 0
-        for (layer, head), value in np.ndenumerate(data):
-            ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if value < mid else "black")
+    finite = data[np.isfinite(data)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    if annotate is not None:
+        order = np.argsort(np.where(np.isfinite(data), data, -np.inf), axis=None)[::-1][: min(annotate, finite.size)]
+        cells = [np.unravel_index(i, data.shape) for i in order]
+    else:
+        cells = list(np.ndindex(data.shape)) if n_heads * n_layers <= 200 else []
+    for layer, head in cells:
+        value = data[layer, head]
+        ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if value < mid else "black")
     suffix = ""
     if chance is not None:
         c = chance.detach().double()
         suffix = f" (chance {float(c.nanmean()):.3g})"
-    ax.set_title(f"{title}{suffix}\n{INDEX_NOTE}", fontsize=9)
+    shown = f"; values in the {annotate} highest cells" if annotate is not None and annotate < data.size else ""
+    ax.set_title(f"{title}{suffix}\n{INDEX_NOTE}{shown}", fontsize=9)
     return fig
 
 

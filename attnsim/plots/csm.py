@@ -13,12 +13,23 @@ from attnsim.plots.common import INDEX_NOTE, fixed_layout, layer_head_heatmap, m
 
 
 def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, Any]]:
-    """One figure per layer: a grid of the corpus-mean CSM of each head. ``matrix``: (layer, head, T, T)."""
+    """One figure of the corpus-mean CSM of every head of every layer (rows: layers, columns: heads).
+
+    Args:
+        matrix: (layer, head, T, T) corpus-mean CSM (units of z²); each panel is scaled to its own range.
+    """
     data = matrix.detach().cpu().double().numpy()
-    for layer in range(data.shape[0]):
-        titles = [f"L{layer} H{head}" for head in range(data.shape[1])]
-        # about 2 pixels per pooled cell at 100 dpi
-        yield f"figures/csm/mean_csm_L{layer:02d}.png", matrix_grid(data[layer], titles, f"Corpus-mean CSM, layer {layer}", max_tokens, panel_inches=1.3)
+    n_layers, n_heads = data.shape[:2]
+    yield "figures/csm/mean_csm.png", matrix_grid(
+        data.reshape(n_layers * n_heads, *data.shape[2:]),
+        None,
+        "Corpus-mean CSM, every head of every layer",
+        max_tokens,
+        cols=n_heads,
+        row_names=[f"L{layer}" for layer in range(n_layers)],
+        col_names=[f"H{head}" for head in range(n_heads)],
+        panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+    )
 
 
 def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor):
