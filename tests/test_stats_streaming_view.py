@@ -13,7 +13,7 @@ from attnsim.stats.attention_regions import AttentionRegionAccumulator
 from attnsim.stats.csm import CSMAccumulator
 from attnsim.stats.distance import DistanceAccumulator
 from attnsim.stats.noise import NoiseAccumulator
-from attnsim.stats.pairs import PairView, exact_top, exact_top_per_row, top_indices
+from attnsim.stats.pairs import PairView, exact_top, exact_top_per_row, partition_top, top_indices
 from attnsim.stats.repetition import RepetitionAccumulator
 from attnsim.stats.sentences import SentenceAccumulator
 from attnsim.stats.separators import SeparatorAccumulator
@@ -52,6 +52,30 @@ def test_block_preselection_finds_the_topk_set(n, k):
     got = top_indices(values, k).sort(-1).values
     want = values.topk(k, -1).indices.sort(-1).values
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("n, k", [(8128, 163), (8128, 1), (8125, 162), (1000, 21), (997, 30), (50, 40), (13, 12)])
+def test_partition_selection_equals_the_exact_rule(n, k):
+    generator = torch.Generator().manual_seed(7 * n + k)
+    values = torch.randn(2, 5, n, generator=generator)
+    values[..., ::3] = float("-inf")  # invalid entries rank last
+    k = min(k, int(torch.isfinite(values).sum(-1).min()) - 1)
+    got = partition_top(values, k)
+    assert got is not None and got.shape == (2, 5, k)
+    assert torch.equal(got, exact_top(values, k).sort(-1).values)  # the same positions, ascending
+
+
+def test_partition_selection_leaves_ties_and_nan_to_the_exact_rule():
+    tied = torch.tensor([[0.0, 5.0, 2.0, 5.0, 2.0, 2.0, 1.0, 2.0]])
+    assert partition_top(tied, 3) is None  # the 3rd and 4th largest are both 2
+    assert partition_top(tied, 2).tolist() == [[1, 3]]  # 5, 5 then 2: no tie at the 2nd value
+    blocks = torch.zeros(1, 4000)
+    blocks[0, 7], blocks[0, 9] = 1.0, 1.0  # a tie among block maxima at the k-th
+    assert partition_top(blocks, 1) is None and partition_top(blocks, 2).tolist() == [[7, 9]]
+    with_nan = torch.randn(3, 100)
+    with_nan[1, 5] = float("nan")
+    assert partition_top(with_nan, 10) is None
+    assert partition_top(torch.randn(3, 100, dtype=torch.float64), 10) is None  # float32 only
 
 
 def test_a_tie_at_the_kth_value_goes_to_the_lowest_positions():
