@@ -1,12 +1,13 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
 #   make test   installs what is missing, then runs the tests
+# Benchmarks (README, "Performance"): make throughput, make memory (ARGS=... passes options)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test clean
+.PHONY: install run test throughput memory clean
 
 install: $(VENV)/.installed
 
@@ -21,6 +22,12 @@ run: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+throughput: install
+	$(PY) benchmarks/throughput.py $(ARGS)
+
+memory: install
+	$(PY) benchmarks/memory.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) mlruns

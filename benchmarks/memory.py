@@ -8,7 +8,8 @@ and reports its time and peak memory.
 Usage:
     python benchmarks/memory.py                    # paper at 256 and 2,048 windows
     python benchmarks/memory.py --full             # ... and over the whole BBC corpus (corpus.limit=null)
-    python benchmarks/memory.py trainer.accelerator=gpu   # overrides are passed to every run
+    python benchmarks/memory.py --device cuda      # on a GPU (trainer.accelerator=gpu)
+    python benchmarks/memory.py trainer.batch_size=64     # overrides are passed to every run
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ TARGET_RATIO = 1.15
 
 CHILD = r"""
 import json, os, resource, sys, time
+import torch
 from attnsim.runner import run
 start = time.perf_counter()
 result = run(sys.argv[1], sys.argv[2:])
 print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "windows": result.windows,
-      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "timings": result.timings}))
+      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "timings": result.timings,
+      "gpu_peak_mib": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None}))
 """
 
 
@@ -50,8 +53,10 @@ def main(argv=None) -> int:
     parser.add_argument("--small", type=int, default=256)
     parser.add_argument("--large", type=int, default=2048)
     parser.add_argument("--full", action="store_true", help="also run over every window of the corpus")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (sets trainer.accelerator)")
     parser.add_argument("overrides", nargs="*", help="extra overrides, e.g. trainer.accelerator=gpu")
     args = parser.parse_args(argv)
+    args.overrides = [f"trainer.accelerator={'gpu' if args.device.startswith('cuda') else 'cpu'}", *args.overrides]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.experiment}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; load average {load:.2f} at start", flush=True)
     rows = []
@@ -61,7 +66,8 @@ def main(argv=None) -> int:
         result["limit"] = limit
         rows.append(result)
         print(f"{args.experiment} corpus.limit={limit}: {result['windows']} windows, {result['seconds']:.1f} s in the run "
-              f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB, "
+              f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB"
+              f"{'' if result.get('gpu_peak_mib') is None else ', peak GPU memory %.0f MiB' % result['gpu_peak_mib']}, "
               f"{result['windows'] / result['timings'].get('predict', float('nan')):.1f} windows/s in predict", flush=True)
     ratio = rows[1]["peak_mib"] / rows[0]["peak_mib"]
     passed = ratio <= TARGET_RATIO
