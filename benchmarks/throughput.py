@@ -59,7 +59,9 @@ start = time.perf_counter()
 from attnsim.runner import run
 imported = time.perf_counter()
 result = run(sys_argv[1], sys_argv[2:])
-print("RESULT " + json.dumps({"imports": imported - start, "run": time.perf_counter() - imported, "timings": result.timings, "windows": result.windows}))
+import resource
+print("RESULT " + json.dumps({"imports": imported - start, "run": time.perf_counter() - imported, "timings": result.timings, "windows": result.windows,
+      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -270,7 +272,8 @@ def main(argv=None) -> int:
         print(
             f"\ndefault `attnsim run paper` ({full['windows']} windows), fresh process: {full['wall']:.1f} s wall "
             f"(imports {full['imports']:.1f} s, load model {t.get('load_model', 0):.1f} s, predict {t.get('predict', 0):.1f} s, "
-            f"summarise {t.get('summarise', 0):.2f} s, MLflow logging {t.get('log', 0):.2f} s, figures {t.get('figures', 0):.2f} s)"
+            f"summarise {t.get('summarise', 0):.2f} s, MLflow logging {t.get('log', 0):.2f} s, figures {t.get('figures', 0):.2f} s); "
+            f"peak RSS {full['peak_mib']:.0f} MiB"
         )
         print(f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}")
         print(f"  (the same share of the run without interpreter start-up and imports: {output / full['run']:.1%})")
