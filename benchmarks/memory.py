@@ -1,7 +1,7 @@
 """Peak resident memory of `attnsim run EXPERIMENT` at two corpus sizes, and their ratio.
 
 Each run is a fresh Python process (so peaks do not mix) logging to a
-temporary SQLite store; the peak is that process's ``ru_maxrss``. With
+temporary SQLite store; the peak is that process's own high-water mark of resident memory (``VmHWM``). With
 ``--full`` it also runs the experiment over every window of the BBC corpus
 and reports its time and peak memory.
 
@@ -28,10 +28,21 @@ CHILD = r"""
 import json, os, resource, sys, time
 import torch
 from attnsim.runner import run
+def peak_mib():
+    # this process's peak resident memory: VmHWM of its own address space (ru_maxrss would also count
+    # the parent's resident memory at fork, which Linux carries across exec)
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
 result = run(sys.argv[1], sys.argv[2:])
 print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "windows": result.windows,
-      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "timings": result.timings,
+      "peak_mib": peak_mib(), "timings": result.timings,
       "gpu_peak_mib": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None}))
 """
 

@@ -60,8 +60,19 @@ from attnsim.runner import run
 imported = time.perf_counter()
 result = run(sys_argv[1], sys_argv[2:])
 import resource
+def peak_mib():
+    # this process's peak resident memory: VmHWM of its own address space (ru_maxrss would also count
+    # the parent's resident memory at fork, which Linux carries across exec)
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print("RESULT " + json.dumps({"imports": imported - start, "run": time.perf_counter() - imported, "timings": result.timings, "windows": result.windows,
-      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+      "peak_mib": peak_mib()}))
 """
 
 

@@ -90,3 +90,41 @@ def test_sdpa_cannot_return_attention(tiny_bert):
 def test_unsupported_architecture_lists_supported():
     with pytest.raises(ModelError, match="Supported model types: .*bert.*distilbert"):
         architecture_for("gpt2")
+
+
+def test_each_batch_view_is_released_after_every_callback_read_it(tiny_bert):
+    """The module drops a batch's captured tensors once all callbacks ran, so that two batches'
+    captures never coexist during the next forward pass; the callbacks still see the full view."""
+    import pytorch_lightning as pl
+
+    from attnsim.capture.load import inspect_model, load_model
+    from attnsim.capture.module import CaptureModule
+    from attnsim.config import load_config
+
+    info = inspect_model(str(tiny_bert), seq_len=16)
+    model, _ = load_model(info, needs_attention=True)
+    module = CaptureModule(model, info, True, "z", load_config("csm", []).stats)
+
+    class Keep(pl.Callback):
+        def __init__(self):
+            self.views, self.seen = [], []
+
+        def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+            self.seen.append(float(outputs.class_value_sums.sum()))  # the view is complete here
+            self.views.append(outputs)
+
+    batches = [
+        {
+            "input_ids": torch.randint(5, 90, (3, 16)),
+            "attention_mask": torch.ones(3, 16, dtype=torch.long),
+            "special_mask": torch.zeros(3, 16, dtype=torch.bool),
+            "sentence_ids": torch.zeros(3, 16, dtype=torch.long),
+        }
+        for _ in range(2)
+    ]
+    keep = Keep()
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[keep])
+    trainer.predict(module, dataloaders=torch.utils.data.DataLoader(batches, batch_size=None), return_predictions=False)
+    assert len(keep.seen) == 2 and all(torch.isfinite(torch.tensor(keep.seen)))
+    for view in keep.views:  # released after the callbacks: no tensor left
+        assert not any(torch.is_tensor(v) or isinstance(v, (tuple, dict)) for v in vars(view).values())

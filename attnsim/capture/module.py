@@ -51,3 +51,10 @@ class CaptureModule(pl.LightningModule):
             vectors = tuple(head_results(z[None], self.w_o[layer : layer + 1])[0] for layer, z in enumerate(capture.z_layers))
         s = self.stats_cfg
         return PairView(vectors, batch, capture.attention_layers, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise, positions=batch.get("positions"))
+
+    def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        # Lightning calls this after every callback's on_predict_batch_end, so every finding has folded
+        # the batch in. The loop keeps its reference to `outputs` until the next predict_step returns:
+        # releasing the view's tensors here keeps one batch's capture alive at a time, not two.
+        if isinstance(outputs, PairView):
+            outputs.release()

@@ -486,6 +486,11 @@ class PairView:
         self.n_pairs = self.seq_len * (self.seq_len - 1) // 2
         self.device = self._vector_layers[0].device
 
+    def release(self) -> None:
+        """Drop every tensor the view holds (the captured layers, the batch and every cached quantity),
+        once all statistics have read the batch; the view cannot be used afterwards."""
+        self.__dict__.clear()
+
     # -- the captured tensors, stacked only on request -------------------------------------
     @cached_property
     def vectors(self) -> torch.Tensor:
