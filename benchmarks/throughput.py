@@ -52,28 +52,7 @@ from attnsim.tracking.store import Tracker  # noqa: E402
 TARGET_RATIO = 0.75
 TARGET_OUTPUT_SHARE = 0.10
 
-# a complete default run in a fresh process, as a user starts it; prints its timings
-FULL_RUN = r"""
-import json, time
-start = time.perf_counter()
-from attnsim.runner import run
-imported = time.perf_counter()
-result = run(sys_argv[1], sys_argv[2:])
-import resource
-def peak_mib():
-    # this process's peak resident memory: VmHWM of its own address space (ru_maxrss would also count
-    # the parent's resident memory at fork, which Linux carries across exec)
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("RESULT " + json.dumps({"imports": imported - start, "run": time.perf_counter() - imported, "timings": result.timings, "windows": result.windows,
-      "peak_mib": peak_mib()}))
-"""
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings and peak memory
 
 
 def sync(device: str) -> None:
@@ -152,8 +131,7 @@ def full_default_run(experiment: str, device: str) -> dict:
     accelerator = "gpu" if device.startswith("cuda") else "cpu"
     with tempfile.TemporaryDirectory() as folder:
         env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db")
-        code = "import sys; sys_argv = sys.argv\n" + FULL_RUN
-        args = [sys.executable, "-c", code, experiment, "trainer.progress_bar=false", f"trainer.accelerator={accelerator}"]
+        args = [sys.executable, CHILD, experiment, "trainer.progress_bar=false", f"trainer.accelerator={accelerator}"]
         start = time.perf_counter()
         out = subprocess.run(args, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start

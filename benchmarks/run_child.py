@@ -1,0 +1,52 @@
+"""One ``attnsim run EXPERIMENT [overrides]`` in this process, as a user starts it, for the benchmarks.
+
+Prints one line ``RESULT {json}``: seconds spent importing attnsim (``imports``) and in the run
+(``run``), the run's own timings (load model, predict, summarise, log, figures), the windows
+measured, and this process's peak memory: ``peak_mib``, its own high-water mark of resident
+memory (``VmHWM``; ``ru_maxrss`` would also count the parent's resident memory at fork, which
+Linux carries across exec), and ``gpu_peak_mib`` (``torch.cuda.max_memory_allocated``) when
+CUDA was used.
+
+Usage (the benchmark scripts start it in a fresh process):
+    python benchmarks/run_child.py paper corpus.limit=256 trainer.progress_bar=false
+"""
+
+import json
+import resource
+import sys
+import time
+
+
+def peak_mib() -> float:
+    """This process's peak resident memory in MiB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def main() -> None:
+    start = time.perf_counter()
+    import torch
+
+    from attnsim.runner import run
+
+    imported = time.perf_counter()
+    result = run(sys.argv[1], sys.argv[2:])
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None
+    print("RESULT " + json.dumps({
+        "imports": imported - start,
+        "run": time.perf_counter() - imported,
+        "timings": result.timings,
+        "windows": result.windows,
+        "peak_mib": peak_mib(),
+        "gpu_peak_mib": gpu,
+    }))
+
+
+if __name__ == "__main__":
+    main()
