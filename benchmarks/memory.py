@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,22 +35,49 @@ def measure(experiment: str, limit: str, extra) -> dict:
         out = subprocess.run(args, capture_output=True, text=True, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode != 0 or not lines:
-        raise SystemExit(f"run failed ({out.returncode}):\n{out.stderr[-4000:]}")
+        raise SystemExit(f"attnsim run {experiment} corpus.limit={limit} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number; give 1 or more")
+    return value
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="paper")
-    parser.add_argument("--small", type=int, default=256)
-    parser.add_argument("--large", type=int, default=2048)
+    parser.add_argument("--small", type=positive, default=256, help="windows of the smaller run (default 256)")
+    parser.add_argument("--large", type=positive, default=2048, help="windows of the larger run (default 2048)")
     parser.add_argument("--full", action="store_true", help="also run over every window of the corpus")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (sets trainer.accelerator)")
-    parser.add_argument("overrides", nargs="*", help="extra overrides, e.g. trainer.accelerator=gpu")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (sets trainer.accelerator)")
+    parser.add_argument("overrides", nargs="*", help="extra overrides passed to every run, e.g. trainer.batch_size=64")
     args = parser.parse_args(argv)
+    if args.small >= args.large:
+        parser.error(f"--small {args.small} must be fewer windows than --large {args.large}")
+    if args.device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", args.device):
+        parser.error(f"--device {args.device!r} is not a device; use cpu or cuda (cuda:N for the N-th GPU)")
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error(f"--device {args.device}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
     args.overrides = [f"trainer.accelerator={'gpu' if args.device.startswith('cuda') else 'cpu'}", *args.overrides]
+    from attnsim.config import load_config
+    from attnsim.errors import AttnsimError
+
+    try:  # the experiment and overrides are checked before any run starts
+        load_config(args.experiment, [f"corpus.limit={args.large}", *args.overrides])
+    except AttnsimError as exc:
+        parser.error(str(exc))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{args.experiment}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; load average {load:.2f} at start", flush=True)
+    print(f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; load average {load:.2f} at start", flush=True)
     rows = []
     for limit in [str(args.small), str(args.large)] + (["null"] if args.full else []):
         start = time.perf_counter()

@@ -35,8 +35,14 @@ def main() -> None:
 
     from attnsim.runner import run
 
+    from attnsim.errors import AttnsimError
+
     imported = time.perf_counter()
-    result = run(sys.argv[1], sys.argv[2:])
+    try:
+        result = run(sys.argv[1], sys.argv[2:])
+    except AttnsimError as exc:  # bad config, model or corpus: one paragraph, as `attnsim run` prints it
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None
     print("RESULT " + json.dumps({
         "imports": imported - start,

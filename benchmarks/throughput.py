@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -219,28 +219,61 @@ def print_profile(r: dict) -> None:
     print(f"| figures, per run | {r['figures_s']:.2f} | |")
 
 
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number; give 1 or more")
+    return value
+
+
+def device_name(text: str) -> str:
+    """argparse type: ``cpu`` or ``cuda[:N]`` (a CUDA device must be visible to torch)."""
+    if text != "cpu" and not re.fullmatch(r"cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use cpu or cuda (cuda:N for the N-th GPU)")
+    if text.startswith("cuda") and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
+    return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--windows", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)")
+    parser.add_argument("--batch-size", type=positive, default=32)
+    parser.add_argument("--rounds", type=positive, default=3, help="alternating rounds of (a) and (b); medians are reported")
+    parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
     parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
     args = parser.parse_args(argv)
-    logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
+    from attnsim.cli import _quiet_libraries
+    from attnsim.errors import AttnsimError
+
+    _quiet_libraries()
+    for name in args.experiments:  # every experiment's config is checked before anything is measured
+        try:
+            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"])
+        except AttnsimError as exc:
+            parser.error(f"--experiments {name}: {exc}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {args.rounds} rounds; load average {load:.2f} at start")
-    results = [bench(name, args) for name in args.experiments]
+    rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
+    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; load average {load:.2f} at start")
+    try:
+        results = [bench(name, args) for name in args.experiments]
+    except AttnsimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print()
-    print("| experiment | model | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s |")
+    print("| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         print(
-            f"| {r['experiment']} | {r['model']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
+            f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
             f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} |"
         )
     for r in results:
