@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
+
+from _options import device_name, positive  # benchmarks/, the script's folder
 
 TARGET_RATIO = 1.15
 
@@ -39,35 +40,17 @@ def measure(experiment: str, limit: str, extra) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def positive(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number; give 1 or more")
-    return value
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="paper")
     parser.add_argument("--small", type=positive, default=256, help="windows of the smaller run (default 256)")
     parser.add_argument("--large", type=positive, default=2048, help="windows of the larger run (default 2048)")
     parser.add_argument("--full", action="store_true", help="also run over every window of the corpus")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (sets trainer.accelerator)")
+    parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N] (sets trainer.accelerator)")
     parser.add_argument("overrides", nargs="*", help="extra overrides passed to every run, e.g. trainer.batch_size=64")
     args = parser.parse_args(argv)
     if args.small >= args.large:
         parser.error(f"--small {args.small} must be fewer windows than --large {args.large}")
-    if args.device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", args.device):
-        parser.error(f"--device {args.device!r} is not a device; use cpu or cuda (cuda:N for the N-th GPU)")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            parser.error(f"--device {args.device}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
     args.overrides = [f"trainer.accelerator={'gpu' if args.device.startswith('cuda') else 'cpu'}", *args.overrides]
     from attnsim.config import load_config
     from attnsim.errors import AttnsimError

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.runner import build_findings, log_results, make_trainer, prepare  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
+from _options import device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 TARGET_RATIO = 0.75
 TARGET_OUTPUT_SHARE = 0.10
@@ -217,26 +217,6 @@ def print_profile(r: dict) -> None:
     print(f"| summarise, per run | {r['summarise_s']:.2f} | |")
     print(f"| MLflow logging, per run | {r['log_s']:.2f} | |")
     print(f"| figures, per run | {r['figures_s']:.2f} | |")
-
-
-def positive(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number; give 1 or more")
-    return value
-
-
-def device_name(text: str) -> str:
-    """argparse type: ``cpu`` or ``cuda[:N]`` (a CUDA device must be visible to torch)."""
-    if text != "cpu" and not re.fullmatch(r"cuda(:\d+)?", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use cpu or cuda (cuda:N for the N-th GPU)")
-    if text.startswith("cuda") and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
-    return text
 
 
 def main(argv=None) -> int:

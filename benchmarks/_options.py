@@ -1,0 +1,29 @@
+"""Command-line option types shared by the benchmark scripts (checked before anything is measured)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number; give 1 or more")
+    return value
+
+
+def device_name(text: str) -> str:
+    """argparse type: ``cpu`` or ``cuda[:N]``; a CUDA device must be visible to torch."""
+    if text != "cpu" and not re.fullmatch(r"cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use cpu or cuda (cuda:N for the N-th GPU)")
+    if text.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
+    return text
