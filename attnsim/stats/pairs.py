@@ -42,6 +42,9 @@ Neither batch-wide tensor is materialised unless a caller asks for it
 High pairs and high-attention pairs are kept as their pair indices per
 window and head (2% of the pairs, padded with the sentinel index P); counting
 them against a pair weighting gathers k weights instead of reading all P.
+They are selected by :func:`partition_top` on a CPU (a partition over
+block-preselected candidates) and by :func:`exact_top` on an accelerator or
+where a tie at the k-th value needs the tie rule; both give the same pairs.
 
 All functions are pure: tensors in, tensors out.
 """
