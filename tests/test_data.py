@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from transformers import AutoTokenizer
 
+from attnsim.data.module import collate_windows
 from attnsim.data.segment import sentence_spans
 from attnsim.data.sources import Document, clean_text, read_documents
 from attnsim.data.windows import build_corpus
@@ -43,6 +45,11 @@ def test_window_fields_and_sentence_ids(tokenizer):
     for t in range(1, n - 1):
         start, end = w.offsets[t]
         assert text[start:end].lower() == tokens[t].lstrip("#")
+    # stored compactly, widened to int64 per batch with the same values
+    assert (w.input_ids.dtype, w.attention_mask.dtype, w.sentence_ids.dtype, w.offsets.dtype) == (np.int32, np.int8, np.int32, np.int32)
+    batch = collate_windows([(0, w), (1, w)])
+    for name in ("input_ids", "attention_mask", "sentence_ids", "offsets"):
+        assert batch[name].dtype == torch.int64 and batch[name][1].tolist() == getattr(w, name).tolist()
 
 
 def test_long_document_cut_into_full_windows(tokenizer):
