@@ -27,3 +27,8 @@ def device_name(text: str) -> str:
         if not torch.cuda.is_available():
             raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu")
     return text
+
+
+def accelerator_override(device: str) -> str:
+    """The ``trainer.accelerator`` override that runs attnsim on ``device`` (``cpu`` or ``cuda[:N]``)."""
+    return f"trainer.accelerator={'gpu' if device.startswith('cuda') else 'cpu'}"

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from _options import device_name, positive  # benchmarks/, the script's folder
+from _options import accelerator_override, device_name, positive  # benchmarks/, the script's folder
 
 TARGET_RATIO = 1.15
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.small >= args.large:
         parser.error(f"--small {args.small} must be fewer windows than --large {args.large}")
-    args.overrides = [f"trainer.accelerator={'gpu' if args.device.startswith('cuda') else 'cpu'}", *args.overrides]
+    args.overrides = [accelerator_override(args.device), *args.overrides]
     from attnsim.config import load_config
     from attnsim.errors import AttnsimError
 

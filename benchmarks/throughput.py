@@ -47,7 +47,7 @@ from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.runner import build_findings, log_results, make_trainer, prepare  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
-from _options import device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 TARGET_RATIO = 0.75
 TARGET_OUTPUT_SHARE = 0.10
@@ -128,10 +128,9 @@ def stage_profile(prepared, plain, captured, device: str, batch_size: int) -> Di
 
 def full_default_run(experiment: str, device: str) -> dict:
     """``attnsim run EXPERIMENT`` with its defaults in a fresh process, logging to a temporary store."""
-    accelerator = "gpu" if device.startswith("cuda") else "cpu"
     with tempfile.TemporaryDirectory() as folder:
         env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db")
-        args = [sys.executable, CHILD, experiment, "trainer.progress_bar=false", f"trainer.accelerator={accelerator}"]
+        args = [sys.executable, CHILD, experiment, "trainer.progress_bar=false", accelerator_override(device)]
         start = time.perf_counter()
         out = subprocess.run(args, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
@@ -144,8 +143,7 @@ def full_default_run(experiment: str, device: str) -> dict:
 
 
 def bench(experiment: str, args) -> dict:
-    accelerator = "gpu" if args.device.startswith("cuda") else "cpu"
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", f"trainer.accelerator={accelerator}", "trainer.progress_bar=false"]
+    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", accelerator_override(args.device), "trainer.progress_bar=false"]
     cfg = load_config(experiment, overrides)
     prepared = prepare(cfg)
     windows = prepared.corpus.windows
