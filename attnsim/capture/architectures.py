@@ -24,6 +24,10 @@ class Architecture:
         output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
             its input is the concatenation of the heads' outputs Z.
         vision: inputs are images (pixel_values), not token ids.
+        interpolation: how a Vision Transformer takes images of another size than ``config.image_size``
+            (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
+            takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
+            resample; DINOv2) or ``none`` (images must be ``config.image_size``).
     """
 
     layers: str
@@ -32,12 +36,13 @@ class Architecture:
     value: str
     output: str
     vision: bool = False
+    interpolation: str = "none"
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
-_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True)
-_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True)
+_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="argument")
+_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="always")
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,

@@ -170,7 +170,9 @@ class GradientModule(pl.LightningModule):
 
     def _inputs(self, batch: Dict[str, Any]) -> Dict[str, torch.Tensor]:
         if self.info.arch.vision:
-            return {"pixel_values": batch["pixel_values"]}
+            from attnsim.capture.vision import vision_inputs
+
+            return vision_inputs(batch["pixel_values"], self.info.config, self.info.arch)
         return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> GradientView:

@@ -9,6 +9,7 @@ import torch
 
 from attnsim.capture.hooks import forward_with_capture, head_results, output_projections
 from attnsim.capture.load import ModelInfo
+from attnsim.capture.vision import vision_inputs
 from attnsim.stats.pairs import PairView
 
 
@@ -37,7 +38,7 @@ class CaptureModule(pl.LightningModule):
     def forward(self, batch: Dict[str, Any]):
         self.forward_calls += 1
         if self.info.arch.vision:  # images: pixel_values (B, C, H, W); every token is real
-            inputs = {"pixel_values": batch["pixel_values"]}
+            inputs = vision_inputs(batch["pixel_values"], self.info.config, self.info.arch)
         else:
             inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention)

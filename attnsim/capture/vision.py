@@ -8,15 +8,24 @@ The number of extra tokens is read from the model's config and architecture
 (its model type and its embedding parameters), never from the square root of
 the sequence length: a sequence of 1 + 196 tokens and one of 2 + 196 tokens
 have the same grid.
+
+Image size: the patch grid comes from the processed images' height and width
+(the model input), which may differ from ``config.image_size`` when the
+model's image processor resizes to another size. :func:`check_image_size`
+refuses, before any weights load, a size the model cannot take, and
+:func:`vision_inputs` asks ViT and DeiT to resample their position embeddings
+(``interpolate_pos_encoding=True``) when the size differs; DINOv2 always
+resamples them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 
+from attnsim.capture.architectures import Architecture
 from attnsim.errors import ModelError
 
 # model types whose embeddings add a distillation token after [CLS]
@@ -99,6 +108,66 @@ def token_layout(config, image_size: Sequence[int] | None = None) -> TokenLayout
     return TokenLayout(extra_token_names(config), (image[0] // patch[0], image[1] // patch[1]), patch, image)
 
 
+def check_image_size(config, arch: Architecture, image: Sequence[int]) -> None:  # noqa: ANN001 - a transformers PretrainedConfig
+    """Refuse, before any weights load, an image size that the model's forward cannot take.
+
+    Images of ``config.image_size`` always work. Another size works when the model resamples its
+    position embeddings to the new patch grid (``arch.interpolation`` ``argument`` or ``always``,
+    see :class:`~attnsim.capture.architectures.Architecture`): transformers resamples them
+    (bicubic) from a square grid only, so the config's own grid must be square. DINOv2 resamples
+    for every non-square image, so a DINOv2 config with a non-square grid cannot run at all.
+
+    Args:
+        config: the model's transformers config (``image_size``, ``patch_size``, ``model_type``).
+        arch: its :class:`~attnsim.capture.architectures.Architecture`.
+        image: (height, width) in pixels of the processed images (the model input).
+
+    Raises:
+        ModelError: naming the image size, the model's size and the fix.
+    """
+    native, patch = _pair(config.image_size), _pair(config.patch_size)
+    height, width = int(image[0]), int(image[1])
+    rows, cols = native[0] // patch[0], native[1] // patch[1]
+    if arch.interpolation == "always" and rows != cols:
+        raise ModelError(
+            f"Model type '{config.model_type}' resamples its position embeddings for every image, and transformers can resample them only "
+            f"from a square grid of patches, but its config.image_size {native[0]}x{native[1]} gives {rows}x{cols} patches. Use a model whose config.image_size is square."
+        )
+    if (height, width) == native:
+        return
+    fix = (
+        f"Make the images {native[0]}x{native[1]}: set \"size\" in the model's preprocessor_config.json to {{\"height\": {native[0]}, \"width\": {native[1]}}}, "
+        "or remove that file so that attnsim resizes every image to config.image_size."
+    )
+    if arch.interpolation == "none":
+        raise ModelError(f"The image processor makes images of {height}x{width} pixels, but model type '{config.model_type}' takes only its config.image_size {native[0]}x{native[1]}: it cannot resample its position embeddings. {fix}")
+    if rows != cols:
+        raise ModelError(
+            f"The image processor makes images of {height}x{width} pixels, not the model's config.image_size {native[0]}x{native[1]}, and transformers can resample "
+            f"position embeddings only from a square grid of patches (this model has {rows}x{cols}). {fix}"
+        )
+
+
+def vision_inputs(pixel_values: torch.Tensor, config, arch: Architecture) -> Dict[str, Any]:  # noqa: ANN001
+    """The keyword arguments of a Vision Transformer's forward for a batch of images.
+
+    Args:
+        pixel_values: (batch, channels, height, width) model input.
+        config: the model's transformers config.
+        arch: its :class:`~attnsim.capture.architectures.Architecture`.
+
+    Returns:
+        ``{"pixel_values": ...}``, plus ``interpolate_pos_encoding=True`` when the images are not
+        ``config.image_size`` and the model takes that argument (ViT, DeiT): their position
+        embeddings are then resampled to the images' patch grid (DINOv2 always does it). At
+        ``config.image_size`` the argument is left out, so the embeddings are used as trained.
+    """
+    inputs: Dict[str, Any] = {"pixel_values": pixel_values}
+    if arch.interpolation == "argument" and tuple(pixel_values.shape[-2:]) != _pair(config.image_size):
+        inputs["interpolate_pos_encoding"] = True
+    return inputs
+
+
 def check_layout(model: torch.nn.Module, layout: TokenLayout) -> None:
     """Check the layout against the loaded model's embedding parameters (cls, distillation and register tokens).
 
@@ -157,4 +226,4 @@ def grid_distance(positions: torch.Tensor, rows: torch.Tensor, cols: torch.Tenso
     return torch.where(torch.isnan(out), torch.full_like(out, -1), out).long()
 
 
-__all__ = ["TokenLayout", "extra_token_names", "token_layout", "check_layout", "PatchLabeler", "grid_distance"]
+__all__ = ["TokenLayout", "extra_token_names", "token_layout", "check_image_size", "vision_inputs", "check_layout", "PatchLabeler", "grid_distance"]

@@ -11,7 +11,10 @@ its own image processor (``AutoImageProcessor``) is used; otherwise each image
 is resized (bilinear) to ``config.image_size`` and scaled to [0, 1], then
 normalised with mean 0.5 and standard deviation 0.5 per channel (the ViT
 convention). The patch grid follows from the processed image size and the
-patch size (:mod:`attnsim.capture.vision`).
+patch size (:mod:`attnsim.capture.vision`): a processor may resize to another
+size than ``config.image_size`` (ViT, DeiT and DINOv2 then resample their
+position embeddings), and a size the model cannot take is refused before any
+weights load.
 
 A batch holds what every finding expects of a text batch, with image
 meanings: ``input_ids`` are token positions 0..T-1 (labels come from
@@ -33,7 +36,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from attnsim.capture.vision import PatchLabeler, TokenLayout, token_layout
+from attnsim.capture.vision import PatchLabeler, TokenLayout, check_image_size, token_layout
 from attnsim.errors import CorpusError
 
 SAMPLES = ("astronaut", "camera", "chelsea", "coffee", "coins", "hubble_deep_field", "immunohistochemistry", "moon", "rocket")
@@ -228,6 +231,7 @@ def prepare_images(info, cfg) -> Tuple[PatchLabeler, ImageCorpus]:  # noqa: ANN0
     Raises:
         ConfigError: images with a text model, or a Vision Transformer with a text corpus.
         CorpusError, ModelError: see :func:`build_image_corpus`.
+        ModelError: the processed images have a size the model cannot take (:func:`~attnsim.capture.vision.check_image_size`).
     """
     from attnsim.capture.load import BUILD
     from attnsim.errors import ConfigError
@@ -238,6 +242,7 @@ def prepare_images(info, cfg) -> Tuple[PatchLabeler, ImageCorpus]:  # noqa: ANN0
         raise ConfigError(f"Model '{info.name}' is a Vision Transformer ('{info.model_type}'); it needs corpus.source=images (corpus.path: an image file or directory, or empty for scikit-image's sample photographs).")
     c = cfg.corpus
     corpus = build_image_corpus(None if info.path == BUILD else info.path, info.config, c.path, c.limit, c.shuffle, cfg.seed)
+    check_image_size(info.config, info.arch, corpus.layout.image)  # before any weights load
     return corpus.labeler, corpus
 
 
