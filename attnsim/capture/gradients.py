@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 
 from attnsim.capture.architectures import Architecture, layer_modules
-from attnsim.capture.hooks import capture_heads, head_results, output_projections
+from attnsim.capture.hooks import capture_heads, check_shapes, head_results, output_projections
 from attnsim.capture.load import BUILD, ModelInfo
 from attnsim.errors import ModelError
 from attnsim.stats.gradmaps import select_target
@@ -190,6 +190,7 @@ class GradientModule(pl.LightningModule):
             maps = getattr(outputs, "attentions", None)
             if not maps or any(m is None for m in maps):
                 raise ModelError("The classifier returned no attention probabilities; it must run with eager attention.")
+            check_shapes(store, maps, n_heads, int(batch["input_ids"].shape[0]), int(batch["input_ids"].shape[1]))
             logits = outputs.logits  # (B, C)
             target = select_target(logits.detach(), self.target_class)
             # items are independent: the gradient of the sum gives each item its own gradient

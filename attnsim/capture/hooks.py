@@ -5,11 +5,18 @@ Capture points (TransformerLens names in brackets):
 - ``z`` [``blocks.L.attn.hook_z``]: the per-head outputs
   ``softmax(Q Kᵀ/√d_head + mask) V`` before the output projection W_O, read
   by a forward pre-hook on W_O, whose input is the heads' outputs
-  concatenated (B, T, H·d_head). This works under any attention implementation.
+  concatenated (B, T, H·d_head). This works under any attention implementation,
+  and whether W_O is called with the tensor positionally or as a keyword.
 - ``attention`` [``hook_pattern``]: the attention probabilities (B, H, T_query,
   T_key), from the model's own ``output_attentions`` (needs eager attention).
 
 Hooks are registered in ``try`` and removed in ``finally``: none outlives a call.
+
+Shapes are checked as they are captured, before any statistic reads them
+(:func:`check_shapes`): Z must be (batch, heads, T, d_head) and attention
+(batch, heads, T, T) with heads = the model's ``num_attention_heads`` and T the
+inputs' length; anything else is a :class:`~attnsim.errors.ModelError` naming
+the layer and both shapes.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -53,36 +60,112 @@ class HeadCapture:
         return torch.stack(self.attention_layers) if self.attention_layers is not None else None
 
 
+def _projection_input(where: str, args: tuple, kwargs: dict) -> torch.Tensor:
+    """The tensor passed to an output projection: first positional argument, else ``input=``, else its only tensor keyword."""
+    if args:
+        value = args[0]
+    elif "input" in kwargs:
+        value = kwargs["input"]
+    else:
+        tensors = [key for key, v in kwargs.items() if isinstance(v, torch.Tensor)]
+        if len(tensors) != 1:
+            raise ModelError(
+                f"{where}: the output projection W_O was called with keyword arguments {sorted(kwargs) or 'none'} and attnsim cannot tell which one holds "
+                "the heads' outputs. Call it with the tensor as its first argument (or as input=), or add the model to attnsim's architecture table."
+            )
+        value = kwargs[tensors[0]]
+    if not isinstance(value, torch.Tensor):
+        raise ModelError(f"{where}: the output projection W_O received a {type(value).__name__}, not a tensor of the heads' outputs; the architecture table does not match this model.")
+    return value
+
+
 @contextmanager
 def capture_heads(model: nn.Module, arch: Architecture, n_heads: int) -> Iterator[List[torch.Tensor]]:
     """Collect each layer's per-head outputs during the forward passes run inside the block.
 
-    Yields a list that receives, per layer in order, a (batch, head, pos, d_head) tensor.
+    Yields a list that receives, per layer in order, a (batch, head, pos, d_head) tensor. The
+    pre-hooks are registered with ``with_kwargs=True``: the projection's input is read whether it is
+    passed positionally or as a keyword.
+
+    Raises (during the forward pass):
+        ModelError: naming the layer and the shape, when W_O's input is not (batch, pos, n_heads x d_head)
+        with the projection's input width, or cannot be found among its arguments.
     """
     store: List[torch.Tensor] = []
     handles = []
 
-    def pre_hook(_module: nn.Module, args: tuple) -> None:
-        concat = args[0]  # (B, T, H*d_head)
-        batch, pos, width = concat.shape
-        # (B, T, H*d) -> (B, T, H, d) -> (B, H, T, d)
-        store.append(concat.reshape(batch, pos, n_heads, width // n_heads).transpose(1, 2))
+    def hook_for(index: int, projection: nn.Module) -> Callable:
+        where = f"Layer {index} ({arch.layers}.{index}.{arch.output})"
+        width = getattr(projection, "in_features", None)  # H*d_head for a Linear W_O
+
+        def pre_hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+            concat = _projection_input(where, args, kwargs)  # (B, T, H*d_head)
+            if concat.dim() != 3 or (width is not None and concat.shape[-1] != width) or concat.shape[-1] % n_heads:
+                expected = f"{n_heads} x {width // n_heads} = {width}" if width is not None and width % n_heads == 0 else f"a multiple of {n_heads}"
+                raise ModelError(
+                    f"{where}: the input of the output projection W_O has shape {tuple(concat.shape)}, but attnsim expects (batch, tokens, heads x d_head) "
+                    f"with heads x d_head = {expected} (num_attention_heads = {n_heads}). The architecture table does not match this model."
+                )
+            batch, pos, total = concat.shape
+            # (B, T, H*d) -> (B, T, H, d) -> (B, H, T, d)
+            store.append(concat.reshape(batch, pos, n_heads, total // n_heads).transpose(1, 2))
+
+        return pre_hook
 
     try:
-        for layer in layer_modules(model, arch):
-            handles.append(layer.get_submodule(arch.output).register_forward_pre_hook(pre_hook))
+        for index, layer in enumerate(layer_modules(model, arch)):
+            projection = layer.get_submodule(arch.output)
+            handles.append(projection.register_forward_pre_hook(hook_for(index, projection), with_kwargs=True))
         yield store
     finally:
         for handle in handles:
             handle.remove()
 
 
-def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool):
-    """Run ``model(**inputs)`` once and return ``(outputs, HeadCapture)``.
+def check_shapes(z_layers: Sequence[torch.Tensor], attention_layers: Optional[Sequence[torch.Tensor]], n_heads: int, batch: int, seq_len: Optional[int] = None) -> None:
+    """Check the captured tensors of one forward pass before any statistic reads them.
+
+    Args:
+        z_layers: per layer, the per-head outputs (batch, heads, T, d_head) from :func:`capture_heads`.
+        attention_layers: per layer, the attention probabilities from ``output_attentions``, or None.
+        n_heads: the model's ``num_attention_heads``.
+        batch: the number of inputs in the batch.
+        seq_len: T, the number of tokens of each input (text: the window length; images: extra
+            tokens + patches of the layout); None takes it from the first layer's Z.
+
+    Raises:
+        ModelError: a layer's Z is not (batch, n_heads, T, d_head), or its attention is not
+        (batch, n_heads, T, T); the message names the layer and both shapes.
+    """
+    if seq_len is None and z_layers:
+        seq_len = int(z_layers[0].shape[2])
+    for index, z in enumerate(z_layers):
+        if z.shape[0] != batch or z.shape[1] != n_heads or (seq_len is not None and z.shape[2] != seq_len):
+            raise ModelError(
+                f"Layer {index}: the per-head outputs Z have shape {tuple(z.shape)} (batch, heads, tokens, d_head), but the batch holds {batch} inputs of {seq_len} tokens "
+                f"and the model has {n_heads} heads. The model changes the number of tokens or the architecture table does not match it."
+            )
+    for index, attention in enumerate(attention_layers or ()):
+        expected = (batch, n_heads, seq_len, seq_len)
+        if attention.dim() != 4 or tuple(attention.shape) != expected:
+            raise ModelError(
+                f"Layer {index}: the attention probabilities have shape {tuple(attention.shape)}, but attnsim expects (batch, heads, tokens, tokens) = {expected} "
+                f"(num_attention_heads = {n_heads}). The model returns attention in another layout (e.g. grouped or pooled heads), which attnsim does not support."
+            )
+
+
+def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None):
+    """Run ``model(**inputs)`` once and return ``(outputs, HeadCapture)``, its tensors' shapes checked.
+
+    Args:
+        inputs: the forward's keyword arguments (``input_ids`` and ``attention_mask``, or ``pixel_values``).
+        attention: also return the attention probabilities (``output_attentions``).
+        seq_len: T of the inputs; None: ``input_ids.shape[1]`` for text, the captured Z's for images.
 
     Raises:
         ModelError: attention probabilities were requested but the model returned none
-        (an attention implementation such as SDPA or flash that cannot return them).
+        (an attention implementation such as SDPA or flash that cannot return them), the capture
+        did not see every layer, or a captured tensor has the wrong shape (:func:`check_shapes`).
     """
     with capture_heads(model, arch, n_heads) as store:
         outputs = model(**inputs, output_attentions=attention)
@@ -99,6 +182,10 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
                 "Load it with model.attn_implementation=eager; SDPA and flash attention cannot return them."
             )
         probs = tuple(maps)  # L x (B, H, T, T)
+    first = inputs["input_ids"] if "input_ids" in inputs else inputs["pixel_values"]
+    if seq_len is None and "input_ids" in inputs:
+        seq_len = int(inputs["input_ids"].shape[1])
+    check_shapes(store, probs, n_heads, int(first.shape[0]), seq_len)
     return outputs, HeadCapture(z_layers=tuple(store), attention_layers=probs)
 
 

@@ -41,7 +41,8 @@ class CaptureModule(pl.LightningModule):
             inputs = vision_inputs(batch["pixel_values"], self.info.config, self.info.arch)
         else:
             inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-        _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention)
+        # T of the batch (images: extra tokens + patches of the layout); every captured tensor is checked against it
+        _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention, seq_len=int(batch["input_ids"].shape[1]))
         return capture
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> PairView:
