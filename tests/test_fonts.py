@@ -6,6 +6,7 @@ import logging
 import warnings
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -46,7 +47,7 @@ def _draw_labels() -> None:
     try:
         FigureCanvasAgg(fig).draw()
     finally:
-        matplotlib.pyplot.close(fig)
+        plt.close(fig)
 
 
 def test_font_list_is_dejavu_then_noto_fallbacks():

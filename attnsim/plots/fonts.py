@@ -94,7 +94,7 @@ def use_fonts() -> List[str]:
 
     Sets ``rcParams["font.family"]`` to DejaVu Sans followed by the Noto families found (see the
     module docstring); figures created afterwards use it. Registering is done once per process
-    (``font_manager.fontManager.addfont``; about 0.1 s, most of it reading the CJK collection);
+    (``font_manager.fontManager.addfont``; about 50 ms, most of it reading the CJK collection's faces);
     later calls only set ``font.family`` again.
 
     Returns:
