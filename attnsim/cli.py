@@ -135,8 +135,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command not in ("list", "show", "run", "ui"):  # `run` quiets them after its config checks
         _quiet_libraries(args.verbose)
+    from attnsim.tracking.store import command_line
+
     try:
-        return args.func(args)
+        with command_line(["attnsim", *(sys.argv[1:] if argv is None else argv)]):  # in each run's description
+            return args.func(args)
     except AttnsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

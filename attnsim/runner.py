@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 import attnsim
 from attnsim.capture.load import ModelInfo, inspect_model, load_model, load_tokenizer
 from attnsim.capture.module import CaptureModule
-from attnsim.config import flatten, load_config, to_yaml
+from attnsim.config import load_config, to_yaml
 from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
@@ -33,8 +33,8 @@ from attnsim.findings.base import Finding, Summary
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
 from attnsim.tracking import summaries as tables
-from attnsim.tracking.sink import RunSink
-from attnsim.tracking.store import Tracker
+from attnsim.tracking.sink import RunSink, check_key
+from attnsim.tracking.store import NOTE_TAG, Tracker, api_call, measure_params, run_note
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ def prepare(cfg: DictConfig) -> Prepared:
         raise ConfigError("trainer.accelerator=mps but Apple's MPS backend is not available here. Use trainer.accelerator=auto or cpu.")
     if cfg.task != "measure":
         raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
+    for key in cfg.tracking.tags:  # MLflow refuses keys over 250 characters, and attnsim never cuts one
+        check_key(str(key))
     from omegaconf import OmegaConf
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
@@ -175,7 +177,8 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
 
 
 def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
-    """Tags of a run: model, corpus and its content hash, seed, versions, git commit."""
+    """Tags of a run: model, corpus and its content hash, seed, versions, git commit, and its description
+    (``mlflow.note.content``: the experiment's ``description`` and how the run was started, :func:`run_note`)."""
     import transformers
 
     cfg = prepared.cfg
@@ -195,6 +198,7 @@ def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
         "torch.version": torch.__version__,
         "transformers.version": transformers.__version__,
         "python.version": platform.python_version(),
+        NOTE_TAG: run_note(cfg.description),
     }
     commit = git_commit()
     if commit:
@@ -267,8 +271,26 @@ def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataM
         raise
 
 
-def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: Optional[str] = None, extra_tags: Optional[Dict[str, str]] = None) -> RunResult:
-    """Load the model, create the run, predict, summarise and log. See :func:`run`."""
+def execute(
+    prepared: Prepared,
+    parent_run_id: Optional[str] = None,
+    run_name: Optional[str] = None,
+    extra_tags: Optional[Dict[str, str]] = None,
+    step: int = 0,
+    extra_params: Optional[Dict[str, str]] = None,
+    extra_metrics: Optional[Dict[str, float]] = None,
+) -> RunResult:
+    """Load the model, create the run, predict, summarise and log. See :func:`run`.
+
+    Args:
+        prepared: from :func:`prepare`.
+        parent_run_id: nest the run under this run (a sweep's parent).
+        run_name: the MLflow run name (default ``tracking.run_name``, else the experiment's name).
+        extra_tags: tags added to (and overriding) :func:`run_tags`.
+        step: MLflow step of every metric the run logs (a sweep child: its checkpoint's global step).
+        extra_params: params logged beside :func:`~attnsim.tracking.store.measure_params`.
+        extra_metrics: metrics logged at ``step`` beside the statistics.
+    """
     cfg, info = prepared.cfg, prepared.info
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     if cfg.trainer.threads:
@@ -290,9 +312,11 @@ def execute(prepared: Prepared, parent_run_id: Optional[str] = None, run_name: O
     tags.update(extra_tags or {})
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
     default_name = f"{cfg.name}-random" if tags.get("attnsim.control") == "random" else cfg.name
-    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or default_name, tags, parent_run_id) as sink:
+    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or default_name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
-        sink.log_params(flatten(cfg))
+        sink.log_params({**measure_params(cfg), **(extra_params or {})})
+        if extra_metrics:
+            sink.log_metrics(extra_metrics)
         sink.log_text(to_yaml(cfg), "config.yaml")
         _log_dataset(sink, prepared)
         trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients)
@@ -343,5 +367,6 @@ def run(name: str, overrides: Optional[List[str]] = None) -> RunResult:
         ConfigError, CorpusError, ModelError, TrackingError: bad input, before any run exists.
         Any error during the run, after marking it FAILED (KILLED for Ctrl-C/SIGTERM).
     """
-    cfg = load_config(name, overrides)
-    return execute(prepare(cfg))
+    with api_call(f"attnsim.run({name!r}, {list(overrides or [])!r})"):
+        cfg = load_config(name, overrides)
+        return execute(prepare(cfg))

@@ -9,10 +9,21 @@ two different names that would collapse into one key raise ``ValueError``.
 
 Non-finite values never reach MLflow: they are skipped with one warning per
 key, and their number is logged as the metric ``attnsim/skipped_nonfinite``.
+
+Params and tags (:func:`fit_value`, :func:`check_key`): a value longer than
+MLflow's limit (6,000 characters for a param, 8,000 for a tag) is shortened
+to fit and ends with a visible marker ``…[sha256:1a2b3c4d]`` (the first 8 hex
+digits of the SHA-256 of the whole value), so that a cut value is never
+mistaken for the whole one and two cut values can be told apart. Keys are
+never cut: a key over MLflow's 250 characters raises ``TrackingError``.
+
+Step: every metric of a run is logged at one MLflow step, the sink's
+``step`` (0 for a plain run, the checkpoint's global step for a sweep's child).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -27,7 +38,10 @@ log = logging.getLogger(__name__)
 _INVALID = re.compile(r"[^A-Za-z0-9_./ \-]")
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call
 _PARAM_BATCH = 100
-_PARAM_MAX = 6000
+# MLflow 3.x limits (mlflow.utils.validation: MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH),
+# written out so that importing this module does not import MLflow; a test checks them against MLflow's
+KEY_MAX, PARAM_MAX, TAG_MAX = 250, 6000, 8000
+CUT_MARKER = "…[sha256:{digest}]"  # ends a shortened value; digest = first 8 hex digits of the whole value's SHA-256
 
 
 def metric_key(name: str) -> str:
@@ -35,12 +49,48 @@ def metric_key(name: str) -> str:
     return _INVALID.sub("_", name)
 
 
+def fit_value(value: object, limit: int) -> str:
+    """``str(value)`` if it has at most ``limit`` characters, else its head followed by ``…[sha256:XXXXXXXX]``.
+
+    The result has exactly ``limit`` characters when shortened; ``XXXXXXXX`` is the first 8 hex
+    digits of the SHA-256 (UTF-8) of the whole value, so a shortened value is visibly marked and
+    two values that share their head still differ. The whole config stays in ``config.yaml``.
+
+    Example: ``fit_value("a" * 7000, 6000)`` is 5,982 ``a`` then ``…[sha256:e528b009]`` (6,000 characters).
+    """
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    marker = CUT_MARKER.format(digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:8])
+    return text[: limit - len(marker)] + marker
+
+
+def check_key(key: str, kind: str = "tag") -> str:
+    """Return ``key`` unchanged, or raise when it is longer than MLflow's key limit (keys are never cut).
+
+    Raises:
+        TrackingError: ``key`` has more than 250 characters (MLflow's limit for param and tag keys).
+    """
+    if len(key) > KEY_MAX:
+        raise TrackingError(
+            f"The {kind} key '{key[:60]}...' has {len(key)} characters; MLflow keys hold at most {KEY_MAX}. "
+            f"attnsim never cuts a key (two cut keys could become one): shorten it, e.g. in tracking.tags."
+        )
+    return key
+
+
+def fit_tags(tags: Dict[str, object]) -> Dict[str, str]:
+    """Tags ready for MLflow: keys checked (:func:`check_key`), values as strings fitted to 8,000 characters (:func:`fit_value`)."""
+    return {check_key(str(k)): fit_value(v, TAG_MAX) for k, v in tags.items()}
+
+
 class RunSink:
     """Logs to one run through an ``MlflowClient``; metrics are buffered and sent in batches of 1,000."""
 
-    def __init__(self, client, run_id: str):
+    def __init__(self, client, run_id: str, step: int = 0):
         self.client = client
         self.run_id = run_id
+        self.step = int(step)  # MLflow step of every metric logged without an explicit one
         self._buffer: List = []
         self._tables: List[str] = []  # .json tables not yet listed in the mlflow.loggedArtifacts tag
         self._pending: List = []  # figures being encoded and uploaded (futures)
@@ -63,10 +113,12 @@ class RunSink:
         for name in names:
             self._key(name)
 
-    def log_metrics(self, metrics: Dict[str, float], step: int = 0) -> None:
-        """Buffer finite metrics (non-finite ones are skipped and counted); flush every 1,000."""
+    def log_metrics(self, metrics: Dict[str, float], step: Optional[int] = None) -> None:
+        """Buffer finite metrics at MLflow ``step`` (default: the sink's :attr:`step`); non-finite ones
+        are skipped and counted; flush every 1,000."""
         from mlflow.entities import Metric
 
+        step = self.step if step is None else int(step)
         now = int(time.time() * 1000)
         for name, value in metrics.items():
             key = self._key(name)
@@ -99,19 +151,24 @@ class RunSink:
             self._tables = []
 
     # -- params, tags, artifacts ----------------------------------------------
-    def log_params(self, params: Dict[str, str]) -> None:
-        """Log params in batches of 100 (values cut to MLflow's 6,000 characters)."""
+    def log_params(self, params: Dict[str, object]) -> None:
+        """Log params in batches of 100; a value over 6,000 characters is shortened with a marker and hash
+        (:func:`fit_value`).
+
+        Raises:
+            TrackingError: a key longer than 250 characters (:func:`check_key`), before anything is logged.
+        """
         from mlflow.entities import Param
 
-        items: List[Tuple[str, str]] = [(k, str(v)[:_PARAM_MAX]) for k, v in params.items()]
+        items: List[Tuple[str, str]] = [(check_key(str(k), "param"), fit_value(v, PARAM_MAX)) for k, v in params.items()]
         for i in range(0, len(items), _PARAM_BATCH):
             self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in items[i : i + _PARAM_BATCH]], synchronous=True)
 
-    def set_tags(self, tags: Dict[str, str]) -> None:
-        """Set run tags (values as strings)."""
+    def set_tags(self, tags: Dict[str, object]) -> None:
+        """Set run tags (values as strings; over 8,000 characters shortened as by :func:`fit_tags`)."""
         from mlflow.entities import RunTag
 
-        items = [RunTag(k, str(v)[:_PARAM_MAX]) for k, v in tags.items()]
+        items = [RunTag(k, v) for k, v in fit_tags(tags).items()]
         for i in range(0, len(items), _PARAM_BATCH):
             self.client.log_batch(self.run_id, tags=items[i : i + _PARAM_BATCH], synchronous=True)
 
@@ -209,7 +266,7 @@ class RunSink:
         try:
             self.flush()
             if self.skipped_nonfinite:
-                self.client.log_metric(self.run_id, "attnsim/skipped_nonfinite", float(self.skipped_nonfinite))
+                self.client.log_metric(self.run_id, "attnsim/skipped_nonfinite", float(self.skipped_nonfinite), step=self.step)
         finally:
             self.client.set_terminated(self.run_id, status)
             self.ended = status

@@ -9,22 +9,34 @@ Lifecycle: :meth:`Tracker.run` creates a run and yields a
 :class:`~attnsim.tracking.sink.RunSink`; the run ends FINISHED when the block
 completes, KILLED on Ctrl-C / SIGTERM, FAILED on any other exception, with
 everything logged so far kept. No run is left RUNNING.
+
+Params, tags and descriptions (README, "Tracking store"):
+:func:`measure_params` is the one rule for which config keys a measurement
+run logs as params; tag values are fitted to MLflow's limits by
+:func:`~attnsim.tracking.sink.fit_tags`; every run gets a description
+(``mlflow.note.content``, :func:`run_note`): the experiment's ``description``
+and how the run was started (:func:`command_line`, :func:`api_call`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import socket
+import sys
 import traceback
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.tracking.sink import RunSink
+from attnsim.tracking.sink import RunSink, fit_tags
+
+NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +119,24 @@ class Tracker:
         return self.client.create_experiment(name, artifact_location=location)
 
     @contextmanager
-    def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None) -> Iterator[RunSink]:
+    def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0) -> Iterator[RunSink]:
         """Create a run, yield its sink, and always end it (FINISHED, KILLED or FAILED).
 
+        Tag values are fitted to MLflow's limit (:func:`~attnsim.tracking.sink.fit_tags`); a run
+        without a ``mlflow.note.content`` tag gets :func:`run_note` (how it was started) as its
+        description. The sink logs metrics at MLflow step ``step`` unless told otherwise.
         SIGTERM is turned into :class:`Terminated` (a ``KeyboardInterrupt``) while the block runs.
+
+        Raises:
+            TrackingError: a tag key longer than MLflow's 250 characters, before the run is created.
         """
         all_tags = dict(tags or {})
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
+        all_tags.setdefault(NOTE_TAG, run_note())
+        all_tags = fit_tags(all_tags)
         run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
-        with self._lifecycle(RunSink(self.client, run.info.run_id)) as sink:
+        with self._lifecycle(RunSink(self.client, run.info.run_id, step)) as sink:
             yield sink
 
     @contextmanager
@@ -173,3 +193,95 @@ def _restore_sigterm(previous) -> None:  # noqa: ANN001
 def format_failure(exc: BaseException) -> str:
     """One-line description of an exception, for the ``attnsim.error`` tag."""
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:5000]
+
+
+# -- params, tags and descriptions ---------------------------------------------------------------
+# trainer keys a predict (measurement) run uses; the rest of `trainer` is for `attnsim finetune`
+PREDICT_TRAINER_KEYS = ("accelerator", "devices", "precision", "batch_size", "num_workers", "threads")
+# findings that read the `maps` section (rollout: head_fusion, discard_ratio, flow_max_tokens;
+# gradient_maps: target_class, num_labels)
+MAPS_FINDINGS = ("rollout", "gradient_maps")
+
+
+def measure_params(cfg: Any) -> Dict[str, str]:
+    """The config keys a measurement run (``attnsim run``, a sweep and its children) logs as params.
+
+    The rule, in one place: ``seed``, ``findings``, every key of ``model``, ``corpus`` and
+    ``stats``; of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
+    devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
+    ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
+    tags); ``plots`` only when ``tracking.figures`` is on; ``maps`` only when a finding of
+    :data:`MAPS_FINDINGS` runs. Never ``checkpoint.*`` (an ``attnsim finetune`` run logs those),
+    ``name`` (tag ``attnsim.experiment`` and the run name), ``description`` (the run's description,
+    :func:`run_note`) nor ``task``. The whole resolved config is the run's ``config.yaml``.
+
+    Args:
+        cfg: a resolved config (:func:`attnsim.config.load_config`).
+
+    Returns:
+        ``dotted.key -> str(value)`` from :func:`attnsim.config.flatten`, filtered by the rule.
+    """
+    from attnsim.config import flatten
+
+    sections = {"seed", "findings", "model", "corpus", "stats", "tracking"}
+    if cfg.tracking.figures:
+        sections.add("plots")
+    if set(cfg.findings) & set(MAPS_FINDINGS):
+        sections.add("maps")
+    params: Dict[str, str] = {}
+    for key, value in flatten(cfg).items():
+        section, _, rest = key.partition(".")
+        if section == "trainer":
+            keep = rest in PREDICT_TRAINER_KEYS
+        elif section == "tracking":
+            keep = rest != "tags" and not rest.startswith("tags.")
+        else:
+            keep = section in sections
+        if keep:
+            params[key] = value
+    return params
+
+
+_STARTED: ContextVar[Optional[str]] = ContextVar("attnsim_started", default=None)
+
+
+@contextmanager
+def _started(text: str) -> Iterator[None]:
+    token = _STARTED.set(text) if _STARTED.get() is None else None  # the outermost caller wins
+    try:
+        yield
+    finally:
+        if token is not None:
+            _STARTED.reset(token)
+
+
+def command_line(argv: Sequence[str]) -> Any:
+    """Context manager: runs created inside were started by this command line (``["attnsim", "run", ...]``).
+
+    The command line ``cli.main`` was given, joined with :func:`shlex.join`, becomes part of every
+    run's description (:func:`run_note`).
+    """
+    return _started(f"Command line: `{shlex.join([str(a) for a in argv])}`")
+
+
+def api_call(call: str) -> Any:
+    """Context manager: runs created inside were started from Python by ``call`` (e.g. ``attnsim.run('csm', [])``),
+    unless a command line (:func:`command_line`) is already recorded."""
+    return _started(f"Started from the Python API: `{call}` (process: `{shlex.join(sys.argv)}`)")
+
+
+def started() -> str:
+    """How the runs being created were started: the command line, the Python call, or a fallback naming the process."""
+    return _STARTED.get() or f"Started from the Python API (process: `{shlex.join(sys.argv)}`)"
+
+
+def run_note(description: str = "", details: Iterable[str] = ()) -> str:
+    """A run's description (tag ``mlflow.note.content``, Markdown in the MLflow UI).
+
+    Paragraphs: the experiment's ``description`` (when not empty), how the run was started
+    (:func:`started`), then each of ``details`` (e.g. which checkpoint a sweep child measured).
+    """
+    parts = [description.strip()] if description and description.strip() else []
+    parts.append(started())
+    parts.extend(d for d in details if d)
+    return "\n\n".join(parts)

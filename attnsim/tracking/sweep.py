@@ -11,6 +11,16 @@ anything runs.
 The parent logs every statistic's model mean (``csm/mean``) and layer means
 (``csm/mean/L03``) with MLflow ``step`` = the checkpoint's global step (and
 ``sweep/global_step``), so the MLflow UI draws each as a curve over training.
+A statistic's chance level (``csm/short_range_share_chance``) is logged at the
+same steps under the same key prefix, so it sits in the statistic's chart
+section; the parent's ``figures/sweep/<finding>.png`` draws each statistic over
+the global step with its chance dashed on the same axes (and its layer means).
+
+Each child is named by its checkpoint (``step-000050``; the base model is
+``step-000000``), logs every metric at MLflow step = its global step, and
+carries the step as the param ``attnsim.global_step`` (the alphabetically first
+param, so the MLflow compare page's scatter plot takes it as its x axis) and
+the metric ``sweep/global_step``.
 
 Step 0 is a checkpoint of step 0 when the source has one (a randomly
 initialised fine-tuning saves it); else ``--base``; else the ``base_model``
@@ -44,6 +54,12 @@ log = logging.getLogger(__name__)
 
 KIND = "sweep"
 STEP_KEY = "sweep/global_step"
+STEP_PARAM = "attnsim.global_step"
+
+
+def child_name(step: int) -> str:
+    """A child run's name: its checkpoint's directory name, ``step-000050`` (step 0: the base model)."""
+    return f"step-{int(step):06d}"
 
 
 class SweepError(AttnsimError):
@@ -176,18 +192,29 @@ def _logged_steps(tracker: Any, parent_id: str) -> set:
     return {int(m.step) for m in tracker.client.get_metric_history(parent_id, STEP_KEY)}
 
 
-def _metrics_by_step(tracker: Any, parent_id: str) -> Any:
+def _metrics_by_step(tracker: Any, parent_id: str, layers: bool = False) -> Any:
+    """The parent's curves: index ``step``, one column per model mean (and per layer mean when ``layers``)."""
     import pandas as pd
 
     run = tracker.client.get_run(parent_id)
     columns: Dict[str, Dict[int, float]] = {}
     for key in sorted(run.data.metrics):
-        if "/L" in key or key == STEP_KEY:
+        if (not layers and "/L" in key) or key == STEP_KEY:
             continue
         columns[key] = {int(m.step): m.value for m in tracker.client.get_metric_history(parent_id, key)}
     frame = pd.DataFrame(columns)
     frame.index.name = "step"
     return frame.sort_index()
+
+
+def _log_figures(sink: Any, curves: Any, findings: Iterable[str], title: str, dpi: int) -> None:
+    """``figures/sweep/<finding>.png`` for every finding with curves (see :func:`attnsim.plots.sweep.sweep_curves`)."""
+    from attnsim.plots.sweep import sweep_curves
+
+    for finding in findings:
+        figure = sweep_curves(curves, finding, f"{title}: {finding}")
+        if figure is not None:
+            sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi)
 
 
 def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None) -> SweepResult:
@@ -213,14 +240,20 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         Any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
         a later call with the same arguments continues where this one stopped.
     """
+    from attnsim.tracking.store import api_call
+
+    with api_call(f"attnsim.sweep({experiment!r}, {checkpoints!r}, {list(overrides or [])!r}, base={base!r})"):
+        return _sweep(experiment, checkpoints, list(overrides or []), base)
+
+
+def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str]) -> SweepResult:
     import pandas as pd
 
     from attnsim.capture.load import inspect_model, load_tokenizer
-    from attnsim.config import flatten, load_config, to_yaml
+    from attnsim.config import load_config, to_yaml
     from attnsim.runner import execute, prepare, run_tags
-    from attnsim.tracking.store import Tracker
+    from attnsim.tracking.store import NOTE_TAG, Tracker, measure_params, run_note
 
-    overrides = list(overrides or [])
     cfg = load_config(experiment, overrides)
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
@@ -260,6 +293,7 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
             "attnsim.checkpoint_dir": str(directory),
             "attnsim.base_model": str(base_path or entries[0][1]),
             "attnsim.sweep_steps": ",".join(str(step) for step, _ in entries),
+            NOTE_TAG: run_note(cfg.description, [f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."]),
         })
         context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name}", tags)
 
@@ -267,7 +301,7 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
     with context as parent_sink:
         parent_id = parent_sink.run_id
         if parent is None:
-            parent_sink.log_params(flatten(prepared.cfg))
+            parent_sink.log_params(measure_params(prepared.cfg))
             parent_sink.log_text(to_yaml(prepared.cfg), "config.yaml")
         else:  # checkpoints may have been added to the directory since (a fine-tuning still running)
             parent_sink.set_tags({"attnsim.sweep_steps": ",".join(str(step) for step, _ in entries)})
@@ -280,17 +314,24 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
                 child_id, status = done[step].info.run_id, "skipped"
                 metrics = headline_from_run(done[step], cfg.findings) if step not in logged else {}
             else:
-                extra = {"attnsim.sweep_key": key, "attnsim.sweep_step": str(step), "attnsim.global_step": str(step), "attnsim.checkpoint": path}
-                result = execute(children[step], parent_run_id=parent_id, run_name=f"{cfg.name} step {step}", extra_tags=extra)
+                note = run_note(cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
+                extra = {"attnsim.sweep_key": key, "attnsim.sweep_step": str(step), "attnsim.global_step": str(step), "attnsim.checkpoint": path, NOTE_TAG: note}
+                result = execute(
+                    children[step], parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
+                    step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
+                )
                 child_id, status, metrics = result.run_id, "measured", headline_metrics(result.summaries)
             if step not in logged:
                 parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
                 parent_sink.flush()
             rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
         runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
-        metrics_frame = _metrics_by_step(tracker, parent_id)
+        curves = _metrics_by_step(tracker, parent_id, layers=bool(cfg.tracking.figures))
+        metrics_frame = curves[[c for c in curves.columns if "/L" not in c]]
         parent_sink.log_table(runs, "sweep/runs.csv")
         parent_sink.log_table(metrics_frame.reset_index(), "sweep/model_means.csv")
+        if cfg.tracking.figures:
+            _log_figures(parent_sink, curves, cfg.findings, f"sweep {cfg.name}", cfg.plots.dpi)
     return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame)
 
 
