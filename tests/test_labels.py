@@ -105,3 +105,16 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
     figure = plots.token_strip(example["readout"], example["labels"], ["after layer 0", "after layer 1"], "t", 64, unit="share")
     drawn = {t.get_text() for ax in figure.axes for t in ax.get_xticklabels() + ax.texts}
     assert {"naïve", "café", "😃😃"} <= drawn
+
+
+def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
+    from attnsim.config import load_config
+    from attnsim.runner import prepare
+
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "a.txt").write_text(" ".join(f"Line {i} of the café story." for i in range(30)), encoding="utf-8")
+    cfg = load_config("csm", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=16", "corpus.limit=5", "plots.examples=2", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+    windows = prepare(cfg).corpus.windows
+    assert len(windows) == 5
+    assert [w.text is not None for w in windows] == [True, True, False, False, False]
