@@ -73,6 +73,7 @@ class CorpusConfig:
     shuffle: bool = True  # shuffle documents (seeded) before windowing
     language: str = "en"  # sentence segmenter language
     categories: List[str] = field(default_factory=list)  # bbc only: subset of categories
+    encoding: Optional[str] = None  # text/jsonl: codec of the files (cp1252, utf-16, ...); null: detect each file's
 
 
 @dataclass
@@ -366,6 +367,20 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"Config key 'corpus.limit' is {corpus.limit}; give a positive number of windows or null for all.")
     if corpus.min_tokens < 2:
         raise ConfigError(f"Config key 'corpus.min_tokens' is {corpus.min_tokens}; a window needs at least 2 tokens to have a pair.")
+    if corpus.encoding is not None:
+        import codecs
+
+        if corpus.source not in ("text", "jsonl"):
+            raise ConfigError(f"Config key 'corpus.encoding' is set but corpus.source={corpus.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
+        try:
+            codecs.lookup(corpus.encoding)
+            b"a".decode(corpus.encoding)  # LookupError for bytes-to-bytes codecs such as base64
+        except UnicodeDecodeError:
+            pass  # a text codec wanting more bytes (UTF-16/32)
+        except LookupError:
+            raise ConfigError(
+                f"Config key 'corpus.encoding' is '{corpus.encoding}', not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
+            ) from None
     if not 0.0 < cfg.stats.top_fraction <= 0.5:
         raise ConfigError(f"Config key 'stats.top_fraction' is {cfg.stats.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
     if cfg.stats.short_range < 1:

@@ -102,8 +102,8 @@ def prepare(cfg: DictConfig) -> Prepared:
         tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
     else:
         tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
-        documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
-        corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language)
+        documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
+        corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
     return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])

@@ -17,7 +17,9 @@ def collate_windows(items: Sequence[Tuple[int, Window]]) -> Dict[str, object]:
 
     Returns a dict with ``input_ids``, ``attention_mask``, ``sentence_ids``
     (B, T) int64, ``special_mask`` (B, T) bool, ``offsets`` (B, T, 2) int64,
-    ``index`` (B,) int64 (position in the corpus) and ``doc_ids`` (list of str).
+    ``index`` (B,) int64 (position in the corpus), ``doc_ids`` (list of str) and
+    ``texts`` (list of each window's :attr:`~attnsim.data.windows.Window.text`, None
+    where not kept; for :func:`~attnsim.data.windows.batch_labels`).
     """
     indices = [i for i, _ in items]
     windows = [w for _, w in items]
@@ -33,6 +35,7 @@ def collate_windows(items: Sequence[Tuple[int, Window]]) -> Dict[str, object]:
         "offsets": stack("offsets", torch.long),
         "index": torch.tensor(indices, dtype=torch.long),
         "doc_ids": [w.doc_id for w in windows],
+        "texts": [w.text for w in windows],
     }
 
 

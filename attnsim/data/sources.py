@@ -1,20 +1,26 @@
 """Corpus sources: the bundled BBC News corpus, text files, directories of text, JSON Lines.
 
 Every source yields :class:`Document` objects in a fixed order (sorted paths,
-file line order). Text is cleaned length-preservingly: control characters
-(other than tab and newline) and zero-width characters become spaces, so the
-tokenizer's character offsets still point into the original text.
+file line order). Files are decoded strictly, never dropping a character: with
+``corpus.encoding`` when given, else by their byte-order mark (UTF-8/16/32),
+else as UTF-8 when valid, else by charset-normalizer's best guess (logged as a
+warning; ties go to Windows-1252). Text is cleaned length-preservingly:
+control characters (other than tab and newline) and zero-width characters
+become spaces, so the tokenizer's character offsets still point into the
+original text.
 """
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
+import io
 import json
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from attnsim.errors import CorpusError
 
@@ -42,23 +48,167 @@ class BinaryFile(ValueError):
     """A file that holds binary data, not text."""
 
 
-def _read(path: Path) -> str:
-    """The text of ``path`` (UTF-8, else Latin-1).
+# byte-order marks, longest first (the UTF-32 LE mark starts with the UTF-16 LE one)
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32", "UTF-32"),
+    (codecs.BOM_UTF32_BE, "utf-32", "UTF-32"),
+    (codecs.BOM_UTF8, "utf-8-sig", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16", "UTF-16"),
+    (codecs.BOM_UTF16_BE, "utf-16", "UTF-16"),
+)
+_PREFERRED = "cp1252"  # Windows-1252, the usual single-byte encoding of Western text (and what "latin-1" files mostly are)
+_C1 = re.compile("[\x80-\x9f]")
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A file's text and how it was decoded.
+
+    Attributes:
+        text: the decoded text (a UTF-8 byte-order mark removed).
+        encoding: the Python codec used (``utf-8``, ``utf-16``, ``cp1252``, ...).
+        how: ``bom`` (byte-order mark), ``utf-8`` (valid UTF-8), ``given`` (``corpus.encoding``)
+            or ``guessed`` (charset-normalizer).
+        c1_controls: characters U+0080-U+009F in the text (cleaned to spaces later); in decoded
+            text they almost always mean a wrong encoding (Windows-1252 read as Latin-1).
+    """
+
+    text: str
+    encoding: str
+    how: str
+    c1_controls: int = 0
+
+
+def check_encoding(encoding: str) -> str:
+    """The canonical codec name of ``encoding`` (e.g. ``latin-1`` -> ``iso8859-1``).
 
     Raises:
-        BinaryFile: the file is not valid UTF-8 and its first 8 KiB hold NUL bytes
-            (binary data; a UTF-8 text with a stray NUL is text and gets cleaned).
+        CorpusError: Python knows no text codec of that name (bytes-to-bytes codecs such as
+            ``base64`` are refused too).
+    """
+    try:
+        name = codecs.lookup(encoding).name
+        b"a".decode(encoding)  # LookupError for codecs that are not text encodings
+    except UnicodeDecodeError:
+        pass  # a text codec wanting more bytes (UTF-16/32)
+    except (LookupError, TypeError):
+        raise CorpusError(
+            f"corpus.encoding='{encoding}' is not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
+        ) from None
+    return name
+
+
+def _guess(raw: bytes) -> Optional[tuple]:
+    """(codec, text) of the most plausible encoding that decodes ``raw`` strictly, or None.
+
+    The candidates are charset-normalizer's matches plus Windows-1252 (probed on its own). Of those
+    whose mess (charset-normalizer's ``chaos``) is within 0.1 of the cleanest, the ones whose
+    language coherence is within 0.05 of the highest are kept; cp1252 is taken when among them,
+    else charset-normalizer's first. charset-normalizer alone ranks a clean but meaningless
+    decoding first (an English article with one ``£`` came out as Shift-JIS ``｣``) and equally
+    clean single-byte ones in no useful order (a Latin-1 ``señor`` as cp1250 ``seńor``).
+    """
+    from charset_normalizer import from_bytes
+
+    candidates = []  # (chaos, coherence, rank, codec, text); rank 0: the cp1252 probe
+    for rank, match in enumerate(from_bytes(raw), 1):
+        try:
+            candidates.append((match.chaos, match.coherence, rank, match.encoding, raw.decode(match.encoding)))
+        except (UnicodeDecodeError, LookupError):
+            continue  # charset-normalizer tolerates a few undecodable bytes; attnsim never drops any
+    western = from_bytes(raw, cp_isolation=[_PREFERRED]).best()
+    if western is not None:
+        try:
+            candidates.append((western.chaos, western.coherence, 0, _PREFERRED, raw.decode(_PREFERRED)))
+        except UnicodeDecodeError:
+            pass
+    if not candidates:
+        return None
+    floor = min(c[0] for c in candidates)
+    near = [c for c in candidates if c[0] <= floor + 0.1]
+    top = max(c[1] for c in near)
+    chosen = min((c for c in near if c[1] >= top - 0.05), key=lambda c: c[2])
+    return chosen[3], chosen[4]
+
+
+def _decode_as(raw: bytes, encoding: str, path: Path, why: str) -> str:
+    """``raw`` decoded strictly with ``encoding``.
+
+    Raises:
+        BinaryFile: the bytes do not decode and hold NUL bytes (which UTF-16/32 text holds anyway).
+        CorpusError: they do not decode (naming the file, the encoding and the first bad byte).
+    """
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        if b"\x00" in raw[:8192] and not codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")):
+            raise BinaryFile(str(path)) from None
+        bad = raw[exc.start : exc.start + 4].hex(" ")
+        raise CorpusError(
+            f"Corpus file '{path}' cannot be read as {encoding} ({why}): byte {exc.start} ({bad}) {exc.reason}. "
+            f"Set corpus.encoding to the file's encoding (e.g. cp1252, latin-1, utf-16), or null to detect it."
+        ) from None
+
+
+def _read(path: Path, encoding: Optional[str] = None) -> Decoded:
+    """The text of ``path``.
+
+    ``encoding`` None detects it: a byte-order mark (UTF-8, UTF-16, UTF-32), else valid UTF-8,
+    else charset-normalizer's best guess (:func:`_guess`). A codec name decodes with that codec.
+    Decoding is strict: no character is dropped or replaced.
+
+    Raises:
+        BinaryFile: binary data -- NUL bytes that no detected or given encoding turns into text
+            (a UTF-8 text with a stray NUL is text and gets cleaned).
+        CorpusError: the file cannot be decoded (naming the file and the encoding tried).
     """
     raw = path.read_bytes()
-    if b"\x00" in raw[:8192]:
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BinaryFile(str(path)) from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+    if encoding is not None:
+        codec, how = encoding, "given"
+        text = _decode_as(raw, encoding, path, "corpus.encoding")
+    else:
+        for bom, codec, name in _BOMS:
+            if raw.startswith(bom):
+                how = "bom"
+                text = _decode_as(raw, codec, path, f"the file starts with a {name} byte-order mark")
+                break
+        else:
+            try:
+                text, codec, how = raw.decode("utf-8"), "utf-8", "utf-8"
+            except UnicodeDecodeError:
+                guess = _guess(raw)
+                if guess is None:
+                    if b"\x00" in raw[:8192]:
+                        raise BinaryFile(str(path)) from None
+                    raise CorpusError(
+                        f"Corpus file '{path}' is not UTF-8 and its encoding cannot be told (charset-normalizer finds no encoding that decodes it cleanly). "
+                        f"Set corpus.encoding to the file's encoding (e.g. cp1252, latin-1, shift_jis)."
+                    ) from None
+                (codec, text), how = guess, "guessed"
+    if codecs.lookup(codec).name not in ("utf-8", "utf-8-sig") and "\x00" in text[:8192]:
+        raise BinaryFile(str(path))  # NUL characters in text decoded from a non-UTF-8 file: binary data
+    return Decoded(text, codecs.lookup(codec).name, how, len(_C1.findall(text)))
+
+
+def _report(decoded: List[tuple], where: str) -> None:
+    """Log, once per source, the files whose encoding was guessed and those whose text holds C1 controls."""
+    guessed = [f"{name} ({d.encoding})" for name, d in decoded if d.how == "guessed"]
+    if guessed:
+        log.warning(
+            "%d file(s) of %s are not UTF-8 and have no byte-order mark; charset-normalizer guessed: %s. Set corpus.encoding if a guess is wrong.",
+            len(guessed), where, ", ".join(guessed[:5]) + (", ..." if len(guessed) > 5 else ""),
+        )
+    c1 = [f"{name} ({d.encoding}: {d.c1_controls})" for name, d in decoded if d.c1_controls]
+    if c1:
+        log.warning(
+            "%d file(s) of %s hold C1 control characters (U+0080-U+009F, replaced by spaces), usually the sign of a wrong encoding such as a Windows-1252 file read as Latin-1: %s. Set corpus.encoding=cp1252 (or the right encoding).",
+            len(c1), where, ", ".join(c1[:5]) + (", ..." if len(c1) > 5 else ""),
+        )
+    counts: Dict[str, int] = {}
+    for _, d in decoded:
+        counts[d.encoding] = counts.get(d.encoding, 0) + 1
+    if counts:
+        log.info("read %s: %s", where, ", ".join(f"{n} file(s) as {enc}" for enc, n in sorted(counts.items())))
 
 
 def bbc_root() -> Path:
@@ -89,64 +239,96 @@ def bbc_documents(categories: Sequence[str] = ()) -> Iterator[Document]:
         raise CorpusError(f"Unknown BBC categories {unknown} in corpus.categories; available: {', '.join(available)}.")
     for category in sorted(wanted):
         for path in sorted((root / category).glob("*.txt")):
-            yield Document(f"bbc/{category}/{path.stem}", _read(path), category)
+            yield Document(f"bbc/{category}/{path.stem}", _read(path).text, category)
 
 
-def text_documents(path: Path) -> Iterator[Document]:
-    """A text file (one document) or every ``*.txt`` under a directory (one document each)."""
+_BINARY_HINT = "holds binary data (NUL bytes that no text encoding explains), not text"
+
+
+def text_documents(path: Path, encoding: Optional[str] = None) -> Iterator[Document]:
+    """A text file (one document) or every ``*.txt`` under a directory (one document each).
+
+    Args:
+        encoding: codec of every file, or None to detect each file's (see :func:`_read`).
+
+    Raises:
+        CorpusError: the file (or every file of the directory) is binary, a file cannot be decoded,
+            or the directory holds no ``.txt`` file.
+    """
     if path.is_file():
         try:
-            yield Document(path.name, _read(path))
+            decoded = _read(path, encoding)
         except BinaryFile:
-            raise CorpusError(f"Corpus file '{path}' holds binary data (NUL bytes, not UTF-8), not text. Point corpus.path at a UTF-8 text file or a directory of .txt files.") from None
+            raise CorpusError(f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a text file or a directory of .txt files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le).") from None
+        _report([(path.name, decoded)], f"'{path}'")
+        yield Document(path.name, decoded.text)
         return
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
         raise CorpusError(f"Directory {path} holds no .txt files. Put one document per .txt file there, or point corpus.path at a text file.")
-    binary = []
+    binary, decoded_files = [], []
     for file in files:
+        name = str(file.relative_to(path))
         try:
-            yield Document(str(file.relative_to(path)), _read(file))
+            decoded = _read(file, encoding)
         except BinaryFile:
             binary.append(file.name)
+            continue
+        decoded_files.append((name, decoded))
+        yield Document(name, decoded.text)
+    _report(decoded_files, f"the .txt files under {path}")
     if binary:
         log.warning("skipped %d .txt file(s) under %s that hold binary data, not text: %s", len(binary), path, ", ".join(binary[:5]))
         if len(binary) == len(files):
-            raise CorpusError(f"Every .txt file under {path} ({len(files)}) holds binary data (NUL bytes, not UTF-8), not text. Give UTF-8 text files.")
+            raise CorpusError(f"Every .txt file under {path} ({len(files)}) {_BINARY_HINT}. Give text files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le).")
 
 
-def jsonl_documents(path: Path, text_field: str) -> Iterator[Document]:
+def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None) -> Iterator[Document]:
     """JSON Lines: one object per line, text under ``text_field``; blank lines skipped.
 
+    The file is decoded like a text file (:func:`_read`: ``encoding``, or detected), never with
+    replacement characters.
+
     Raises:
-        CorpusError: a line is not a JSON object or lacks ``text_field``.
+        CorpusError: the file is binary or cannot be decoded, a line is not a JSON object or lacks ``text_field``.
     """
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg} at column {exc.colno}). Each line of a JSON Lines corpus must be one JSON object.") from exc
-            if not isinstance(record, dict) or text_field not in record:
-                keys = list(record) if isinstance(record, dict) else type(record).__name__
-                raise CorpusError(f"{path}:{lineno} has no field '{text_field}' (found {keys}). Set corpus.text_field to the field holding the text.")
-            doc_id = str(record.get("id", f"{path.name}:{lineno}"))
-            label = record.get("label")
-            yield Document(doc_id, str(record[text_field] or ""), None if label is None else str(label))
+    try:
+        decoded = _read(path, encoding)
+    except BinaryFile:
+        raise CorpusError(f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a JSON Lines text file (set corpus.encoding for UTF-16/32 without a byte-order mark).") from None
+    _report([(path.name, decoded)], f"'{path}'")
+    # universal newlines, as a file opened in text mode
+    for lineno, line in enumerate(io.StringIO(decoded.text, newline=None), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg} at column {exc.colno}). Each line of a JSON Lines corpus must be one JSON object.") from exc
+        if not isinstance(record, dict) or text_field not in record:
+            keys = list(record) if isinstance(record, dict) else type(record).__name__
+            raise CorpusError(f"{path}:{lineno} has no field '{text_field}' (found {keys}). Set corpus.text_field to the field holding the text.")
+        doc_id = str(record.get("id", f"{path.name}:{lineno}"))
+        label = record.get("label")
+        yield Document(doc_id, str(record[text_field] or ""), None if label is None else str(label))
 
 
-def read_documents(source: str, path: Optional[str] = None, text_field: str = "text", categories: Sequence[str] = ()) -> List[Document]:
+def read_documents(source: str, path: Optional[str] = None, text_field: str = "text", categories: Sequence[str] = (), encoding: Optional[str] = None) -> List[Document]:
     """All documents of a corpus source, cleaned (see :func:`clean_text`).
 
     Args:
         source: ``bbc`` | ``text`` | ``jsonl``.
         path: file or directory for ``text``/``jsonl``.
+        encoding: codec of the ``text``/``jsonl`` files (``corpus.encoding``), or None to detect
+            each file's: byte-order mark, else UTF-8, else charset-normalizer's guess (ties go to
+            Windows-1252). The bundled ``bbc`` corpus is always detected.
 
     Raises:
-        CorpusError: the path does not exist, holds nothing readable, or the source is unknown.
+        CorpusError: the path does not exist, holds nothing readable, a file cannot be decoded,
+            ``encoding`` is not a text codec, or the source is unknown.
     """
+    if encoding is not None:
+        check_encoding(encoding)
     if source == "bbc":
         docs = bbc_documents(categories)
     else:
@@ -156,11 +338,11 @@ def read_documents(source: str, path: Optional[str] = None, text_field: str = "t
         if not p.exists():
             raise CorpusError(f"Corpus path '{path}' does not exist. Set corpus.path to an existing file or directory.")
         if source == "text":
-            docs = text_documents(p)
+            docs = text_documents(p, encoding)
         elif source == "jsonl":
             if p.is_dir():
                 raise CorpusError(f"Corpus path '{path}' is a directory; corpus.source=jsonl needs one .jsonl file.")
-            docs = jsonl_documents(p, text_field)
+            docs = jsonl_documents(p, text_field, encoding)
         else:
             raise CorpusError(f"Unknown corpus source '{source}'; use bbc, text or jsonl.")
     return [Document(d.doc_id, clean_text(d.text), d.label) for d in docs]

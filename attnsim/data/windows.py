@@ -14,13 +14,19 @@ content tokens are never used.
 A token's sentence id is the index (within its window, from 0) of the sentence
 whose span contains the token's first character; tokens between spans belong
 to the sentence before. Special tokens and padding have sentence id -1.
+
+Token labels (figures, explorer): the original text under a token's offsets,
+whitespace-stripped (``naïve``, ``café``, ``😃😃`` where the uncased tokenizer
+has ``naive``, ``cafe``, ``[UNK]``); special tokens and tokens with no text
+under them keep the tokenizer's token (``[CLS]``, ``[PAD]``). The text is kept
+only in the windows that are drawn (``keep_text``): see :func:`token_labels`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -45,6 +51,8 @@ class Window:
     sentence_ids: np.ndarray  # (T,) int32, sentence index within the window, -1 for special/padding
     offsets: np.ndarray  # (T, 2) int32 (int64 for a document past 2**31 characters), character span in the document, (0, 0) for special/padding
     label: Optional[str] = None
+    # the document text under the content tokens (see text_span), for token labels; only in the windows that are drawn
+    text: Optional[str] = None
 
 
 @dataclass
@@ -72,6 +80,78 @@ class Corpus:
         return len(self.windows)
 
 
+def text_span(offsets, special_mask) -> Optional[Tuple[int, int]]:
+    """Document character span ``[start, end)`` covered by a window's tokens, or None if none has text.
+
+    Args:
+        offsets: (T, 2) character offsets into the document (array, tensor or nested list).
+        special_mask: (T,) True for special tokens, which are left out.
+
+    :attr:`Window.text` holds ``document[start:end]``; a token's text is
+    ``Window.text[s - start : e - start]``.
+    """
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    has_text = (offs[:, 1] > offs[:, 0]) & ~np.asarray(special_mask, dtype=bool)
+    if not has_text.any():
+        return None
+    return int(offs[has_text, 0].min()), int(offs[has_text, 1].max())
+
+
+def token_labels(tokenizer, input_ids, offsets, special_mask, text: Optional[str]) -> List[str]:
+    """Label of each token of one window: the original text under its offsets.
+
+    Args:
+        tokenizer: converts ids to token strings (``convert_ids_to_tokens``); None labels by id.
+        input_ids: (n,) token ids.
+        offsets: (n, 2) character offsets into the document.
+        special_mask: (n,) True for special tokens.
+        text: the window's :attr:`Window.text` (the document slice at :func:`text_span` of the
+            window's full offsets), or None when the window kept no text.
+
+    Returns:
+        n labels: the whitespace-stripped text slice of each token (original case and accents, a
+        tokenizer's ``[UNK]`` shown as the characters it stands for); the tokenizer's token for
+        special tokens, padding and tokens with an empty span or only whitespace under them, and
+        for every token when ``text`` is None. Labels may repeat; figures place them by position
+        and the explorer appends each position (``café [4]``).
+    """
+    ids = [int(i) for i in (input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids)]
+    fallback = tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids]
+    if text is None:
+        return list(fallback)
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[: len(ids)]
+    special = np.asarray(special_mask, dtype=bool)[: len(ids)]
+    span = text_span(offs, special)
+    if span is None:
+        return list(fallback)
+    base = span[0]
+    labels = []
+    for t, (start, end) in enumerate(offs.tolist()):
+        piece = text[start - base : end - base].strip() if end > start and not special[t] and start >= base else ""
+        labels.append(piece or fallback[t])
+    return labels
+
+
+def batch_labels(tokenizer, batch: Dict[str, object], index: int, length: Optional[int] = None) -> List[str]:
+    """:func:`token_labels` of window ``index`` of a batch (its first ``length`` positions).
+
+    Batches without offsets or window texts (images, or windows built with ``keep_text``
+    excluding them) get the tokenizer's tokens.
+    """
+    ids = batch["input_ids"][index]
+    texts = batch.get("texts")
+    text = texts[index] if texts is not None and "offsets" in batch else None
+    if text is None:
+        ids = ids[:length] if length is not None else ids
+        return token_labels(tokenizer, ids, [], [], None)
+    def host(values):  # tensors (on any device) or arrays
+        return values.cpu() if hasattr(values, "cpu") else values
+
+    # the span is computed over the full window, as when the text was kept
+    labels = token_labels(tokenizer, host(ids), host(batch["offsets"][index]), host(batch["special_mask"][index]), text)
+    return labels[:length] if length is not None else labels
+
+
 def _token_sentences(offsets: np.ndarray, spans: Sequence[tuple]) -> np.ndarray:
     """Document sentence index of each token: the span holding its first character."""
     starts = np.asarray([s for s, _ in spans], dtype=np.int64)
@@ -93,8 +173,15 @@ def special_template(tokenizer) -> tuple:
     return ids[: content[0]], ids[content[-1] + 1 :]
 
 
-def document_windows(doc: Document, tokenizer, seq_len: int, drop_short: bool, min_tokens: int, language: str, reasons: Dict[str, int]) -> List[Window]:
-    """Windows of one document (see module docstring for the rule)."""
+def document_windows(
+    doc: Document, tokenizer, seq_len: int, drop_short: bool, min_tokens: int, language: str, reasons: Dict[str, int], keep_text: Optional[int] = None
+) -> List[Window]:
+    """Windows of one document (see module docstring for the rule).
+
+    Args:
+        keep_text: how many of its first windows keep the text they cover (:attr:`Window.text`,
+            for token labels); None: all.
+    """
     if not doc.text.strip():
         reasons["empty or whitespace-only text"] = reasons.get("empty or whitespace-only text", 0) + 1
         return []
@@ -136,7 +223,11 @@ def document_windows(doc: Document, tokenizer, seq_len: int, drop_short: bool, m
         sent[content] = local
         offs = np.zeros((seq_len, 2), dtype=offset_dtype)
         offs[content] = offsets[start : start + len(chunk)]
-        windows.append(Window(doc.doc_id, win_ids, attention, special_mask, sent, offs, doc.label))
+        text = None
+        if keep_text is None or len(windows) < keep_text:
+            span = text_span(offs, special_mask)
+            text = doc.text[span[0] : span[1]] if span is not None else None
+        windows.append(Window(doc.doc_id, win_ids, attention, special_mask, sent, offs, doc.label, text))
     return windows
 
 
@@ -150,12 +241,15 @@ def build_corpus(
     shuffle: bool = True,
     seed: int = 0,
     language: str = "en",
+    keep_text: Optional[int] = None,
 ) -> Corpus:
     """Windows of ``seq_len`` tokens from ``documents``, at most ``limit`` of them.
 
     Documents are visited in a seeded random order (``shuffle``) or as given,
     and cut lazily until ``limit`` windows exist, so a small limit reads few
-    documents.
+    documents. The first ``keep_text`` windows (None: all) keep the document
+    text they cover, for token labels (:func:`token_labels`): a run passes its
+    number of drawn windows, as the text costs about 5 bytes per token.
 
     Raises:
         CorpusError: ``seq_len`` leaves no room for content, or no document
@@ -177,7 +271,8 @@ def build_corpus(
             break
         doc = documents[int(index)]
         read += 1
-        made = document_windows(doc, tokenizer, seq_len, drop_short, min_tokens, language, reasons)
+        keep = None if keep_text is None else max(0, keep_text - len(windows))
+        made = document_windows(doc, tokenizer, seq_len, drop_short, min_tokens, language, reasons, keep)
         if made:
             used += 1
             windows.extend(made)

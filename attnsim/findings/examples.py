@@ -8,6 +8,8 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
+from attnsim.data.windows import batch_labels
+
 
 @dataclass
 class Examples:
@@ -16,7 +18,8 @@ class Examples:
     Attributes:
         csm: (layer, E, head, T, T) CSM.
         attention: (layer, E, head, T, T) attention probabilities, or None.
-        tokens: E lists of T token strings.
+        tokens: E lists of T token labels (:func:`attnsim.data.windows.batch_labels`: the original
+            text under each token, special tokens by name).
         sentence_ids: (E, T), -1 for special tokens and padding.
         valid: (E, T) bool, tokens entering statistics.
         doc_ids: E document ids.
@@ -63,5 +66,5 @@ class ExampleRecorder(pl.Callback):
         ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)
         ex.valid = cat(ex.valid, outputs.tokens[:take], 0)
         ex.doc_ids.extend(batch["doc_ids"][:take])
-        for ids in batch["input_ids"][:take].tolist():
-            ex.tokens.append(self.tokenizer.convert_ids_to_tokens(ids) if self.tokenizer is not None else [str(i) for i in ids])
+        for b in range(take):
+            ex.tokens.append(batch_labels(self.tokenizer, batch, b))

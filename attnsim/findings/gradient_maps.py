@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import torch
 
+from attnsim.data.windows import batch_labels
 from attnsim.findings.base import Finding, Summary
 from attnsim.findings.categories import TokenCategories
 from attnsim.findings.rollout import depth_panels
@@ -88,10 +89,9 @@ class GradientMapsFinding(Finding):
             if len(self.examples) >= self.max_examples:
                 return
             length = int(valid[b].sum())
-            ids = view.batch["input_ids"][b, :length].tolist()
             example = {
                 "doc_id": view.batch["doc_ids"][b],
-                "labels": tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids],
+                "labels": batch_labels(tokenizer, view.batch, b, length),
                 "rollout": rows[:, b, :length].detach().double().cpu().numpy(),  # (L, n)
                 "cdam": scores[b, :length].detach().double().cpu().numpy(),  # (n,)
                 "target": int(view.target[b]),

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnsim.data.windows import batch_labels
 from attnsim.findings.base import Finding, Summary
 from attnsim.findings.categories import TokenCategories
 from attnsim.plots import maps as plots
@@ -86,10 +87,9 @@ class RolloutFinding(Finding):
             if len(self.examples) >= self.max_examples:
                 return
             length = int(valid[b].sum())  # real tokens are a prefix: padding sits at the end
-            ids = view.batch["input_ids"][b, :length].tolist()
             example: Dict[str, Any] = {
                 "doc_id": view.batch["doc_ids"][b],
-                "labels": tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids],
+                "labels": batch_labels(tokenizer, view.batch, b, length),
                 "readout": rollout[:, b, 0, :length].detach().double().cpu().numpy(),  # (L, n)
                 "matrix": rollout[-1, b, :length, :length].detach().double().cpu().numpy(),  # (n, n)
             }

@@ -141,10 +141,10 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     if info.arch.vision:
         raise ModelError(f"Model '{info.name}' is a vision model; `attnsim finetune` fine-tunes text encoders on labelled text.")
     tokenizer = load_tokenizer(info, c.seq_len)
-    documents = read_documents(c.source, c.path, c.text_field, list(c.categories))
+    documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
     labels = label_names(documents)
     train_docs, val_docs = split_documents(documents, t.val_fraction, cfg.seed)
-    common = dict(drop_short=c.drop_short, min_tokens=c.min_tokens, shuffle=c.shuffle, seed=cfg.seed, language=c.language)
+    common = dict(drop_short=c.drop_short, min_tokens=c.min_tokens, shuffle=c.shuffle, seed=cfg.seed, language=c.language, keep_text=0)  # nothing drawn: no window text
     train = build_corpus(train_docs, tokenizer, c.seq_len, c.limit, **common)
     val = build_corpus(val_docs, tokenizer, c.seq_len, t.val_limit, **common)
     return FinetunePrepared(cfg, tracker, info, tokenizer, labels, train, val, checkpoint_dir)
