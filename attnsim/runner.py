@@ -307,7 +307,7 @@ def execute(
 
         datamodule = ImageDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
     else:
-        datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers)
+        datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers, getattr(prepared.corpus, "unk_token_id", None))
     tags = run_tags(prepared, model_tags)
     tags.update(extra_tags or {})
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)

@@ -86,7 +86,7 @@ def attnsim_pass(prepared, model, device: str, windows=None):
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
     module = CaptureModule(model, prepared.info, any(f.needs_attention for f in findings), cfg.model.vector, cfg.stats)
     trainer = make_trainer(cfg, list(findings) + ([recorder] if recorder else []))
-    datamodule = WindowDataModule(windows if windows is not None else prepared.corpus.windows, cfg.trainer.batch_size, 0)
+    datamodule = WindowDataModule(windows if windows is not None else prepared.corpus.windows, cfg.trainer.batch_size, 0, prepared.corpus.unk_token_id)
     sync(device)
     start = time.perf_counter()
     trainer.predict(module, datamodule=datamodule, return_predictions=False)

@@ -36,6 +36,31 @@ def test_identical_pairs_follow_the_statistics_token_mask():
     assert view.pair_mask.sum() == 3  # pairs among the three content tokens
 
 
+def test_unknown_tokens_never_form_identical_pairs():
+    UNK = 100
+    ids = torch.tensor([[CLS, UNK, 7, UNK, 7, SEP]])  # two [UNK] (say an emoji and a snowman) and two 7s
+    batch = batch_of(ids)
+    assert pair_set(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch).identical[0], 6) == {(1, 3), (2, 4)}
+    batch["unknown_mask"] = ids == UNK
+    assert pair_set(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch).identical[0], 6) == {(2, 4)}
+
+
+def test_collate_marks_real_unknown_tokens_only():
+    import numpy as np
+
+    from attnsim.data.module import collate_windows
+    from attnsim.data.windows import Window
+
+    ids = np.array([101, 100, 7, 100, 102, 0], dtype=np.int32)
+    mask = np.array([1, 1, 1, 1, 1, 0], dtype=np.int8)
+    window = Window("d", ids, mask, np.zeros(6, bool), np.zeros(6, np.int32), np.zeros((6, 2), np.int32))
+    assert "unknown_mask" not in collate_windows([(0, window)])
+    marked = collate_windows([(0, window)], unk_token_id=100)["unknown_mask"]
+    assert marked.tolist() == [[False, True, False, True, False, False]]
+    padded_unk = collate_windows([(0, window)], unk_token_id=0)["unknown_mask"]  # padding is never marked
+    assert not padded_unk.any()
+
+
 def test_high_attention_pairs_use_either_direction():
     T = 4
     attention = torch.full((1, 1, 1, T, T), 0.01)

@@ -64,6 +64,8 @@ class Corpus:
     documents_read: int
     documents_used: int
     reasons: Dict[str, int] = field(default_factory=dict)  # why documents/chunks were not used
+    # the tokenizer's unknown token ([UNK]): text it cannot spell; never an identical-token pair
+    unk_token_id: Optional[int] = None
 
     @property
     def content_hash(self) -> str:
@@ -284,4 +286,4 @@ def build_corpus(
             f"The corpus yielded no usable window: read {read} document(s), used none ({why}). "
             f"Give documents with at least corpus.min_tokens={min_tokens} tokens of text, or lower corpus.min_tokens / set corpus.drop_short=false."
         )
-    return Corpus(windows, seq_len, read, used, reasons)
+    return Corpus(windows, seq_len, read, used, reasons, unk_token_id=getattr(tokenizer, "unk_token_id", None))

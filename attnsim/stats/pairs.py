@@ -370,18 +370,32 @@ def cross_sentence_pairs(sentence_ids: torch.Tensor, pair_mask: torch.Tensor, pa
     return (first != second) & (first >= 0) & (second >= 0) & pair_mask
 
 
-def identical_pairs(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_mask: torch.Tensor, pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """Valid pairs of two occurrences of the same token id (i != j), special tokens and padding excluded.
+def identical_pairs(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special_mask: torch.Tensor,
+    pair_mask: torch.Tensor,
+    pairs: torch.Tensor,
+    unknown_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Valid pairs of two occurrences of the same token id (i != j), special tokens, unknown tokens and padding excluded.
+
+    The unknown token ([UNK]) stands for any text the vocabulary cannot spell (an emoji and a
+    snowman share it), so two of them are not known to be the same token and never form an
+    identical pair.
 
     Args:
         input_ids, attention_mask, special_mask: (batch, pos).
         pair_mask: (batch, P) bool, valid pairs.
         pairs: (2, P) rows and columns of the pairs i < j.
+        unknown_mask: (batch, pos) bool, True at unknown tokens; None when the batch has none marked.
 
     Returns:
         (batch, P) bool.
     """
     content = attention_mask.bool() & ~special_mask.bool()  # (B, T)
+    if unknown_mask is not None:
+        content = content & ~unknown_mask.bool()
     same_id = input_ids[:, pairs[0]] == input_ids[:, pairs[1]]  # (B, P)
     return same_id & content[:, pairs[0]] & content[:, pairs[1]] & pair_mask
 
@@ -615,7 +629,7 @@ class PairView:
     def identical(self) -> torch.Tensor:
         """(batch, P) bool, valid pairs of identical non-special tokens (see :func:`identical_pairs`)."""
         b = self.batch
-        return identical_pairs(b["input_ids"], b["attention_mask"], b["special_mask"], self.pair_mask, self.pairs)
+        return identical_pairs(b["input_ids"], b["attention_mask"], b["special_mask"], self.pair_mask, self.pairs, b.get("unknown_mask"))
 
     @cached_property
     def pair_weights(self) -> torch.Tensor:
