@@ -61,6 +61,16 @@ def test_collate_marks_real_unknown_tokens_only():
     assert not padded_unk.any()
 
 
+def test_k_is_rounded_half_up():
+    from attnsim.stats.pairs import top_fraction_counts
+
+    def k(n: int, fraction: float) -> int:
+        return int(top_fraction_counts(torch.arange(8)[None] < n, fraction)[0])
+
+    # Python's round() would give 2 for 2.5 and 0 for 0.5 (half to even)
+    assert [k(5, 0.5), k(3, 0.5), k(7, 0.5), k(1, 0.5), k(4, 0.3), k(0, 0.5)] == [3, 2, 4, 1, 1, 0]
+
+
 def test_high_attention_pairs_use_either_direction():
     T = 4
     attention = torch.full((1, 1, 1, T, T), 0.01)

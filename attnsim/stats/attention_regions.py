@@ -4,7 +4,7 @@ The paper reads high-CSM regions against the attention map. Per window, layer
 and head, the *high-attention region* is the set of the top ``k`` valid
 pairs (i < j) by ``max(A[i, j], A[j, i])``, the attention probability between
 the two tokens in either direction, with the same ``k = max(1,
-round(top_fraction * n))`` as the top-fraction rule for high-CSM pairs (see
+floor(top_fraction * n + 0.5))`` (rounded half up) as the top-fraction rule for high-CSM pairs (see
 :mod:`attnsim.stats.pairs`). Per layer l and head h:
 
 - ``jaccard``: mean over windows of |C ∩ R| / |C ∪ R|, C the high-CSM pairs and

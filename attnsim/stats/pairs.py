@@ -11,7 +11,7 @@ Pair space: the P = T(T-1)/2 unordered pairs (i, j), i < j, in
 real (not padding) and, unless ``include_special``, not special tokens.
 
 High pairs: per window, layer and head, either the top ``k = max(1,
-round(top_fraction * n))`` of the n valid pairs by CSM value (``top_fraction``
+floor(top_fraction * n + 0.5))`` (rounded half up, not Python's half-to-even ``round``) of the n valid pairs by CSM value (``top_fraction``
 rule; a tie at the k-th value goes to the lowest pair index), or the valid
 pairs whose CSM z-score within the window exceeds ``zscore`` (``zscore`` rule).
 
@@ -112,7 +112,7 @@ def pair_indices(seq_len: int, device: Optional[torch.device] = None) -> torch.T
 
 
 def top_fraction_counts(pair_mask: torch.Tensor, top_fraction: float) -> torch.Tensor:
-    """(batch,) int64 number of high pairs per window: ``round(top_fraction * n)``, at least 1, at most n (0 when n = 0).
+    """(batch,) int64 number of high pairs per window: ``top_fraction * n`` rounded half up (``floor(x + 0.5)``), at least 1, at most n (0 when n = 0).
 
     Args:
         pair_mask: (batch, P) bool, valid pairs.
@@ -308,7 +308,7 @@ def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Ten
 
 
 def high_pairs_top_fraction(values: torch.Tensor, pair_mask: torch.Tensor, top_fraction: float) -> torch.Tensor:
-    """Top ``round(top_fraction * n)`` valid pairs (at least 1) per window and head.
+    """Top ``floor(top_fraction * n + 0.5)`` valid pairs (rounded half up, at least 1) per window and head.
 
     Args:
         values: (layer, batch, head, P) CSM values in pair space.
