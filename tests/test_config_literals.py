@@ -168,3 +168,12 @@ def test_show_and_a_tiny_run_log_the_text_as_written(tracking_uri, tiny_bert, te
     again = tmp_path / "again.yaml"
     again.write_text(text)
     assert to_yaml(load_config(str(again))) == to_yaml(load_config(str(path), overrides))
+
+
+def test_checkpoint_dir_none_is_the_default_folder_not_a_folder_named_none(tmp_path, monkeypatch):
+    from attnsim.training.finetune import _checkpoint_dir
+
+    monkeypatch.chdir(tmp_path)
+    for spelling in ("None", "none", "null"):
+        assert _checkpoint_dir(load_config("finetune_bbc", [f"checkpoint.dir={spelling}"])) is None  # ./checkpoints/<experiment>/<run id>
+    assert not (tmp_path / "None").exists() and not (tmp_path / "none").exists()
