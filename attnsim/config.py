@@ -4,8 +4,21 @@ An experiment is a YAML file (``attnsim/experiments/NAME.yaml``, or any path)
 that names reusable groups under ``attnsim/configs/{model,corpus,trainer,tracking}``
 in a ``defaults`` list and holds only its own overrides. Composition order is:
 schema defaults < groups (in ``defaults`` order) < experiment body < command
-line. Command-line overrides are OmegaConf dot-lists (``corpus.limit=256``);
+line. Command-line overrides are ``KEY=VALUE`` (``corpus.limit=256``);
 ``GROUP=NAME`` (e.g. ``corpus=text``) swaps a whole group.
+
+How values are read (:func:`read_yaml`, :func:`parse_override`): a key typed
+``str`` (also ``Optional[str]``, the values of ``Dict[str, str]`` and the items
+of ``List[str]``) keeps its text exactly as written, in YAML and on the
+command line, so ``run_name: 695e0514`` is the text ``695e0514``, never a
+number. Other keys are typed as YAML types them (``16``, ``0.05``, ``true``,
+``[a, b]``, ``{a: 1}``). A command-line value is taken literally: `` #`` is
+not a comment, and only a key that takes a list or map reads the value as a
+YAML list or map. ``null`` (``~``, or an empty value) is null; on keys that
+may be null, ``None`` and ``none`` are null too. Keys typed ``Any``
+(``trainer.devices``, ``model.build.*``) are typed as YAML types them,
+except that text YAML would read as an infinite or NaN float (``695e0514``)
+stays text.
 
 Every check here runs before any model is loaded or MLflow run is created:
 unknown keys (with the closest valid key), wrong types, missing values, bad
@@ -16,12 +29,16 @@ choices and interpolations that point at missing values all raise
 from __future__ import annotations
 
 import difflib
+import functools
+import math
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, is_dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple, Union, get_args, get_origin, get_type_hints
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (
     ConfigAttributeError,
@@ -187,6 +204,168 @@ CHOICES = {
 }
 
 
+# -- reading values by the schema type of their key ----------------------------------------
+_UNKNOWN = object()  # a key the schema does not have: its value is left as YAML types it (the merge refuses the key)
+YAML_NULLS = ("null", "Null", "NULL", "~", "")  # YAML's own spellings of null (unquoted)
+PYTHON_NULLS = ("None", "none")  # also null, but only for keys that may be null
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(kind: type) -> Dict[str, Any]:
+    return get_type_hints(kind)
+
+
+def _unwrap(kind: Any) -> Tuple[Any, bool]:
+    """``(type without Optional, whether the key may be null)``; ``Any`` may be null."""
+    if get_origin(kind) is Union:
+        rest = [a for a in get_args(kind) if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else Any), len(rest) < len(get_args(kind))
+    return kind, kind is Any
+
+
+def _child_type(kind: Any, key: Any) -> Any:
+    """Schema type of ``key`` inside a value of type ``kind`` (``_UNKNOWN`` when the schema has no such key)."""
+    kind, _ = _unwrap(kind)
+    if kind is Any:
+        return Any
+    if is_dataclass(kind):
+        return _hints(kind).get(str(key), _UNKNOWN)
+    origin = get_origin(kind)
+    if origin is dict:
+        return get_args(kind)[1]
+    if origin is list:
+        return get_args(kind)[0]
+    return _UNKNOWN
+
+
+def schema_type(key: str) -> Any:
+    """Schema type of a dotted key (``tracking.tags.commit`` -> ``str``, ``findings[0]`` -> ``str``).
+
+    Returns ``typing.Any`` for keys typed ``Any`` and for everything below them, and a
+    private sentinel for keys that the schema does not have.
+    """
+    kind: Any = RunConfig
+    for part in re.findall(r"[^.\[\]]+", key):
+        kind = _child_type(kind, part)
+        if kind is _UNKNOWN:
+            break
+    return kind
+
+
+def _is_text(kind: Any) -> bool:
+    return kind is not _UNKNOWN and _unwrap(kind)[0] is str
+
+
+def _scalar(value: Any, text: str, kind: Any) -> Any:
+    """The value of a plain (unquoted) YAML scalar ``text`` for a key of schema type ``kind``.
+
+    ``value`` is what YAML made of the text (OmegaConf's rules); the schema decides what is kept.
+    """
+    if kind is _UNKNOWN or value is None:
+        return value  # a YAML null stays null; the merge refuses it where the key may not be null
+    base, nullable = _unwrap(kind)
+    if nullable and base is not Any and text in PYTHON_NULLS:
+        return None
+    if base is str:
+        return text
+    if base is Any and isinstance(value, float) and not math.isfinite(value) and text.lower().lstrip("+-.") not in ("inf", "nan"):
+        return text  # 695e0514 is not infinity
+    return value
+
+
+def _keep_text(value: Any, node: Any, kind: Any, loader: Any) -> Any:
+    """``value`` (YAML's reading of ``node``) with every plain scalar bound for a str key replaced by its source text."""
+    if isinstance(node, yaml.MappingNode) and isinstance(value, dict):
+        loader.flatten_mapping(node)  # YAML merge keys (<<: *anchor)
+        by_text = {str(k): k for k in value}
+        out = dict(value)
+        for key_node, value_node in node.value:
+            key = by_text.get(getattr(key_node, "value", None))
+            if key is not None:
+                out[key] = _keep_text(value[key], value_node, _child_type(kind, key), loader)
+        return out
+    if isinstance(node, yaml.SequenceNode) and isinstance(value, list) and len(value) == len(node.value):
+        item = _child_type(kind, 0)
+        return [_keep_text(v, n, item, loader) for v, n in zip(value, node.value)]
+    if isinstance(node, yaml.ScalarNode) and node.style is None:
+        return _scalar(value, node.value, kind)
+    return value  # quoted and block scalars: YAML already keeps their text
+
+
+def _with_text(value: Any, text: str, kind: Any) -> Any:
+    """:func:`_keep_text` for YAML source ``text`` that YAML read as ``value``."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        return _keep_text(value, node, kind, loader) if node is not None else value
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path, kind: Any = RunConfig) -> Any:
+    """Read YAML file ``path`` holding values for schema type ``kind`` (an experiment: :class:`RunConfig`).
+
+    Values are typed as YAML types them (OmegaConf's rules), except that a plain scalar
+    bound for a str-typed key keeps its source text (``run_name: 695e0514`` is the text
+    ``695e0514``, not ``inf``), and ``None``/``none`` is null for keys that may be null.
+    Interpolations (``${...}``) and ``???`` stay as written.
+
+    Returns:
+        Plain Python containers (a dict for a mapping; ``{}`` for an empty file).
+
+    Raises:
+        ConfigError: the file cannot be read or is not valid YAML.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        value = OmegaConf.to_container(OmegaConf.create(text) if text.strip() else OmegaConf.create({}))
+        return _with_text(value, text, kind)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as exc:
+        raise ConfigError(f"Cannot parse {path}: {str(exc).strip()}. Fix the YAML syntax.") from exc
+
+
+def parse_override(key: str, text: str) -> Any:
+    """The value of command-line override ``key=text``, read by the schema type of ``key``.
+
+    - str-typed keys (``tracking.run_name``, ``tracking.tags.X``, ``findings[0]``): ``text`` exactly,
+      `` #`` included; ``null``, ``~`` or empty is null where the key may be null (empty is the
+      empty text otherwise), and so are ``None``/``none``.
+    - keys taking a list or map (``findings``, ``tracking.tags``): ``text`` must be a YAML list
+      ``[a, b]`` or map ``{a: 1}``; str items and values in it keep their text.
+    - other keys (int, float, bool, ``Any``): as YAML types ``text`` (``16``, ``5e-2``, ``true``,
+      ``null``, ``[0, 1]``), ``None``/``none`` being null where the key may be null; text that is more
+      than one YAML value (``16 #x``) is taken as text, which a number or bool key then refuses.
+
+    Raises:
+        ConfigError: a key that takes a list or map was given something else.
+    """
+    kind = schema_type(key)
+    base, nullable = _unwrap(kind)
+    if _is_text(kind):
+        if text in YAML_NULLS:
+            return None if nullable or text != "" else ""
+        return None if nullable and text in PYTHON_NULLS else text
+    try:
+        value = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            whole = node is None or node.end_mark.index >= len(text.rstrip())
+            if whole:
+                value = _keep_text(value, node, kind, loader) if node is not None else value
+        finally:
+            loader.dispose()
+    except (yaml.YAMLError, OmegaConfBaseException):
+        whole = False
+    collection = kind is not _UNKNOWN and base is not Any and (is_dataclass(base) or get_origin(base) in (list, dict))
+    if collection and not (whole and (value is None or isinstance(value, (list, dict)))):
+        what = "list" if get_origin(base) is list else "map"
+        example = f"{key}=[a, b]" if what == "list" else f"{key}={{a: x, b: y}}"
+        note = " (on the command line ' #' is part of the value, not a comment)" if "#" in text else ""
+        raise ConfigError(f"Config key '{key}' takes a {what}, but the command line gives it the text '{text}'{note}. Write a YAML {what}, e.g. {example}.")
+    return value if whole else text
+
+
 def package_dir(kind: str) -> Path:
     """Folder of bundled YAML: ``experiments`` or ``configs``."""
     return Path(str(resources.files("attnsim") / kind))
@@ -206,8 +385,8 @@ def list_experiments() -> Dict[str, str]:
             continue
         for path in sorted(folder.glob("*.yaml")):
             if path.stem not in found:
-                body = OmegaConf.load(path)
-                lines = str(body.get("description") or "").strip().splitlines()
+                body = read_yaml(path)
+                lines = str(body.get("description") or "").strip().splitlines() if isinstance(body, dict) else []
                 found[path.stem] = lines[0] if lines else ""
     return dict(sorted(found.items()))
 
@@ -278,7 +457,9 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
 
     Args:
         name: experiment name on the search path, or a path to a YAML file.
-        overrides: dot-list overrides (``corpus.limit=16``) and group swaps (``corpus=text``).
+        overrides: ``KEY=VALUE`` overrides (``corpus.limit=16``), each value read by
+            :func:`parse_override`, and group swaps (``corpus=text``). YAML files are read
+            by :func:`read_yaml`: str-typed keys keep their text as written.
 
     Returns:
         A read-only ``DictConfig`` typed by :class:`RunConfig`, every
@@ -291,14 +472,13 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
     overrides = list(overrides or [])
     path = find_experiment(name)
     schema = OmegaConf.structured(RunConfig)
-    try:
-        body = OmegaConf.load(path)
-    except Exception as exc:  # noqa: BLE001 - YAML syntax errors
-        raise ConfigError(f"Cannot parse experiment file {path}: {exc}. Fix the YAML syntax.") from exc
-    defaults = body.pop("defaults", []) if isinstance(body, DictConfig) else []
+    body = read_yaml(path, RunConfig)
+    if not isinstance(body, dict):
+        raise ConfigError(f"Experiment file {path} holds a YAML {type(body).__name__}, not a mapping of config keys. Write KEY: VALUE lines (see `attnsim show csm`).")
+    defaults = body.pop("defaults", [])
     choices: Dict[str, str] = {}
     for entry in defaults or []:
-        if not isinstance(entry, DictConfig) or len(entry) != 1:
+        if not isinstance(entry, dict) or len(entry) != 1:
             raise ConfigError(f"Bad 'defaults' entry {entry!r} in {path}: write one '- GROUP: OPTION' per line, GROUP one of {', '.join(GROUPS)}.")
         (group, option), = entry.items()
         if group not in GROUPS:
@@ -306,28 +486,34 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"Unknown config group '{group}' in the defaults of {path}.{hint} Groups: {', '.join(GROUPS)}.")
         choices[group] = str(option)
-    dotlist = []
+    command_line = OmegaConf.create({})
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"Override '{item}' has no '='. Write KEY=VALUE, e.g. corpus.limit=16, or GROUP=OPTION, e.g. corpus=text.")
         key, value = item.split("=", 1)
         if key in GROUPS:
             choices[key] = value
-        else:
-            dotlist.append(item)
+            continue
+        if "[" in key:
+            whole = key.split("[", 1)[0]
+            raise ConfigError(f"Override '{item}' sets one item of the list '{whole}'; give the whole list instead, e.g. {whole}=[a, b] (`attnsim show NAME` prints its current items).")
+        try:
+            OmegaConf.update(command_line, key, parse_override(key, value), merge=True)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"Cannot apply override '{item}': {str(exc).splitlines()[0]}. Write KEY=VALUE with a dotted key, e.g. corpus.limit=16.") from exc
     cfg = schema
     stage = "schema"
     try:
         for group, option in choices.items():
             stage = f"configs/{group}/{option}.yaml"
-            group_body = OmegaConf.load(_group_file(group, option))
+            group_body = read_yaml(_group_file(group, option), _hints(RunConfig)[group])
             cfg = OmegaConf.merge(cfg, {group: group_body})
         stage = str(path)
         if "name" not in body:
             body["name"] = path.stem
         cfg = OmegaConf.merge(cfg, body)
         stage = "the command-line overrides"
-        cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotlist))
+        cfg = OmegaConf.merge(cfg, command_line)
     except ConfigError:
         raise
     except OmegaConfBaseException as exc:
@@ -412,8 +598,17 @@ def to_yaml(cfg: DictConfig) -> str:
     return OmegaConf.to_yaml(cfg, resolve=True)
 
 
+def param_text(value: Any) -> str:
+    """A config value as MLflow param/tag text: null is ``null`` (as in ``config.yaml``), text as it is, else ``str``."""
+    return "null" if value is None else str(value)
+
+
 def flatten(cfg: DictConfig) -> Dict[str, str]:
-    """Flattened ``a.b.c -> str(value)`` pairs of the resolved config (MLflow params)."""
+    """Flattened ``a.b.c -> text`` pairs of the resolved config (MLflow params).
+
+    Values are spelled by :func:`param_text` (null is ``null``, as in ``config.yaml``);
+    a list is its items joined by commas.
+    """
     out: Dict[str, str] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -421,7 +616,7 @@ def flatten(cfg: DictConfig) -> Dict[str, str]:
             for key, value in node.items():
                 walk(value, f"{prefix}{key}.")
         else:
-            out[prefix[:-1]] = ",".join(map(str, node)) if isinstance(node, (list, tuple)) else str(node)
+            out[prefix[:-1]] = ",".join(map(param_text, node)) if isinstance(node, (list, tuple)) else param_text(node)
 
     walk(OmegaConf.to_container(cfg, resolve=True), "")
     return out
@@ -442,5 +637,9 @@ __all__ = [
     "validate",
     "to_yaml",
     "flatten",
+    "param_text",
+    "read_yaml",
+    "parse_override",
+    "schema_type",
     "ListConfig",
 ]

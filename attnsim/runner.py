@@ -106,6 +106,7 @@ def prepare(cfg: DictConfig) -> Prepared:
         corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
+    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before the model loads
     return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
 
 

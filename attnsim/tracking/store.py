@@ -5,6 +5,11 @@ database ``mlruns/mlflow.db`` under the current directory (absolute path)
 with artifacts under ``mlruns/artifacts/``; MLflow 3 refuses the old
 ``./mlruns`` file store.
 
+Experiments: :meth:`Tracker.check_experiment` refuses an experiment deleted in
+the MLflow UI or API (its name stays taken in the store) with one paragraph on
+restoring it, logging elsewhere or deleting it for good; ``attnsim run``,
+``sweep`` and ``finetune`` call it before any model loads.
+
 Lifecycle: :meth:`Tracker.run` creates a run and yields a
 :class:`~attnsim.tracking.sink.RunSink`; the run ends FINISHED when the block
 completes, KILLED on Ctrl-C / SIGTERM, FAILED on any other exception, with
@@ -109,11 +114,43 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - any store failure is reported the same way
             raise TrackingError(f"The MLflow tracking store {self.uri} cannot be used: {str(exc).splitlines()[0]}. Fix tracking.uri / MLFLOW_TRACKING_URI.") from exc
 
-    def experiment_id(self, name: str) -> str:
-        """Id of experiment ``name``, created (with the store's artifact root) when missing."""
+    def check_experiment(self, name: str) -> Optional[str]:
+        """Refuse experiment ``name`` when it was deleted (MLflow UI or API); call before any model loads.
+
+        A deleted experiment keeps its name in the store, so MLflow can neither log a run
+        into it nor create a new one of that name.
+
+        Returns:
+            The id of the active experiment ``name``, or None when there is none yet (it will be created).
+
+        Raises:
+            TrackingError: the experiment is deleted; the message names it and its id and says how to
+            restore it, log elsewhere (``tracking.experiment=NAME``) or delete it for good (``mlflow gc``).
+        """
         existing = self.client.get_experiment_by_name(name)
+        if existing is None:
+            return None
+        if existing.lifecycle_stage == "deleted":
+            eid = existing.experiment_id
+            raise TrackingError(
+                f"MLflow experiment '{name}' (id {eid}) in the tracking store {self.uri} was deleted, so no run can be logged to it "
+                f"and its name cannot be used for a new experiment. Restore it with its runs: "
+                f"`MLFLOW_TRACKING_URI='{self.uri}' mlflow experiments restore --experiment-id {eid}` "
+                f"(or MlflowClient('{self.uri}').restore_experiment('{eid}') in Python); or log into another experiment with "
+                f"tracking.experiment=OTHER_NAME; or delete it and its runs permanently, which frees the name, with "
+                f"`mlflow gc --tracking-uri '{self.uri}' --experiment-ids {eid}`."
+            )
+        return existing.experiment_id
+
+    def experiment_id(self, name: str) -> str:
+        """Id of experiment ``name``, created (with the store's artifact root) when missing.
+
+        Raises:
+            TrackingError: the experiment is deleted (see :meth:`check_experiment`).
+        """
+        existing = self.check_experiment(name)
         if existing is not None:
-            return existing.experiment_id
+            return existing
         root = _artifact_root(self.uri)
         location = f"{root}/{name}" if root else None
         return self.client.create_experiment(name, artifact_location=location)

@@ -257,6 +257,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
     cfg = load_config(experiment, overrides)
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
+    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
     found, directory = resolve_checkpoints(checkpoints, tracker)
     base_path = base_model(found, base, str(cfg.model.path))
     entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]

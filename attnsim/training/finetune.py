@@ -136,6 +136,7 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     checkpoint_dir = _checkpoint_dir(cfg)
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
+    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before the model loads
     c, t = cfg.corpus, cfg.trainer
     info = inspect_model(cfg.model.path, c.seq_len)
     if info.arch.vision:
