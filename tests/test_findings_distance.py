@@ -36,3 +36,17 @@ def test_distance_statistics_by_hand():
 def test_entropy_is_nan_without_mass_and_zero_for_a_point():
     out = entropy(torch.tensor([[0.0, 0.0], [0.0, 3.0]], dtype=torch.float64))
     assert math.isnan(out[0]) and out[1] == 0.0
+
+
+def test_padded_tail_window_keeps_the_long_range_cut_off_of_seq_len():
+    # T = 8 (corpus.seq_len) but only 6 real tokens: the cut-off stays d >= 8/2 = 4, not 6/2 = 3
+    T = 8
+    csm = symmetric(T, {(0, 3): 9.0, (1, 5): 8.0, (2, 4): 7.0}, fill=1.0).expand(1, 1, 1, T, T).clone()
+    view = view_from_csm(csm, batch_of(torch.tensor([[CLS, 5, 6, 7, 8, SEP, 0, 0]])), top_fraction=0.2)
+    acc = DistanceAccumulator(1, 1, T, short_range=1)
+    acc.update(view)
+    out = {k: v.squeeze() for k, v in acc.compute().items()}
+    # 15 valid pairs, k = 3 high pairs at d = 3, 4, 2: only (1,5) at d = 4 is long range
+    assert math.isclose(out["long_range_share"], 1 / 3, rel_tol=1e-6)
+    # chance: valid pairs at d >= 4 among the 6 real tokens: d=4 (2 pairs) + d=5 (1 pair) of 15
+    assert math.isclose(out["long_range_share_chance"], 3 / 15, rel_tol=1e-6)
