@@ -47,11 +47,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.experiment, args.overrides)  # config errors come before the heavy imports
     _quiet_libraries(args.verbose)
     from attnsim.runner import execute, prepare
+    from attnsim.tracking.links import open_hint
 
     result = execute(prepare(cfg))
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
     print(f"tracking store: {result.tracking_uri}")
-    print(f"open it: attnsim ui --uri '{result.tracking_uri}'   (then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id})")
+    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0
 
 
