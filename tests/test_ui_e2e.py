@@ -67,27 +67,39 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _start_ui(uri: str, log: Path) -> subprocess.Popen:
+    """`attnsim ui` on ``uri`` and a free port, started as a user would (its own process), once it says it is ready."""
+    port = _free_port()
+    with open(log, "w") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "attnsim.cli", "ui", "--uri", uri, "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT)
+    process.port = port
+    deadline = time.monotonic() + 180
+    while "ready after" not in log.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(f"attnsim ui exited with {process.returncode} or was not ready after 180 s:\n{log.read_text()}")
+        time.sleep(0.2)
+    return process
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 @pytest.fixture(scope="module")
 def ui(store, tmp_path_factory):
-    """`attnsim ui` on the store, on a free port, started as a user would (its own process); always stopped."""
-    port = _free_port()
+    """`attnsim ui` on the store; always stopped."""
     log = tmp_path_factory.mktemp("ui_log") / "ui.log"
-    with open(log, "w") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "attnsim.cli", "ui", "--uri", store["uri"], "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT)
+    process = _start_ui(store["uri"], log)
     try:
-        deadline = time.monotonic() + 180
-        while "ready after" not in log.read_text():
-            assert process.poll() is None, f"attnsim ui exited with {process.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"attnsim ui not ready after 180 s:\n{log.read_text()}"
-            time.sleep(0.2)
-        yield {"process": process, "port": port, "log": log}
+        yield {"process": process, "port": process.port, "log": log}
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop(process)
 
 
 class _Page(HTMLParser):
@@ -230,14 +242,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
-def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
-    process = ui["process"]
+def _server_of(process: subprocess.Popen) -> int:
+    """The one server process `attnsim ui` started (MLflow's app in uvicorn): no job runner, no Huey consumers."""
     tree = _process_tree(process.pid)
     assert len(tree) == 1, tree  # MLflow's app in uvicorn, in one process: no job runner, no Huey consumers
     ((server, command),) = tree.items()
     assert "-m attnsim.tracking.ui" in command and "huey" not in command and "job" not in command
     assert os.getpgid(server) == server != os.getpgid(process.pid)  # a process group of its own
+    return server
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
+def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
+    process = ui["process"]
+    server = _server_of(process)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
     deadline = time.monotonic() + 10
@@ -245,3 +263,18 @@ def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
         time.sleep(0.1)
     assert not _alive(server)
     assert ui["log"].read_text().rstrip().endswith("stopped the MLflow UI")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
+def test_ctrl_c_stops_the_ui_and_its_server(store, tmp_path):
+    process = _start_ui(store["uri"], tmp_path / "ui.log")
+    try:
+        server = _server_of(process)
+        process.send_signal(signal.SIGINT)  # what Ctrl-C sends to the terminal's foreground process
+        assert process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 10
+        while _alive(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(server)
+    finally:
+        _stop(process)

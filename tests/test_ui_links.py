@@ -135,3 +135,30 @@ def test_ui_server_runs_mlflow_in_one_process_without_job_workers(tmp_path):
     command = server_command(uri, 5123)
     assert command[1:] == ["-m", "attnsim.tracking.ui", uri, "5123"]
     assert server_env({"PATH": "/bin", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "true"}) == {"PATH": "/bin", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def test_stop_ends_the_whole_process_group_even_processes_that_ignore_sigterm(tmp_path):
+    import os
+    import sys
+    import time
+
+    from attnsim.tracking.ui import UiServer
+
+    pids = tmp_path / "pids"
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    server = UiServer("sqlite:///unused.db", 5123)
+    server.command = [sys.executable, "-c", f"import os, subprocess, sys; child = subprocess.Popen([sys.executable, '-c', {stubborn!r}]); open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}'); exec({stubborn!r})"]
+    server.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and len(pids.read_text().split()) == 2):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        parent, child = (int(p) for p in pids.read_text().split())
+        assert os.getpgid(child) == os.getpgid(parent) == parent  # the grandchild is in the server's group
+        server.stop(grace_s=0.5)  # SIGTERM is ignored, so SIGKILL ends them
+        assert not server.alive()
+        for pid in (parent, child):
+            assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        server.stop(grace_s=0.1)

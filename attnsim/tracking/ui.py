@@ -132,8 +132,26 @@ def run_server(uri: str, port: int, verbose: bool = False) -> None:
     uvicorn.run(app, host=HOST, port=port, access_log=verbose, log_level="info" if verbose else "warning")
 
 
+def _running_in_group(pgid: int) -> Optional[List[int]]:
+    """Pids of the processes of group ``pgid`` that are not zombies, from Linux's /proc; None without /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue  # the process ended while being read
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 class _Stop(Exception):
-    """Raised in the main thread by SIGTERM or SIGHUP while the UI runs."""
+    """Raised in the main thread by SIGINT (Ctrl-C), SIGTERM or SIGHUP while the UI runs."""
 
 
 def _raise_stop(signum, frame):  # noqa: ANN001 - signal handler signature
@@ -185,11 +203,14 @@ class UiServer:
             time.sleep(0.1)
 
     def alive(self) -> bool:
-        """Whether any process of the server's group still exists."""
+        """Whether any process of the server's group is still running (zombies, which hold nothing, do not count)."""
         if self.process is None:
             return False
         self.process.poll()  # reap the server process once it has exited
-        try:
+        members = _running_in_group(self.process.pid)
+        if members is not None:
+            return bool(members)
+        try:  # no /proc: ask the kernel whether the group still has members
             os.killpg(self.process.pid, 0)
         except ProcessLookupError:
             return False
@@ -230,8 +251,8 @@ def serve(uri: str, port: int, verbose: bool = False) -> int:
     check_port(port)
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.getsignal(sig) for sig in stops}
-    signal.signal(signal.SIGTERM, _raise_stop)
-    signal.signal(signal.SIGHUP, _raise_stop)
+    for sig in stops:  # SIGINT too: a shell starts background jobs with it ignored
+        signal.signal(sig, _raise_stop)
     server = UiServer(uri, port, verbose)
     try:
         print(f"starting the MLflow UI for {uri} on {server.url} ...", flush=True)
