@@ -210,6 +210,22 @@ def test_the_report_renders_in_mlflows_artifact_viewer(store, ui, tmp_path):
     assert "<br>" not in page.text and "**" not in page.text  # no raw HTML or Markdown shown as text
 
 
+def test_ui_keeps_mlflows_security_middleware(ui):
+    """A page of another site cannot reach the local UI by DNS rebinding: a foreign Host header is refused."""
+    import http.client
+
+    def status(host: str) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+        try:
+            connection.request("GET", "/ajax-api/2.0/mlflow/experiments/search?max_results=1", headers={"Host": host})
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+    assert status(f"127.0.0.1:{ui['port']}") == 200
+    assert status("evil.example") == 403
+
+
 def _process_tree(root: int) -> dict:
     """``{pid: command line}`` of the live (not zombie) descendants of ``root``, from /proc."""
     parents, commands = {}, {}

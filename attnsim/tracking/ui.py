@@ -11,10 +11,10 @@ ASGI app (``mlflow.server.fastapi_app:app``, the app ``mlflow server`` runs)
 in uvicorn in-process, configured the way ``mlflow server`` configures its
 workers (the ``_MLFLOW_SERVER_*`` variables named in ``mlflow.server.constants``,
 :func:`mlflow.server.handlers.initialize_backend_stores`), with
-``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``. uvicorn is imported before
-MLflow's server package so that MLflow installs its security middleware
-(Host-header and CORS checks), as it does under ``mlflow server``. It listens
-on 127.0.0.1 only.
+``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``. MLflow's security checks stay
+on (a foreign Host header is refused); uvicorn is imported before MLflow's
+server package, as under ``mlflow server``, so that its Flask app installs
+its own security middleware too. It listens on 127.0.0.1 only.
 
 The server runs in a process group of its own, watched by the ``attnsim ui``
 process. :func:`serve` waits until ``/health`` answers 200, prints the seconds
@@ -116,7 +116,7 @@ def run_server(uri: str, port: int, verbose: bool = False) -> None:
     os.environ.update(NO_JOBS_ENV)
     if not verbose:
         warnings.filterwarnings("ignore", message=r".*starlette\.middleware\.wsgi is deprecated")  # inside MLflow, not actionable
-    import uvicorn  # before mlflow.server: it installs its security middleware only when it sees a server module loaded
+    import uvicorn  # before mlflow.server: its Flask app adds its security middleware only when a server module is loaded
 
     from mlflow.server import constants
     from mlflow.server.handlers import initialize_backend_stores
