@@ -47,28 +47,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.experiment, args.overrides)  # config errors come before the heavy imports
     _quiet_libraries(args.verbose)
     from attnsim.runner import execute, prepare
+    from attnsim.tracking.links import open_hint
 
     result = execute(prepare(cfg))
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
     print(f"tracking store: {result.tracking_uri}")
-    print(f"open it: attnsim ui --uri '{result.tracking_uri}'   (then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id})")
+    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from attnsim.tracking.store import Tracker
+    from attnsim.tracking.store import resolve_uri
+    from attnsim.tracking.ui import serve
 
-    uri = Tracker(args.uri).uri  # refuses unusable URIs with a clear message
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port)]
-    if uri.startswith("sqlite:///"):
-        from pathlib import Path
-
-        command += ["--default-artifact-root", (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()]
-    command += ["--workers", "1"]
-    print(f"serving {uri} on http://127.0.0.1:{args.port} once MLflow has started (Ctrl-C stops)", flush=True)
-    # replace this process so that Ctrl-C and SIGTERM reach the MLflow server itself
-    os.execv(sys.executable, command)
-    return 0  # not reached
+    return serve(resolve_uri(args.uri), args.port, verbose=args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,9 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. corpus.limit=64 model.path=/a/dir")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("ui", help="serve the tracking store with the MLflow UI on 127.0.0.1")
+    p = sub.add_parser("ui", help="serve a local tracking store with the MLflow UI on 127.0.0.1 (no job workers; Ctrl-C stops it)")
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
-    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
     p.set_defaults(func=_cmd_ui)
 
     import importlib

@@ -1,17 +1,23 @@
 """Reproduction report: the CSM paper's claims beside what runs measured.
 
 ``attnsim report RUN_ID [RUN_ID ...]`` (or :func:`write_report`) reads runs
-through the MLflow client, writes one Markdown table with a row per claim of
-Halevi et al., arXiv:2512.21956 and a column per run (e.g. a trained model and
-its random-weights control), each cell holding the measured values per layer
-and a verdict, and logs the report as an artifact (``reports/``) of every run
-it read.
+through the MLflow client (e.g. a trained model and its random-weights
+control) and writes the report twice, as Markdown and as HTML beside it, and
+logs both as artifacts (``reports/``) of every run it read; the command also
+prints the verdicts at a glance. The report has a table of verdicts (a row
+per claim of Halevi et al., arXiv:2512.21956, a column per run), a table of
+the runs, then a section per claim with its rule and, per run, the verdict, the
+criteria met and the measured values by layer, one statistic per line. The
+Markdown holds no HTML, so that MLflow's artifact viewer (which shows raw HTML
+as text) renders it; the HTML version is made from it by markdown-it-py.
 
 Verdicts follow one rule: each claim is split into criteria (stated in the
 report); a claim *holds* when every measurable criterion is met, *does not
 hold* when none is, and is *mixed* otherwise; *not measured* when the runs
 lack the statistics (e.g. a ``csm``-only run has no sentence statistics) or
-the model has too few layers to form the layer groups.
+the model has too few layers to form the layer groups. A trained run's
+*holds* or *mixed* is flagged "does not separate trained from random" when a
+random-weights control in the same report earns it too (:func:`separates`).
 
 Layer groups: with L layers and g = max(1, round(L / 3)), the early layers
 are 0..g-1, the final layers L-g..L-1 and the middle layers those between
@@ -27,11 +33,12 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
-import pandas as pd
+from attnsim.errors import AttnsimError, TrackingError
 
-from attnsim.errors import TrackingError
+if TYPE_CHECKING:  # pandas is imported where tables are read: the CLI imports this module to build its parser
+    import pandas as pd
 
 TITLE = "Reproduction report: Halevi et al., *Self-attention vector output similarities reveal how machines pay attention* (arXiv:2512.21956)"
 
@@ -46,12 +53,14 @@ class RunData:
     tags: Dict[str, str]
     metrics: Dict[str, float]
     client: object = field(repr=False, default=None)
-    _tables: Dict[str, Optional[pd.DataFrame]] = field(default_factory=dict, repr=False)
+    params: Dict[str, str] = field(default_factory=dict)
+    experiment_id: str = ""
+    _tables: Dict[str, Optional["pd.DataFrame"]] = field(default_factory=dict, repr=False)
 
     @property
     def control(self) -> bool:
-        """Whether the run is the random-weights control (tag ``attnsim.control=random``)."""
-        return self.tags.get("attnsim.control") == "random"
+        """Whether the run is a random-weights control: tag ``attnsim.control=random`` or param ``model.init=random``."""
+        return self.tags.get("attnsim.control") == "random" or self.params.get("model.init") == "random"
 
     @property
     def label(self) -> str:
@@ -78,11 +87,13 @@ class RunData:
                 return stat, values
         return None, None
 
-    def head_table(self, finding: str) -> Optional[pd.DataFrame]:
+    def head_table(self, finding: str) -> Optional["pd.DataFrame"]:
         """The per-head table ``tables/<finding>_heads.csv`` of the run, None when it has none."""
         if finding not in self._tables:
             self._tables[finding] = None
             try:
+                import pandas as pd
+
                 with tempfile.TemporaryDirectory() as folder:
                     path = self.client.download_artifacts(self.run_id, f"tables/{finding}_heads.csv", folder)
                     self._tables[finding] = pd.read_csv(path)
@@ -122,15 +133,21 @@ class Groups:
 
 @dataclass
 class Outcome:
-    """One run's cell for one claim."""
+    """One run's result for one claim: the measured values (statistics separated by ``"; "``), criteria and verdict."""
 
     values: str
     criteria: List[Optional[bool]]
-    labels: Optional[List[str]] = None  # names of the criteria in the cell (default a, b, c, ...)
+    labels: Optional[List[str]] = None  # names of the criteria (default a, b, c, ...)
 
     @property
     def verdict(self) -> str:
+        """:func:`verdict` of the criteria."""
         return verdict(self.criteria)
+
+    @property
+    def lines(self) -> List[str]:
+        """The measured values, one statistic per item."""
+        return self.values.split("; ")
 
 
 def verdict(criteria: Sequence[Optional[bool]]) -> str:
@@ -303,13 +320,13 @@ class Claim:
 CLAIMS: List[Claim] = [
     Claim(
         "Early layers pair tokens at long range",
-        "`distance/long_range_share` (share of high-CSM pairs with j - i >= T/2) by layer, beside chance",
+        "`distance/long_range_share` (share of high-CSM pairs with j - i ≥ T/2) by layer, beside chance",
         "(a) in every early layer the long-range share is at least its chance value; (b) the early layers' mean long-range share exceeds the middle layers'.",
         long_range_early,
     ),
     Claim(
         "Middle layers concentrate near the diagonal (short range)",
-        "`distance/short_range_share` (share of high-CSM pairs with j - i <= 4) by layer, beside chance",
+        "`distance/short_range_share` (share of high-CSM pairs with j - i ≤ 4) by layer, beside chance",
         "(a) in every middle layer the short-range share exceeds its chance value; (b) the middle layers' mean short-range share exceeds both the early and the final layers' means.",
         short_range_middle,
     ),
@@ -328,13 +345,13 @@ CLAIMS: List[Claim] = [
     Claim(
         "Each head has a distinct anchor (most common) token",
         "`anchors/distinct_anchors` (distinct top anchors among a layer's heads) and `anchors/anchor_consistency` by layer",
-        "(a) in every layer at least half of the heads have different top anchors (distinct anchors >= heads / 2); (b) the mean anchor consistency over all heads is at least 0.2 (a head's anchor is its top token in at least a fifth of the windows).",
+        "(a) in every layer at least half of the heads have different top anchors (distinct anchors ≥ heads / 2); (b) the mean anchor consistency over all heads is at least 0.2 (a head's anchor is its top token in at least a fifth of the windows).",
         distinct_anchors,
     ),
     Claim(
         "Repetition heads: some heads join identical tokens across the whole input",
         "per head (`tables/repetition_heads.csv`): `repetition_score` (long-range identical pairs that are high / chance) and `long_identical_high_share`",
-        "(a) at least one head has a repetition score of 10 or more; (b) at least one such head has half or more of its long-range (j - i >= T/2) identical-token pairs among its high pairs.",
+        "(a) at least one head has a repetition score of 10 or more; (b) at least one such head has half or more of its long-range (j - i ≥ T/2) identical-token pairs among its high pairs.",
         repetition_heads,
     ),
     Claim(
@@ -354,9 +371,140 @@ def _marks(outcome: Outcome) -> str:
     return ", ".join(f"{label}: {'yes' if c else 'no' if c is not None else 'n/a'}" for label, c in zip(labels, criteria))
 
 
-def _cell(text: str) -> str:
-    # a Markdown table cell: no pipes, no line breaks
-    return text.replace("|", "\\|").replace("\n", " ")
+def _text(text: str) -> str:
+    """Text from a run (names, tags) made inert in Markdown: no HTML (``<`` as an entity), no table breaks."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")
+
+
+NOT_SEPARATED = "does not separate trained from random"
+_RANK = {"mixed": 1, "holds": 2}
+
+
+def separates(trained: str, controls: Sequence[str]) -> bool:
+    """Whether a trained run's verdict ``trained`` is one that none of the random-weights ``controls`` verdicts also earns.
+
+    A verdict of *holds* or *mixed* does not separate trained from random when a
+    control in the same report earns it too (a control that *holds* earns both;
+    one that is *mixed* earns *mixed*). Other verdicts, and reports without a
+    control, are never flagged.
+    """
+    rank = _RANK.get(trained)
+    return rank is None or all(_RANK.get(control, 0) < rank for control in controls)
+
+
+@dataclass
+class Assessment:
+    """Every run's outcome for every claim, and which trained verdicts the control also earns.
+
+    Attributes:
+        runs: the runs, in report order.
+        outcomes: ``outcomes[claim index][run index]``.
+        flagged: ``flagged[claim index][run index]``: the run is not a control and a control run earns its verdict (:func:`separates`).
+    """
+
+    runs: List[RunData]
+    outcomes: List[List[Outcome]]
+    flagged: List[List[bool]]
+
+    @classmethod
+    def of(cls, runs: Sequence[RunData]) -> "Assessment":
+        """Evaluate every claim of :data:`CLAIMS` on every run."""
+        runs = list(runs)
+        outcomes = [[claim.evaluate(run, Groups.of(run.n_layers)) for run in runs] for claim in CLAIMS]
+        flagged = []
+        for row in outcomes:
+            controls = [o.verdict for run, o in zip(runs, row) if run.control]
+            flagged.append([bool(controls) and not run.control and not separates(o.verdict, controls) for run, o in zip(runs, row)])
+        return cls(runs, outcomes, flagged)
+
+    def glance(self, number: int, index: int) -> str:
+        """Verdict of claim ``number - 1`` for run ``index``, with the flag when it has one."""
+        outcome = self.outcomes[number - 1][index]
+        return f"{outcome.verdict} ({NOT_SEPARATED})" if self.flagged[number - 1][index] else outcome.verdict
+
+    @property
+    def any_flagged(self) -> bool:
+        """Whether any verdict is flagged."""
+        return any(any(row) for row in self.flagged)
+
+
+def render(runs: Sequence[RunData]) -> str:
+    """The Markdown report for ``runs`` (module docstring): verdicts at a glance, runs, one section per claim, rules.
+
+    Plain CommonMark with GFM tables and no HTML, so that MLflow's artifact
+    viewer (react-markdown, raw HTML shown as text) and GitHub render it alike.
+    """
+    assessment = Assessment.of(runs)
+    out = io.StringIO()
+    out.write(f"# {TITLE}\n\n")
+    out.write("The verdicts first, then the runs, then each claim with the values measured in each run (layers 0-indexed, layer means over heads) and the rule that decides it.\n\n")
+    out.write("## Verdicts at a glance\n\n| claim | " + " | ".join(_text(run.label) for run in runs) + " |\n|---|" + "---|" * len(runs) + "\n")
+    for number, claim in enumerate(CLAIMS, start=1):
+        out.write(f"| {number}. {_text(claim.title)} | " + " | ".join(assessment.glance(number, i) for i in range(len(runs))) + " |\n")
+    if assessment.any_flagged:
+        out.write(f"\n*{NOT_SEPARATED}*: the random-weights control in this report earns the same verdict, so the pattern does not need training.\n")
+    out.write("\n## Runs\n\n")
+    out.write("| run | run id | model | weights | windows | corpus hash | experiment | status | layer groups |\n|---|---|---|---|---|---|---|---|---|\n")
+    for run in runs:
+        t = run.tags
+        out.write(
+            f"| {_text(run.name)} | `{run.run_id}` | {_text(t.get('attnsim.model', '?'))} | {'random (control)' if run.control else _text(t.get('attnsim.model_init', 'pretrained'))} "
+            f"| {_windows(run)} | `{t.get('attnsim.corpus_hash', '?')[:12]}` | {_text(t.get('attnsim.experiment', '?'))} | {run.status} | {Groups.of(run.n_layers).describe()} |\n"
+        )
+    hashes = {run.tags.get("attnsim.corpus_hash") for run in runs}
+    if len(runs) > 1:
+        out.write("\nAll runs saw the same windows (same corpus hash).\n" if len(hashes) == 1 else "\nThe runs saw different windows (corpus hashes differ); compare them with care.\n")
+    for number, (claim, row) in enumerate(zip(CLAIMS, assessment.outcomes), start=1):
+        out.write(f"\n## {number}. {_text(claim.title)}\n\n")
+        out.write(f"Measured: {claim.measure}\n\nRule: {claim.rule}\n\n")
+        for index, (run, outcome) in enumerate(zip(runs, row)):
+            marks = _marks(outcome)
+            flag = f" - *{NOT_SEPARATED}*" if assessment.flagged[number - 1][index] else ""
+            out.write(f"- {_text(run.label)}: **{outcome.verdict}**{' (' + marks + ')' if marks else ''}{flag}\n")
+            for line in outcome.lines:
+                out.write(f"  - {_text(line)}\n")
+    out.write("\n## Rules\n\n")
+    out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
+    out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
+    out.write(f"*Exceeds* means by more than {MARGIN:.0%} (relative), so that differences at the level of rounding count as none. ")
+    out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"The paper's findings\").")
+    if any(run.control for run in runs):
+        out.write(f" A trained run's *holds* or *mixed* is marked *{NOT_SEPARATED}* when a random-weights control in the report (tag `attnsim.control=random` or param `model.init=random`) earns it too: a control that holds earns both, one that is mixed earns *mixed*.")
+    out.write("\n")
+    return out.getvalue()
+
+
+HTML_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:72rem;margin:1.5rem auto;padding:0 1rem;line-height:1.45}"
+    "table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #bbb;padding:.25rem .5rem;text-align:left;vertical-align:top}"
+    "th{background:#f0f0f0}code{font-size:.9em}h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:1.5rem}"
+)
+
+
+def render_html(markdown: str, title: str = "attnsim reproduction report") -> str:
+    """``markdown`` (from :func:`render`) as a standalone HTML page (CommonMark + tables, by markdown-it-py; raw HTML in the text stays text)."""
+    from html import escape
+
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
+    return f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{escape(title)}</title>\n<style>{HTML_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+
+
+def glance_text(runs: Sequence[RunData]) -> str:
+    """The verdicts at a glance as a fixed-width text table for the terminal (``*`` marks a verdict the control also earns)."""
+    assessment = Assessment.of(runs)
+    header = ["claim"] + [f"{run.name} {run.run_id[:8]}" + (" (control)" if run.control else "") for run in runs]
+    rows = [header]
+    for number, claim in enumerate(CLAIMS, start=1):
+        cells = [outcome.verdict + (" *" if flag else "") for outcome, flag in zip(assessment.outcomes[number - 1], assessment.flagged[number - 1])]
+        rows.append([f"{number}. {claim.title}"] + cells)
+    widths = [max(len(row[col]) for row in rows) for col in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    if assessment.any_flagged:
+        lines += ["", f"* {NOT_SEPARATED}: the random-weights control in this report earns the same verdict"]
+    return "\n".join(lines) + "\n"
 
 
 def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, List[RunData]]:
@@ -378,7 +526,12 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
         kind = run.data.tags.get("attnsim.kind")
         if kind in ("finetune", "sweep", "compare"):
             raise TrackingError(f"Run '{run_id}' is a {kind} run, not a measurement; the report reads runs of `attnsim run` (e.g. `attnsim run paper`) or a sweep's child runs.")
-        runs.append(RunData(run_id, run.info.run_name or run_id[:8], run.info.status, dict(run.data.tags), dict(run.data.metrics), tracker.client))
+        runs.append(
+            RunData(
+                run_id, run.info.run_name or run_id[:8], run.info.status, dict(run.data.tags), dict(run.data.metrics), tracker.client,
+                params=dict(run.data.params), experiment_id=run.info.experiment_id,
+            )
+        )
     return tracker.uri, runs
 
 
@@ -391,43 +544,8 @@ def _windows(run: RunData) -> str:
     return count
 
 
-def render(runs: Sequence[RunData]) -> str:
-    """The Markdown report for ``runs`` (see module docstring)."""
-    out = io.StringIO()
-    out.write(f"# {TITLE}\n\n")
-    out.write("Each row is a claim of the paper; each run's cell gives the measured values by layer (layers 0-indexed, layer means over heads) and the verdict under the rule stated below.\n\n")
-    out.write("| run | run id | model | weights | windows | corpus hash | experiment | status | layer groups |\n|---|---|---|---|---|---|---|---|---|\n")
-    for run in runs:
-        t = run.tags
-        out.write(
-            f"| {_cell(run.name)} | `{run.run_id}` | {_cell(t.get('attnsim.model', '?'))} | {'random (control)' if run.control else t.get('attnsim.model_init', 'pretrained')} "
-            f"| {_windows(run)} | `{t.get('attnsim.corpus_hash', '?')[:12]}` | {t.get('attnsim.experiment', '?')} | {run.status} | {Groups.of(run.n_layers).describe()} |\n"
-        )
-    hashes = {run.tags.get("attnsim.corpus_hash") for run in runs}
-    if len(runs) > 1:
-        out.write("\nAll runs saw the same windows (same corpus hash).\n" if len(hashes) == 1 else "\nThe runs saw different windows (corpus hashes differ); compare them with care.\n")
-    out.write("\n| claim (paper) | measured | " + " | ".join(_cell(run.label) for run in runs) + " |\n")
-    out.write("|---|---|" + "---|" * len(runs) + "\n")
-    verdicts: Dict[str, List[str]] = {}
-    for number, claim in enumerate(CLAIMS, start=1):
-        cells = []
-        for run in runs:
-            outcome = claim.evaluate(run, Groups.of(run.n_layers))
-            verdicts.setdefault(claim.title, []).append(outcome.verdict)
-            marks = _marks(outcome)
-            cells.append(f"**{outcome.verdict}**{' (' + marks + ')' if marks else ''}<br>{_cell(outcome.values)}")
-        out.write(f"| {number}. {_cell(claim.title)} | {_cell(claim.measure)} | " + " | ".join(cells) + " |\n")
-    out.write("\n## Verdicts at a glance\n\n| claim | " + " | ".join(_cell(run.label) for run in runs) + " |\n|---|" + "---|" * len(runs) + "\n")
-    for number, claim in enumerate(CLAIMS, start=1):
-        out.write(f"| {number}. {_cell(claim.title)} | " + " | ".join(verdicts[claim.title]) + " |\n")
-    out.write("\n## Rules\n\n")
-    out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
-    out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
-    out.write(f"*Exceeds* means by more than {MARGIN:.0%} (relative), so that differences at the level of rounding count as none. ")
-    out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"The paper's findings\").\n\n")
-    for number, claim in enumerate(CLAIMS, start=1):
-        out.write(f"{number}. **{claim.title}**: {claim.rule}\n")
-    return out.getvalue()
+class ReportError(AttnsimError):
+    """The report cannot be written where asked."""
 
 
 def default_path(run_ids: Sequence[str]) -> Path:
@@ -435,46 +553,78 @@ def default_path(run_ids: Sequence[str]) -> Path:
     return Path("reports") / f"report-{'-'.join(run_id[:8] for run_id in run_ids)}.md"
 
 
+def report_paths(run_ids: Sequence[str], out: Optional[str] = None) -> Tuple[Path, Path]:
+    """The Markdown file (``out``, else :func:`default_path`) and the HTML file beside it (same name, ``.html``).
+
+    Raises:
+        ReportError: ``out`` ends in ``.html`` (the HTML version would overwrite the Markdown).
+    """
+    path = Path(out) if out else default_path(run_ids)
+    html = path.with_suffix(".html")
+    if html == path:
+        raise ReportError(f"--out {out} ends in .html, but it names the Markdown report; the HTML version is written beside it. Give a .md path, e.g. --out {path.with_suffix('.md')}.")
+    return path, html
+
+
+def write_files(runs: Sequence[RunData], path: Path, html_path: Path, log_artifact: bool = True) -> None:
+    """Write the report of ``runs`` as Markdown (``path``) and HTML (``html_path``); log both under ``reports/`` of every run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    markdown = render(runs)
+    path.write_text(markdown, encoding="utf-8")
+    html_path.write_text(render_html(markdown), encoding="utf-8")
+    if log_artifact:
+        for run in runs:
+            run.client.log_artifact(run.run_id, str(path), "reports")
+            run.client.log_artifact(run.run_id, str(html_path), "reports")
+
+
 def write_report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str] = None, log_artifact: bool = True) -> Path:
-    """Write the reproduction report of ``run_ids`` and log it to each of those runs (``reports/``).
+    """Write the reproduction report of ``run_ids`` (Markdown, and HTML beside it) and log both to each of those runs (``reports/``).
 
     Args:
         run_ids: MLflow run ids (e.g. a trained model's run and its random control).
-        out: Markdown file to write (default :func:`default_path`).
+        out: Markdown file to write (default :func:`default_path`); the HTML file gets the same name ending in ``.html``.
         uri: tracking URI (default ``$MLFLOW_TRACKING_URI``, else ./mlruns/mlflow.db).
-        log_artifact: also log the file as an artifact of every run read.
+        log_artifact: also log both files as artifacts of every run read.
 
     Returns:
-        The path written.
+        The Markdown path written.
 
     Raises:
+        ReportError: ``out`` ends in ``.html``.
         TrackingError: the store cannot be used or a run is not in it.
         ValueError: no run id given.
     """
     if not run_ids:
         raise ValueError("Give at least one run id.")
+    path, html_path = report_paths(run_ids, out)
     _, runs = load_runs(run_ids, uri)
-    path = Path(out) if out else default_path(run_ids)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(runs))
-    if log_artifact:
-        for run in runs:
-            run.client.log_artifact(run.run_id, str(path), "reports")
+    write_files(runs, path, html_path, log_artifact)
     return path
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from attnsim.tracking.links import open_hint
+
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in the report's output
-    path = write_report(args.run_ids, args.out, args.uri, not args.no_log)
-    print(f"report written to {path}" + ("" if args.no_log else f" and logged to {len(args.run_ids)} run(s) under reports/"))
+    path, html_path = report_paths(args.run_ids, args.out)
+    tracking_uri, runs = load_runs(args.run_ids, args.uri)
+    write_files(runs, path, html_path, not args.no_log)
+    print("verdicts at a glance:\n")
+    print(glance_text(runs))
+    print(f"report written to {path} and {html_path}" + ("" if args.no_log else f", and logged to {len(runs)} run(s) under reports/"))
+    if not args.no_log:
+        for run in runs:
+            print(f"{run.name} {run.run_id[:8]}: " + open_hint(tracking_uri, run.experiment_id, run.run_id, artifact=f"reports/{path.name}"))
     return 0
 
 
 def add_parser(subparsers) -> None:  # noqa: ANN001 - argparse's private subparsers type
     """Add ``attnsim report RUN_ID [RUN_ID ...] [--out PATH] [--uri URI] [--no-log]``."""
-    p = subparsers.add_parser("report", help="write a Markdown report of the paper's claims against one or more runs")
+    p = subparsers.add_parser("report", help="write a report (Markdown and HTML) of the paper's claims against one or more runs and print its verdicts")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare, e.g. a trained model and its random control")
-    p.add_argument("--out", default=None, help="Markdown file to write (default: reports/report-<ids>.md)")
+    p.add_argument("--out", default=None, help="Markdown file to write, the HTML version beside it (default: reports/report-<ids>.md)")
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--no-log", action="store_true", help="do not log the report as an artifact of the runs")
     p.set_defaults(func=_cmd_report)

@@ -73,9 +73,10 @@ def test_verdicts_of_a_hand_made_run():
 
 def test_render_has_one_row_per_claim_and_a_column_per_run():
     text = render([fake_run(), fake_run(control=True)])
-    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line) and "<br>" in line]
+    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line)]
     assert len(rows) == len(CLAIMS)
-    assert all(row.count("<br>") == 2 for row in rows)  # one cell per run
+    assert all(row.count(" | ") == 2 for row in rows)  # claim, then one verdict per run
+    assert [line for line in text.splitlines() if line.startswith("## ")][2:-1] == [f"## {n}. {c.title}" for n, c in enumerate(CLAIMS, start=1)]
     assert "random-weights control" in text and "same windows" in text
     assert "## Rules" in text and "paper: preference above 33%" in text
 
@@ -109,14 +110,16 @@ def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, 
     assert main(["report", trained.info.run_id, control.info.run_id, "--out", str(out)]) == 0
     text = out.read_text()
     assert trained.info.run_id in text and control.info.run_id in text
-    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line) and "<br>" in line]
+    rows = [line for line in text.splitlines() if re.match(r"\| \d\. ", line)]
     assert len(rows) == len(CLAIMS)
     for row in rows:
-        cells = row.split(" | ")[2:]
-        assert len(cells) == 2 and all(re.match(r"\*\*(holds|does not hold|mixed|not measured)\*\*", c) for c in cells), row
-        assert "L5" in row  # values for every layer of the 6-layer MiniLM
+        cells = row.rstrip(" |").split(" | ")[1:]
+        assert len(cells) == 2 and all(re.match(r"(holds|does not hold|mixed|not measured)", c) for c in cells), row
+    verdicts = [line for line in text.splitlines() if re.match(r"- paper(-random)? `", line)]
+    assert len(verdicts) == 2 * len(CLAIMS) and all(re.search(r": \*\*(holds|does not hold|mixed|not measured)\*\*", v) for v in verdicts)
+    assert "L5 " in text.split("## 2. ")[1].split("## 3. ")[0]  # values for every layer of the 6-layer MiniLM
     for run in (trained, control):
-        assert [a.path for a in client.list_artifacts(run.info.run_id, "reports")] == ["reports/report.md"]
+        assert [a.path for a in client.list_artifacts(run.info.run_id, "reports")] == ["reports/report.html", "reports/report.md"]
     # the learned pattern the control lacks: same-sentence preference
     assert trained.data.metrics["sentences/same_sentence_ratio"] > control.data.metrics["sentences/same_sentence_ratio"]
 

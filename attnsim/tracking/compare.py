@@ -259,7 +259,8 @@ def compare(
     Returns:
         pandas DataFrame, index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``
         maps columns to run ids, models and corpora; ``table.attrs["comparison_run_id"]`` is the
-        comparison run, when logged; ``table.attrs["differences"]`` lists what ``force`` overrode).
+        comparison run, when logged, in experiment ``table.attrs["comparison_experiment_id"]`` of store
+        ``table.attrs["tracking_uri"]``; ``table.attrs["differences"]`` lists what ``force`` overrode).
 
     Raises:
         ComparisonError: see :func:`select_runs`, :func:`check_comparable`, :func:`statistics_table`.
@@ -301,6 +302,8 @@ def compare(
             for path, figure in _figures(table):
                 sink.log_figure(figure, path)
         table.attrs["comparison_run_id"] = sink.run_id
+        table.attrs["comparison_experiment_id"] = tracker.experiment_id(log_experiment)
+        table.attrs["tracking_uri"] = tracker.uri
     return table
 
 
@@ -326,7 +329,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.csv:
         print(f"\ntable written to {args.csv}")
     if "comparison_run_id" in table.attrs:
+        from attnsim.tracking.links import open_hint
+
         print(f"comparison run: {table.attrs['comparison_run_id']} (experiment '{args.log_experiment}': comparison.csv, runs.csv, figures/compare/*.png)")
+        print(open_hint(table.attrs["tracking_uri"], table.attrs["comparison_experiment_id"], table.attrs["comparison_run_id"]))
     return 0
 
 

@@ -361,6 +361,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(result.metrics.to_string(float_format=lambda v: f"{v:.4g}"))
     print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
     print(f"tracking store: {result.tracking_uri}")
+    from attnsim.tracking.links import open_hint
+    print(open_hint(result.tracking_uri, result.experiment_id, result.parent_run_id))
     return 0
 
 

@@ -329,6 +329,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     print("checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints))
     print(f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}")
     print(f"tracking store: {result.tracking_uri}")
+    from attnsim.tracking.links import open_hint
+    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0
 
 

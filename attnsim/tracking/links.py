@@ -1,0 +1,78 @@
+"""Links into the MLflow UI that open in its classic machine-learning view.
+
+MLflow 3's UI has two modes, GenAI (traces, evaluations) and machine learning
+(runs, metrics, artifacts). It reads the mode from the ``workflowType`` query
+parameter of the page's URL (``genai`` or ``machine_learning``); without it,
+it uses the mode last chosen in that browser, and a fresh browser starts in
+GenAI mode, where an attnsim run shows as an empty "Traces" dashboard with
+the run filed under "Evaluations". Every link attnsim prints therefore ends
+in ``?workflowType=machine_learning``. (Source: MLflow 3.x's UI bundle,
+``mlflow/server/js/build``: the workflow-type context takes
+``searchParams.get("workflowType")`` before its local-storage value, whose
+default is ``genai``.)
+
+The UI routes through the URL fragment: ``/#/experiments/<id>/runs/<run id>``.
+A tracking store that is an MLflow server (``http(s)://...``) is linked
+directly; any other store (SQLite) is served by ``attnsim ui`` on
+``http://127.0.0.1:<port>`` (default :data:`DEFAULT_PORT`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+from urllib.parse import quote, urlencode
+
+WORKFLOW_PARAM = "workflowType"
+CLASSIC = "machine_learning"
+DEFAULT_PORT = 5000
+HOST = "127.0.0.1"
+
+
+def is_server(tracking_uri: str) -> bool:
+    """Whether ``tracking_uri`` is an MLflow tracking server (``http://`` or ``https://``) that serves its own UI."""
+    return tracking_uri.startswith(("http://", "https://"))
+
+
+def ui_base(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str:
+    """Root URL of the UI that shows ``tracking_uri``: the server itself, else ``http://127.0.0.1:<port>`` (``attnsim ui``)."""
+    if tracking_uri and is_server(tracking_uri):
+        return tracking_uri.rstrip("/")
+    return f"http://{HOST}:{port}"
+
+
+def _classic(base: str, route: str) -> str:
+    return f"{base}/#{route}?{urlencode({WORKFLOW_PARAM: CLASSIC})}"
+
+
+def experiments_url(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str:
+    """The experiment list in the classic view: ``<base>/#/experiments?workflowType=machine_learning``."""
+    return _classic(ui_base(tracking_uri, port), "/experiments")
+
+
+def experiment_url(experiment_id: str, tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str:
+    """An experiment's runs table in the classic view: ``<base>/#/experiments/<id>/runs?workflowType=machine_learning``."""
+    return _classic(ui_base(tracking_uri, port), f"/experiments/{quote(str(experiment_id))}/runs")
+
+
+def run_url(experiment_id: str, run_id: str, tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT, artifact: Optional[str] = None) -> str:
+    """A run's page (overview, metrics, params) in the classic view; with ``artifact``, that artifact's page.
+
+    Example: ``http://127.0.0.1:5000/#/experiments/1/runs/<run id>?workflowType=machine_learning``;
+    ``artifact="reports/report.md"`` gives ``.../runs/<run id>/artifacts/reports/report.md?workflowType=...``.
+    """
+    route = f"/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}"
+    if artifact:
+        route += "/artifacts/" + quote(artifact.strip("/"))
+    return _classic(ui_base(tracking_uri, port), route)
+
+
+def open_hint(tracking_uri: str, experiment_id: str, run_id: Optional[str] = None, artifact: Optional[str] = None) -> str:
+    """The line attnsim prints after a run: the link, and for a local store the ``attnsim ui`` command that serves it.
+
+    ``open it: attnsim ui --uri 'sqlite:///...'  then  http://127.0.0.1:5000/#/experiments/1/runs/<id>?workflowType=machine_learning``
+    (the experiment's runs table when ``run_id`` is None).
+    """
+    url = run_url(experiment_id, run_id, tracking_uri, artifact=artifact) if run_id else experiment_url(experiment_id, tracking_uri)
+    if is_server(tracking_uri):
+        return f"open it: {url}"
+    return f"open it: attnsim ui --uri '{tracking_uri}'  then  {url}"

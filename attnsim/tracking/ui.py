@@ -1,0 +1,287 @@
+"""``attnsim ui``: serve a local tracking store with the MLflow UI, light and stoppable.
+
+What ``mlflow ui`` / ``mlflow server`` start: MLflow's command line (a Python
+process that imports most of MLflow), which then spawns a uvicorn server (a
+second full import) and, in MLflow 3, a job runner and seven Huey consumers
+for GenAI jobs (scorers, trace rollups) that attnsim never submits: ten
+processes, about 1.8-2.7 GB, 25-35 s until the UI answers on this machine.
+
+What ``attnsim ui`` starts instead: one server process that runs MLflow's own
+ASGI app (``mlflow.server.fastapi_app:app``, the app ``mlflow server`` runs)
+in uvicorn in-process, configured the way ``mlflow server`` configures its
+workers (the ``_MLFLOW_SERVER_*`` variables named in ``mlflow.server.constants``,
+:func:`mlflow.server.handlers.initialize_backend_stores`), with
+``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``. MLflow's security checks stay
+on (a foreign Host header is refused); uvicorn is imported before MLflow's
+server package, as under ``mlflow server``, so that its Flask app installs
+its own security middleware too. It listens on 127.0.0.1 only.
+
+The server runs in a process group of its own, watched by the ``attnsim ui``
+process. :func:`serve` waits until ``/health`` answers 200, prints the seconds
+that took and the classic-view link, and on Ctrl-C, SIGTERM or SIGHUP stops
+the whole group: SIGTERM, then SIGKILL for whatever is left after
+:data:`STOP_GRACE_S` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+from urllib.parse import urlparse
+
+from attnsim.errors import TrackingError
+from attnsim.tracking.links import HOST, experiments_url, is_server
+
+NO_JOBS_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+READY_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0
+SERVER_MODULE = "attnsim.tracking.ui"  # run with `python -m` as the server process
+
+
+class UiError(TrackingError):
+    """The MLflow UI cannot be started for this store or port."""
+
+
+def check_store(uri: str) -> None:
+    """Refuse a store ``attnsim ui`` cannot serve, before any process is started.
+
+    Raises:
+        UiError: ``uri`` is an MLflow server (it has its own UI), a file store
+            (MLflow 3 refuses it), or an SQLite database that does not exist
+            (nothing was logged there; serving it would show an empty UI).
+    """
+    if is_server(uri):
+        raise UiError(f"The tracking store {uri} is an MLflow server, which serves its own UI; `attnsim ui` serves local stores only. Open {experiments_url(uri)} in a browser.")
+    scheme = urlparse(uri).scheme
+    if scheme in ("", "file"):
+        raise UiError(f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db).")
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.is_file():
+            raise UiError(
+                f"There is no tracking store at {path} (from {uri}): nothing has been logged there, so the UI would be empty. "
+                "Pass the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
+            )
+
+
+def check_port(port: int, host: str = HOST) -> None:
+    """Refuse a port that is out of range or already in use on ``host``.
+
+    Raises:
+        UiError: the port is not in 1..65535 or something listens on it (e.g. another ``attnsim ui``).
+    """
+    if not 1 <= port <= 65535:
+        raise UiError(f"Port {port} is not a TCP port; give --port between 1 and 65535 (default 5000).")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise UiError(f"Port {port} on {host} is in use ({exc.strerror}), perhaps by another `attnsim ui` or MLflow server. Stop that one, or pass a free port: attnsim ui --port {port + 1}.") from exc
+
+
+def artifact_root(uri: str) -> Optional[str]:
+    """Default artifact root of an SQLite store: ``<database folder>/artifacts`` as a ``file://`` URI (None for other stores)."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///"):]).resolve().parent / "artifacts").as_uri()
+    return None
+
+
+def server_command(uri: str, port: int, verbose: bool = False) -> List[str]:
+    """The command line of the server process (this module run with ``python -m``)."""
+    return [sys.executable, "-m", SERVER_MODULE, uri, str(port)] + (["--verbose"] if verbose else [])
+
+
+def server_env(base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """``base`` (default the current environment) with MLflow's job execution switched off (:data:`NO_JOBS_ENV`)."""
+    env = dict(os.environ if base is None else base)
+    env.update(NO_JOBS_ENV)
+    return env
+
+
+def run_server(uri: str, port: int, verbose: bool = False) -> None:
+    """Run MLflow's tracking server app for ``uri`` in uvicorn, in this process, on 127.0.0.1:``port``, until SIGINT/SIGTERM.
+
+    The body of the server process; :class:`UiServer` starts it. ``verbose``:
+    uvicorn's INFO messages and access log, and MLflow's deprecation warnings.
+    """
+    os.environ.update(NO_JOBS_ENV)
+    if not verbose:
+        warnings.filterwarnings("ignore", message=r".*starlette\.middleware\.wsgi is deprecated")  # inside MLflow, not actionable
+    import uvicorn  # before mlflow.server: its Flask app adds its security middleware only when a server module is loaded
+
+    from mlflow.server import constants
+    from mlflow.server.handlers import initialize_backend_stores
+
+    root = artifact_root(uri)
+    os.environ[constants.BACKEND_STORE_URI_ENV_VAR] = uri
+    os.environ[constants.REGISTRY_STORE_URI_ENV_VAR] = uri
+    if root:
+        os.environ[constants.ARTIFACT_ROOT_ENV_VAR] = root
+    initialize_backend_stores(uri, uri, root)
+    from mlflow.server.fastapi_app import app
+
+    uvicorn.run(app, host=HOST, port=port, access_log=verbose, log_level="info" if verbose else "warning")
+
+
+def _running_in_group(pgid: int) -> Optional[List[int]]:
+    """Pids of the processes of group ``pgid`` that are not zombies, from Linux's /proc; None without /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue  # the process ended while being read
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+class _Stop(Exception):
+    """Raised in the main thread by SIGINT (Ctrl-C), SIGTERM or SIGHUP while the UI runs."""
+
+
+def _raise_stop(signum, frame):  # noqa: ANN001 - signal handler signature
+    raise _Stop(signal.Signals(signum).name)
+
+
+class UiServer:
+    """The server process for one store, in a process group of its own.
+
+    :meth:`start` it, :meth:`wait_ready`, and always :meth:`stop` it (that stops the whole group).
+    """
+
+    def __init__(self, uri: str, port: int, verbose: bool = False):
+        self.uri, self.port = uri, port
+        self.command = server_command(uri, port, verbose)
+        self.process: Optional[subprocess.Popen] = None
+        self.started = 0.0
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> "UiServer":
+        """Start the server in a new session (so a process group of its own); returns at once (see :meth:`wait_ready`)."""
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(self.command, env=server_env(), stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> float:
+        """Block until ``GET /health`` answers 200; return the seconds since :meth:`start`.
+
+        Raises:
+            UiError: the server exited first (its messages are on the terminal) or did not answer within ``timeout_s``.
+        """
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 never goes through $http_proxy
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise UiError(f"The MLflow server for {self.uri} exited with status {code} before it was ready; its messages are above. Check that the store is an MLflow database you can read.")
+            try:
+                with opener.open(f"{self.url}/health", timeout=1.0) as response:
+                    if response.status == 200:
+                        return time.monotonic() - self.started
+            except OSError:  # URLError, connection refused or reset while the server starts
+                pass
+            if time.monotonic() - self.started > timeout_s:
+                raise UiError(f"The MLflow server for {self.uri} did not answer on {self.url}/health within {timeout_s:.0f} s, so it was stopped. Try again with `attnsim -v ui` to see its messages.")
+            time.sleep(0.1)
+
+    def alive(self) -> bool:
+        """Whether any process of the server's group is still running (zombies, which hold nothing, do not count)."""
+        if self.process is None:
+            return False
+        self.process.poll()  # reap the server process once it has exited
+        members = _running_in_group(self.process.pid)
+        if members is not None:
+            return bool(members)
+        try:  # no /proc: ask the kernel whether the group still has members
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop every process of the group: SIGTERM, then SIGKILL after ``grace_s`` seconds; return once they are gone."""
+        if self.process is None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait_s
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not self.alive():
+                break
+        try:
+            self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def serve(uri: str, port: int, verbose: bool = False) -> int:
+    """Serve ``uri`` on http://127.0.0.1:``port`` until Ctrl-C, SIGTERM or SIGHUP; return the exit status (0).
+
+    Prints when the UI is ready (with the seconds it took) and the classic-view
+    link of the experiment list; always stops the server's whole process group.
+
+    Raises:
+        UiError: bad store or port (before anything starts), or the server failed to start or died.
+    """
+    check_store(uri)
+    check_port(port)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:  # SIGINT too: a shell starts background jobs with it ignored
+        signal.signal(sig, _raise_stop)
+    server = UiServer(uri, port, verbose)
+    try:
+        print(f"starting the MLflow UI for {uri} on {server.url} ...", flush=True)
+        server.start()
+        seconds = server.wait_ready()
+        print(f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)", flush=True)
+        code = server.process.wait()
+        if code != 0:
+            raise UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above.")
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        for sig in stops:  # a second Ctrl-C must not cut the shutdown short
+            signal.signal(sig, signal.SIG_IGN)
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("stopped the MLflow UI", flush=True)
+    return 0
+
+
+def _main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {SERVER_MODULE}", description="The server process of `attnsim ui` (start it with `attnsim ui`).")
+    parser.add_argument("uri")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    run_server(args.uri, args.port, args.verbose)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
