@@ -157,13 +157,19 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     return module, model_tags, needs_gradients
 
 
-def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True) -> pl.Trainer:
+def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True, description: Optional[str] = None) -> pl.Trainer:
     """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured.
+
+    The progress bar (``trainer.progress_bar``) is :class:`~attnsim.progress.AttnsimProgressBar`,
+    named ``description`` (the run name), counting windows.
 
     ``inference_mode=False`` (gradient maps) runs predict under ``no_grad`` instead, so that
     ``predict_step`` can enable gradients.
     """
+    from attnsim.progress import AttnsimProgressBar
+
     t = cfg.trainer
+    bar = [AttnsimProgressBar(description)] if t.progress_bar else []
     return pl.Trainer(
         accelerator=t.accelerator,
         devices=t.devices,
@@ -172,7 +178,7 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
         enable_checkpointing=False,
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
-        callbacks=callbacks,
+        callbacks=list(callbacks) + bar,
         inference_mode=inference_mode,
     )
 
@@ -313,14 +319,15 @@ def execute(
     tags.update(extra_tags or {})
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
     default_name = f"{cfg.name}-random" if tags.get("attnsim.control") == "random" else cfg.name
-    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or default_name, tags, parent_run_id, step) as sink:
+    name = run_name or cfg.tracking.run_name or default_name
+    with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
         sink.log_params({**measure_params(cfg), **(extra_params or {})})
         if extra_metrics:
             sink.log_metrics(extra_metrics)
         sink.log_text(to_yaml(cfg), "config.yaml")
         _log_dataset(sink, prepared)
-        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients)
+        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients, description=name)
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
