@@ -116,15 +116,28 @@ class AttnsimProgressBar(TQDMProgressBar):
         steps = self.trainer.max_steps
         return self._bar("Fine-tuning", "step", steps if steps and steps > 0 else None, True, 2 * self.process_position)
 
+    @staticmethod
+    def _first_total(loaders: Any, batches: Any) -> Optional[int]:
+        """Windows of the first dataloader (the bar's total before its first batch)."""
+        if isinstance(batches, list):
+            batches = batches[0] if batches else None
+        return windows_total(_loader(loaders, 0), batches)
+
     def init_predict_tqdm(self) -> Tqdm:
-        trainer = self.trainer
-        batches = trainer.num_predict_batches
-        total = windows_total(_loader(trainer.predict_dataloaders, 0), batches[0] if batches else None)
+        total = self._first_total(self.trainer.predict_dataloaders, self.trainer.num_predict_batches)
         return self._bar(self.predict_description, "window", total, True, 2 * self.process_position)
 
     def init_validation_tqdm(self) -> Tqdm:
-        main_bar = self.trainer.state.fn != "validate"  # below the fit bar, and cleared after
-        return self._bar(self.validation_description, "window", None, not main_bar, 2 * self.process_position + main_bar)
+        trainer = self.trainer
+        main_bar = trainer.state.fn != "validate"  # below the fit bar, and cleared after
+        total = self._first_total(trainer.val_dataloaders, trainer.num_sanity_val_batches if trainer.sanity_checking else trainer.num_val_batches)
+        return self._bar(self.validation_description, "window", total, not main_bar, 2 * self.process_position + main_bar)
+
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict:
+        """The metrics logged with ``prog_bar=True``, without Lightning's ``v_num`` (the logger's version)."""
+        items = super().get_metrics(trainer, pl_module)
+        items.pop("v_num", None)
+        return items
 
     def _show(self, bar: Any, n: int, total: Optional[int] = None) -> None:
         if bar is None or bar.disable:

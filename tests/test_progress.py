@@ -39,18 +39,19 @@ def loader(n: int, batch_size: int) -> DataLoader:
 
 
 def trainer(bar: AttnsimProgressBar, **kwargs) -> pl.Trainer:
-    return pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False, callbacks=[bar], **kwargs)
+    kwargs.setdefault("logger", False)
+    return pl.Trainer(accelerator="cpu", enable_checkpointing=False, enable_model_summary=False, callbacks=[bar], **kwargs)
 
 
-def test_fit_bar_counts_optimizer_steps_of_max_steps_across_epochs(capsys):
+def test_fit_bar_counts_optimizer_steps_of_max_steps_across_epochs(capsys, tmp_path):
     bar = AttnsimProgressBar()
     # 3 batches per epoch, 2 batches per optimizer step, max_epochs=-1: 7 steps span 5 epochs
-    fit = trainer(bar, max_steps=7, max_epochs=-1, accumulate_grad_batches=2, num_sanity_val_steps=0, check_val_every_n_epoch=1)
+    fit = trainer(bar, logger=pl.loggers.CSVLogger(tmp_path), max_steps=7, max_epochs=-1, accumulate_grad_batches=2, num_sanity_val_steps=0, check_val_every_n_epoch=1)
     fit.fit(Tiny(), loader(6, 2), loader(5, 2))
     train = bar.train_progress_bar
     assert fit.global_step == 7 and fit.current_epoch >= 4
     assert (train.n, train.total, train.unit, train.desc) == (7, 7, "step", "Fine-tuning")
-    assert "Fine-tuning: 7/7 steps" in str(train) and "train/loss=" in str(train)
+    assert "Fine-tuning: 7/7 steps" in str(train) and "train/loss=" in str(train) and "v_num" not in str(train)
     val = bar.val_progress_bar  # the last validation: 5 windows in batches of 2
     assert (val.n, val.total, val.unit) == (5, 5, "window")
     out = capsys.readouterr().out
