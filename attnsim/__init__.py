@@ -3,7 +3,19 @@
 Implements the Context Similarity Matrix method (Halevi et al., arXiv:2512.21956)
 and the attention-visualisation family, launched from YAML and run as
 PyTorch Lightning ``predict`` loops.
+
+Python API (README, "Python API"); each call returns a documented result object:
+
+- :func:`attnsim.run` ``(experiment, overrides=None)`` -> :class:`RunResult`
+- :func:`attnsim.report` ``(run_ids, out=None, uri=None, log_artifact=True)`` -> :class:`ReportResult`
+- :func:`attnsim.finetune` ``(experiment="finetune_bbc", overrides=None)`` -> :class:`FinetuneResult`
+- :func:`attnsim.sweep` ``(experiment, checkpoints, overrides=None, base=None)`` -> :class:`SweepResult`
+- :func:`attnsim.compare` ``(run_ids=None, experiment=None, parent=None, ...)`` -> pandas DataFrame
+
+``import attnsim`` stays light: each name imports its module on first use.
 """
+
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
@@ -11,17 +23,32 @@ __version__ = "0.1.0"
 # are not comparable (``attnsim compare`` refuses them unless forced).
 STATS_VERSION = "1"
 
-# Python API, imported on first use so that `import attnsim` stays light:
-# attnsim.finetune(...), attnsim.sweep(...), attnsim.compare(...)
-_LAZY = {"finetune": "attnsim.training.finetune", "sweep": "attnsim.tracking.sweep", "compare": "attnsim.tracking.compare"}
+# name -> module holding it, imported on first use so that `import attnsim` stays light
+_LAZY = {
+    "run": "attnsim.runner",
+    "RunResult": "attnsim.runner",
+    "report": "attnsim.report",
+    "ReportResult": "attnsim.report",
+    "finetune": "attnsim.training.finetune",
+    "FinetuneResult": "attnsim.training.finetune",
+    "sweep": "attnsim.tracking.sweep",
+    "SweepResult": "attnsim.tracking.sweep",
+    "compare": "attnsim.tracking.compare",
+    "AttnsimError": "attnsim.errors",
+}
 
 
 def __getattr__(name: str):
+    if name == "report":
+        # the module attnsim.report, which is callable as report(...) (it replaces this attribute once imported)
+        return _importlib.import_module("attnsim.report")
     if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(_importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'attnsim' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "STATS_VERSION", "finetune", "sweep", "compare"]
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["__version__", "STATS_VERSION", *_LAZY]

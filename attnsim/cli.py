@@ -63,7 +63,30 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return serve(resolve_uri(args.uri), args.port, verbose=args.verbose)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands whose parsers are declared here; the parsers of SUBCOMMANDS are only built
+# when the command line may need them, so that `list` and `show` import no heavy module.
+BUILTIN = ("list", "show", "run", "ui")
+
+
+def command_of(argv: List[str]) -> Optional[str]:
+    """The subcommand named in ``argv`` (its first word that is not an option), None when there is none."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The ``attnsim`` argument parser.
+
+    Args:
+        command: the subcommand about to be parsed (:func:`command_of`). For one of
+            :data:`BUILTIN` the modules of :data:`SUBCOMMANDS` are not imported (they may
+            import pandas); for anything else (None: ``--help``, a subcommand, a typo) every
+            subcommand's parser is built.
+    """
     parser = argparse.ArgumentParser(prog="attnsim", description="Measure what attention heads do; every run is tracked in MLflow.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
     p.set_defaults(func=_cmd_ui)
 
+    if command in BUILTIN:
+        return parser
     import importlib
 
     for entry in SUBCOMMANDS:
@@ -121,7 +146,8 @@ def _quiet_libraries(verbose: bool = False) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -130,7 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from attnsim.tracking.store import command_line
 
     try:
-        with command_line(["attnsim", *(sys.argv[1:] if argv is None else argv)]):  # in each run's description
+        with command_line(["attnsim", *argv]):  # in each run's description
             return args.func(args)
     except AttnsimError as exc:
         print(f"error: {exc}", file=sys.stderr)

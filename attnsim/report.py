@@ -30,7 +30,9 @@ import argparse
 import io
 import math
 import os
+import sys
 import tempfile
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
@@ -628,3 +630,72 @@ def add_parser(subparsers) -> None:  # noqa: ANN001 - argparse's private subpars
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--no-log", action="store_true", help="do not log the report as an artifact of the runs")
     p.set_defaults(func=_cmd_report)
+
+
+# -- Python API: attnsim.report(...) ---------------------------------------------------
+
+
+@dataclass
+class ReportResult:
+    """What :func:`report` produced; ``attnsim.ReportResult``.
+
+    Attributes:
+        text: the Markdown report (as written to ``path``).
+        path: the Markdown file written.
+        run_ids: the runs read, in column order.
+        tracking_uri: the store they were read from.
+        verdicts: pandas DataFrame, one row per claim of the paper (index ``claim``: ``"1. Early layers
+            pair tokens at long range"``, ...), one column per run id; each cell ``holds``,
+            ``does not hold``, ``mixed`` or ``not measured`` (rules in the module docstring).
+    """
+
+    text: str
+    path: Path
+    run_ids: List[str]
+    tracking_uri: str
+    verdicts: pd.DataFrame
+
+
+def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str] = None, log_artifact: bool = True) -> ReportResult:
+    """Write the reproduction report of ``run_ids`` (as ``attnsim report``) and return it; ``attnsim.report``.
+
+    Example::
+
+        result = attnsim.report([trained.run_id, control.run_id], out="report.md")
+        print(result.text)                       # Markdown
+        result.verdicts.loc[:, trained.run_id]   # verdict per claim
+
+    Args:
+        run_ids: MLflow run ids of measurement runs (e.g. a trained model's run and its random control);
+            a single id may be given as a string.
+        out: Markdown file to write (default ``reports/report-<ids>.md`` under the current directory).
+        uri: tracking URI (default ``$MLFLOW_TRACKING_URI``, else ./mlruns/mlflow.db).
+        log_artifact: also log the file as an artifact (``reports/``) of every run read.
+
+    Returns:
+        :class:`ReportResult`: the text, the path, and the verdicts as a DataFrame.
+
+    Raises:
+        TrackingError: the store cannot be used, a run is not in it, or no run id was given.
+    """
+    run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
+    if not run_ids:
+        raise TrackingError("attnsim.report() needs at least one run id: give the ids that `attnsim run` (or attnsim.run(...).run_id) printed, e.g. attnsim.report([run_id]).")
+    path = write_report(run_ids, out, uri, log_artifact)
+    tracking_uri, runs = load_runs(run_ids, uri)
+    verdicts = pd.DataFrame(
+        {run.run_id: [claim.evaluate(run, Groups.of(run.n_layers)).verdict for claim in CLAIMS] for run in runs},
+        index=pd.Index([f"{number}. {claim.title}" for number, claim in enumerate(CLAIMS, start=1)], name="claim"),
+    )
+    return ReportResult(path.read_text(), path, run_ids, tracking_uri, verdicts)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``attnsim.report(...)`` is :func:`report` even once ``attnsim.report``
+    names the module (importing a submodule sets the package attribute of the same name)."""
+
+    def __call__(self, *args, **kwargs) -> ReportResult:
+        return report(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -45,7 +45,26 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass
 class RunResult:
-    """What a finished run produced."""
+    """What a finished measurement run produced (:func:`run`, ``attnsim run``); ``attnsim.RunResult``.
+
+    A run that fails or is interrupted raises instead (after ending the MLflow run FAILED or
+    KILLED), so a returned result is always a FINISHED run. These fields are stable.
+
+    Attributes:
+        run_id: the MLflow run id (32 hex digits).
+        experiment_id: id of the MLflow experiment holding the run.
+        tracking_uri: the tracking store it was logged to (``attnsim ui --uri URI`` serves it).
+        summaries: finding name -> :class:`~attnsim.findings.base.Summary`: ``scalars``
+            statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
+        windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
+        timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
+        metrics: what the run logged per statistic, without the per-head values: model means
+            (``csm/mean``: mean over layers and heads), layer means (``csm/mean/L03``, layers
+            0-indexed, mean over heads) and a finding's corpus-level numbers; NaN where undefined.
+        status: the MLflow run status, ``FINISHED``.
+        run_name: the MLflow run name (``tracking.run_name``, else the experiment's name).
+        experiment: name of the MLflow experiment (``tracking.experiment``).
+    """
 
     run_id: str
     experiment_id: str
@@ -53,6 +72,10 @@ class RunResult:
     summaries: Dict[str, Summary]
     windows: int
     timings: Dict[str, float] = field(default_factory=dict)
+    metrics: Dict[str, float] = field(default_factory=dict)
+    status: str = "FINISHED"
+    run_name: str = ""
+    experiment: str = ""
 
 
 @dataclass
@@ -157,13 +180,19 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     return module, model_tags, needs_gradients
 
 
-def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True) -> pl.Trainer:
+def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True, description: Optional[str] = None) -> pl.Trainer:
     """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured.
+
+    The progress bar (``trainer.progress_bar``) is :class:`~attnsim.progress.AttnsimProgressBar`,
+    named ``description`` (the run name), counting windows.
 
     ``inference_mode=False`` (gradient maps) runs predict under ``no_grad`` instead, so that
     ``predict_step`` can enable gradients.
     """
+    from attnsim.progress import AttnsimProgressBar
+
     t = cfg.trainer
+    bar = [AttnsimProgressBar(description)] if t.progress_bar else []
     return pl.Trainer(
         accelerator=t.accelerator,
         devices=t.devices,
@@ -172,7 +201,7 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
         enable_checkpointing=False,
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
-        callbacks=callbacks,
+        callbacks=list(callbacks) + bar,
         inference_mode=inference_mode,
     )
 
@@ -313,14 +342,15 @@ def execute(
     tags.update(extra_tags or {})
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
     default_name = f"{cfg.name}-random" if tags.get("attnsim.control") == "random" else cfg.name
-    with prepared.tracker.run(cfg.tracking.experiment, run_name or cfg.tracking.run_name or default_name, tags, parent_run_id, step) as sink:
+    name = run_name or cfg.tracking.run_name or default_name
+    with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
         sink.log_params({**measure_params(cfg), **(extra_params or {})})
         if extra_metrics:
             sink.log_metrics(extra_metrics)
         sink.log_text(to_yaml(cfg), "config.yaml")
         _log_dataset(sink, prepared)
-        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients)
+        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients, description=name)
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
@@ -339,8 +369,21 @@ def execute(
             sink.set_tags({"attnsim.partial": "true", "attnsim.failed_findings": ",".join(f.name for f in failed)})
             raise failed[0].error  # type: ignore[misc]
         sink.log_metrics({f"attnsim/time/{k}": v for k, v in timings.items()})
-        experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
-    return RunResult(sink.run_id, experiment_id, prepared.tracker.uri, summaries, len(prepared.corpus), timings)
+    ended = prepared.tracker.client.get_run(sink.run_id).info
+    return RunResult(
+        sink.run_id, ended.experiment_id, prepared.tracker.uri, summaries, len(prepared.corpus), timings,
+        metrics=headline_metrics(summaries), status=ended.status, run_name=ended.run_name or name, experiment=cfg.tracking.experiment,
+    )
+
+
+def headline_metrics(summaries: Dict[str, Summary]) -> Dict[str, float]:
+    """Model and layer means of every statistic (``finding/stat``, ``finding/stat/LNN``) and each finding's
+    corpus-level numbers (``finding/name``): what a run logs, less the per-head values."""
+    metrics: Dict[str, float] = {}
+    for summary in summaries.values():
+        metrics.update(tables.summary_metrics(summary, per_head=[]))
+        metrics.update({f"{summary.finding}/{name}": float(value) for name, value in summary.extras.get("metrics", {}).items()})
+    return metrics
 
 
 def _log_dataset(sink: RunSink, prepared: Prepared) -> None:
@@ -358,16 +401,33 @@ def _log_dataset(sink: RunSink, prepared: Prepared) -> None:
     sink.client.log_inputs(sink.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "predict")])])
 
 
-def run(name: str, overrides: Optional[List[str]] = None) -> RunResult:
-    """Run experiment ``name`` with dot-list ``overrides`` and log it to MLflow.
+def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
+    """Run experiment ``experiment`` with dot-list ``overrides`` and log it to MLflow; ``attnsim.run``.
+
+    Example::
+
+        result = attnsim.run("csm", ["corpus.limit=64", "tracking.figures=false"])
+        result.run_id, result.status            # '3f2a...', 'FINISHED'
+        result.metrics["csm/short_range_share"]  # model mean (share of high-CSM pairs, 0..1)
+        result.summaries["csm"].scalars["mean"]  # (layer, head) tensor
+
+    Args:
+        experiment: experiment name (``attnsim list``) or path to a YAML file.
+        overrides: ``KEY=VALUE`` strings (``corpus.limit=64``) and group swaps (``corpus=text``),
+            as on the command line.
 
     Returns:
-        :class:`RunResult` with the run id and the summaries.
+        :class:`RunResult` of the FINISHED run: ids, tracking URI, windows, metrics, summaries.
 
     Raises:
-        ConfigError, CorpusError, ModelError, TrackingError: bad input, before any run exists.
+        ConfigError, CorpusError, ModelError, TrackingError: bad input, before any model loads or run exists.
         Any error during the run, after marking it FAILED (KILLED for Ctrl-C/SIGTERM).
     """
-    with api_call(f"attnsim.run({name!r}, {list(overrides or [])!r})"):
-        cfg = load_config(name, overrides)
+    if isinstance(overrides, (str, bytes)) or (overrides is not None and not all(isinstance(o, str) for o in overrides)):
+        raise ConfigError(
+            f"attnsim.run(..., overrides={overrides!r}): overrides must be a list of 'KEY=VALUE' strings, "
+            "e.g. attnsim.run('csm', ['corpus.limit=64', 'tracking.figures=false'])."
+        )
+    with api_call(f"attnsim.run({experiment!r}, {list(overrides or [])!r})"):
+        cfg = load_config(experiment, overrides)
         return execute(prepare(cfg))

@@ -1,32 +1,77 @@
-"""Names of the findings an experiment can list under ``findings``."""
+"""Names of the findings an experiment can list under ``findings``.
+
+:data:`FINDINGS` maps a finding's name to its class. It knows the names
+without importing the classes (which import torch, Lightning and matplotlib):
+listing, ``in`` and ``sorted(FINDINGS)`` stay light, so that ``attnsim show``
+and config validation do not load torch; ``FINDINGS[name]`` imports that one
+finding's module on first use.
+"""
 
 from __future__ import annotations
 
-from typing import Dict, Type
+import importlib
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Dict, Iterator, Type, Union
 
-from attnsim.findings.base import Finding
-from attnsim.findings.anchors import AnchorsFinding
-from attnsim.findings.attention_maps import AttentionMapsFinding
-from attnsim.findings.attention_regions import AttentionRegionsFinding
-from attnsim.findings.csm import CSMFinding
-from attnsim.findings.distance import DistanceFinding
-from attnsim.findings.gradient_maps import GradientMapsFinding
-from attnsim.findings.noise import NoiseFinding
-from attnsim.findings.repetition import RepetitionFinding
-from attnsim.findings.rollout import RolloutFinding
-from attnsim.findings.sentences import SentencesFinding
-from attnsim.findings.separators import SeparatorsFinding
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from attnsim.findings.base import Finding
 
-FINDINGS: Dict[str, Type[Finding]] = {
-    CSMFinding.name: CSMFinding,
-    DistanceFinding.name: DistanceFinding,
-    SentencesFinding.name: SentencesFinding,
-    AnchorsFinding.name: AnchorsFinding,
-    RepetitionFinding.name: RepetitionFinding,
-    AttentionRegionsFinding.name: AttentionRegionsFinding,
-    SeparatorsFinding.name: SeparatorsFinding,
-    NoiseFinding.name: NoiseFinding,
-    AttentionMapsFinding.name: AttentionMapsFinding,
-    RolloutFinding.name: RolloutFinding,
-    GradientMapsFinding.name: GradientMapsFinding,
+# name -> "module:class"; the class's ``name`` attribute equals the key (tests check it)
+_CLASSES: Dict[str, str] = {
+    "csm": "attnsim.findings.csm:CSMFinding",
+    "distance": "attnsim.findings.distance:DistanceFinding",
+    "sentences": "attnsim.findings.sentences:SentencesFinding",
+    "anchors": "attnsim.findings.anchors:AnchorsFinding",
+    "repetition": "attnsim.findings.repetition:RepetitionFinding",
+    "attention_regions": "attnsim.findings.attention_regions:AttentionRegionsFinding",
+    "separators": "attnsim.findings.separators:SeparatorsFinding",
+    "noise": "attnsim.findings.noise:NoiseFinding",
+    "attention_maps": "attnsim.findings.attention_maps:AttentionMapsFinding",
+    "rollout": "attnsim.findings.rollout:RolloutFinding",
+    "gradient_maps": "attnsim.findings.gradient_maps:GradientMapsFinding",
 }
+
+#: Names of the bundled findings, in registry order (no import of any finding).
+NAMES = tuple(_CLASSES)
+
+
+class FindingRegistry(MutableMapping):
+    """Finding name -> :class:`~attnsim.findings.base.Finding` subclass, each class imported on first lookup.
+
+    Values are classes or ``"module:Class"`` references; a reference is imported and
+    replaced by its class when first read. Iteration, ``len`` and ``in`` never import.
+    Assigning a class registers an extra finding (tests do this).
+    """
+
+    def __init__(self, entries: Dict[str, Union[str, type]]):
+        self._entries: Dict[str, Union[str, type]] = dict(entries)
+
+    def __getitem__(self, name: str) -> "Type[Finding]":
+        value = self._entries[name]
+        if isinstance(value, str):
+            module, attribute = value.split(":")
+            value = self._entries[name] = getattr(importlib.import_module(module), attribute)
+        return value
+
+    def __setitem__(self, name: str, value: "Type[Finding]") -> None:
+        self._entries[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"FindingRegistry({list(self._entries)})"
+
+
+FINDINGS = FindingRegistry(_CLASSES)
+
+__all__ = ["FINDINGS", "NAMES", "FindingRegistry"]

@@ -213,6 +213,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
     import torch
 
     from attnsim.config import flatten, to_yaml
+    from attnsim.progress import AttnsimProgressBar
     from attnsim.runner import Prepared, run_tags
     from attnsim.training.data import ClassificationDataModule
     from attnsim.training.module import ClassifierModule, PretrainedCheckpoint, SinkLogger
@@ -270,7 +271,8 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
             enable_checkpointing=False,
             enable_progress_bar=t.progress_bar,
             enable_model_summary=False,
-            callbacks=[saver],
+            # optimizer steps of max_steps, validation in windows (Lightning's own bar reads "Epoch 1/-2")
+            callbacks=[saver] + ([AttnsimProgressBar()] if t.progress_bar else []),
         )
         logger.step_source = lambda: int(trainer.global_step)
         if cfg.model.init == "random":

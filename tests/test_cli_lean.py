@@ -1,0 +1,84 @@
+"""`attnsim list` and `attnsim show` print YAML without importing torch, Lightning, transformers, MLflow,
+matplotlib or pandas (each is checked in a fresh interpreter: which modules were imported, not how long it took)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "matplotlib", "transformers", "mlflow", "pytorch_lightning", "pandas")
+
+
+def fresh(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new interpreter that imports this checkout of attnsim."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def heavy_after(call: str) -> tuple:
+    """(stdout lines of ``call`` in a fresh interpreter, heavy modules it imported, its stderr)."""
+    code = f"import sys, json\n{call}\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    proc = fresh(code)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    return lines[:-1], json.loads(lines[-1]), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["show", "csm"], ["name: csm"]),
+        (["show", "paper", "corpus.limit=4"], ["name: paper", "  limit: 4"]),
+        (["-v", "show", "vit_csm"], ["name: vit_csm"]),
+        (["list"], ["csm ", "paper "]),
+    ],
+)
+def test_list_and_show_import_no_heavy_library(argv, expected):
+    out, heavy, _ = heavy_after(f"from attnsim.cli import main\nassert main({argv!r}) == 0")
+    assert heavy == []
+    for text in expected:
+        assert any(line.startswith(text) for line in out), (text, out[:5])
+
+
+def test_show_still_refuses_an_unknown_finding_without_heavy_imports():
+    out, heavy, err = heavy_after("from attnsim.cli import main\nassert main(['show', 'csm', 'findings=[csmm]']) == 2")
+    assert heavy == []
+    assert "Unknown finding 'csmm' at config key 'findings[0]'. Did you mean 'csm'?" in err
+
+
+def test_finding_names_are_known_without_importing_any_finding():
+    _, heavy, _ = heavy_after(
+        "from attnsim.findings.registry import FINDINGS, NAMES\n"
+        "assert 'csm' in FINDINGS and 'nope' not in FINDINGS and len(FINDINGS) == len(NAMES) == 11\n"
+        "assert sorted(FINDINGS)[0] == 'anchors'"
+    )
+    assert heavy == []
+
+
+def test_every_registered_finding_resolves_to_its_class():
+    from attnsim.findings.base import Finding
+    from attnsim.findings.registry import FINDINGS, NAMES
+
+    assert list(FINDINGS) == list(NAMES)
+    for name in NAMES:
+        kind = FINDINGS[name]
+        assert issubclass(kind, Finding) and kind.name == name
+    assert FINDINGS["csm"] is FINDINGS["csm"]  # imported once, then cached
+
+
+def test_the_parser_of_a_builtin_command_skips_the_subcommand_modules_and_help_lists_them_all():
+    from attnsim.cli import build_parser, command_of
+
+    assert command_of(["-v", "show", "csm"]) == "show" and command_of(["--help"]) is None and command_of([]) is None
+    lean = build_parser("show")
+    assert lean.parse_args(["show", "csm", "corpus.limit=2"]).overrides == ["corpus.limit=2"]
+    full = build_parser(None)
+    choices = full._subparsers._group_actions[0].choices  # argparse keeps the subcommand parsers here
+    assert {"list", "show", "run", "ui", "finetune", "sweep", "compare", "report"} <= set(choices)
+    assert full.parse_args(["report", "abc"]).run_ids == ["abc"]
