@@ -653,7 +653,7 @@ class ReportResult:
     path: Path
     run_ids: List[str]
     tracking_uri: str
-    verdicts: pd.DataFrame
+    verdicts: "pd.DataFrame"
 
 
 def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str] = None, log_artifact: bool = True) -> ReportResult:
@@ -681,6 +681,8 @@ def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str]
     run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
     if not run_ids:
         raise TrackingError("attnsim.report() needs at least one run id: give the ids that `attnsim run` (or attnsim.run(...).run_id) printed, e.g. attnsim.report([run_id]).")
+    import pandas as pd
+
     path = write_report(run_ids, out, uri, log_artifact)
     tracking_uri, runs = load_runs(run_ids, uri)
     verdicts = pd.DataFrame(
