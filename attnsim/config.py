@@ -383,7 +383,7 @@ YAML_NULLS = ("null", "Null", "NULL", "~", "")  # YAML's own spellings of null (
 PYTHON_NULLS = ("None", "none")  # also null, but only for keys that may be null
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(kind: type) -> Dict[str, Any]:
     return get_type_hints(kind)
 
