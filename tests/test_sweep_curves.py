@@ -69,7 +69,7 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
             assert [m.step for m in history] == [0, 50, 100]
             assert [m.value for m in history] == pytest.approx([by_name[f"step-{m.step:06d}"].data.metrics[key] for m in history])
     figures = {a.path for a in client.list_artifacts(parent.info.run_id, "figures/sweep")}
-    assert figures == {"figures/sweep/csm.png"}
+    assert figures == {"figures/sweep/csm.png", "figures/sweep/distance.png"}  # one per finding of the csm experiment
 
 
 def test_sweep_figure_draws_each_statistic_with_its_chance_dashed_on_the_same_axes():
