@@ -1,13 +1,13 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
-#   make test   installs what is missing, then runs the tests
+#   make test   installs what is missing, then lints (ruff check) and runs the tests
 # Benchmarks (README, "Performance"): make throughput, make memory (ARGS=... passes options)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test throughput memory clean
+.PHONY: install run lint test throughput memory clean
 
 install: $(VENV)/.installed
 
@@ -20,7 +20,12 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/attnsim run csm $(ARGS)
 
-test: install
+# ruff's rules and per-file ignores: pyproject.toml [tool.ruff]; `ruff format` is configured there
+# but not yet applied to the tree, so only `ruff check` runs here
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 throughput: install

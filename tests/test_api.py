@@ -63,7 +63,7 @@ def test_run_returns_a_finished_run_and_report_reads_it(tiny_bert, tmp_path):
     assert (result.run_name, result.experiment) == ("csm", "csm") == (logged.info.run_name, MlflowClient(uri).get_experiment(result.experiment_id).name)
     # metrics: model and layer means as logged, no per-head values
     assert math.isclose(result.metrics["csm/mean"], logged.data.metrics["csm/mean"], rel_tol=1e-9)
-    assert math.isclose(result.metrics["csm/short_range_share/L01"], logged.data.metrics["csm/short_range_share/L01"], rel_tol=1e-9)
+    assert math.isclose(result.metrics["distance/short_range_share/L01"], logged.data.metrics["distance/short_range_share/L01"], rel_tol=1e-9)
     assert not any("/H" in key for key in result.metrics) and "csm/mean/L00" in result.metrics
     assert tuple(result.summaries["csm"].scalars["mean"].shape) == (2, 4)  # tiny model: 2 layers x 4 heads
 

@@ -9,7 +9,7 @@ import pytest
 from attnsim.cli import main
 from tests.conftest import runs_of
 
-STATS = 8  # csm statistics, see attnsim.stats.csm.SCALARS
+STATS = 2  # csm statistics per head (mean, std), see attnsim.stats.csm.SCALARS
 
 
 @pytest.mark.e2e
@@ -26,10 +26,10 @@ def test_run_csm_on_bundled_model_and_corpus(tracking_uri, capsys):
     per_head = [k for k in metrics if re.fullmatch(r"csm/\w+/L\d\d/H\d\d", k)]
     assert len(per_head) == layers * heads * STATS
     assert all(f"csm/mean/L{layer:02d}" in metrics for layer in range(layers))
-    assert "csm/mean" in metrics and "csm/short_range_share" in metrics
+    assert "csm/mean" in metrics and "distance/short_range_share" in metrics
     assert metrics["attnsim/windows"] == 16
     # high pairs are closer than chance in MiniLM (the paper's middle-layer concentration)
-    assert metrics["csm/short_range_share"] > metrics["csm/short_range_share_chance"]
+    assert metrics["distance/short_range_share"] > metrics["distance/short_range_share_chance"]
     tags = run.data.tags
     assert tags["attnsim.model"] == "all-MiniLM-L6-v2" and len(tags["attnsim.corpus_hash"]) == 64
     assert run.data.params["corpus.limit"] == "16"

@@ -47,7 +47,7 @@ def test_misspelt_group_in_defaults_list(tmp_path):
 
 def test_misspelt_entry_inside_findings_list():
     with pytest.raises(ConfigError, match=r"'findings\[0\]'.*Did you mean 'csm'"):
-        load_config("csm", ["findings=[cms]"])
+        load_config("csm", ["findings=[cms]"], known_findings=registry.FINDINGS)
 
 
 def test_wrong_type_names_key_and_type():

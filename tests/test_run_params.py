@@ -25,7 +25,7 @@ def sections(params) -> set:
 def test_measure_params_keep_only_the_sections_a_measurement_uses():
     params = measure_params(load_config("csm", ["corpus.limit=16", "tracking.tags.team=vision"]))
     assert params["corpus.limit"] == "16" and params["model.path"] == "bundled" and params["stats.top_fraction"] == "0.02"
-    assert params["findings"] == "csm" and params["seed"] == "0"
+    assert params["findings"] == "csm,distance" and params["seed"] == "0"  # csm runs the distance finding beside it
     assert {k for k in params if k.startswith("trainer.")} == {f"trainer.{k}" for k in PREDICT_TRAINER_KEYS}
     assert "trainer.max_steps" not in params and "trainer.learning_rate" not in params and "trainer.progress_bar" not in params
     assert not [k for k in params if k.startswith("checkpoint.")]

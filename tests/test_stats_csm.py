@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnsim.stats.csm import CSMAccumulator
+from attnsim.stats.distance import DistanceAccumulator
 from attnsim.stats.pairs import PairView, context_similarity, high_pairs_top_fraction, high_pairs_zscore
 
 # One layer, one head, T = 4, d_head = 2.
@@ -87,23 +88,29 @@ def expected_hand_worked():
     return {
         "mean": 1.0,  # 6 / 6
         "std": math.sqrt(10 / 6 - 1),
+    }
+
+
+def expected_distance_hand_worked():
+    """The distance scalars of the same window (the ``distance`` finding's, short_range = 1)."""
+    return {
         "high_mean_distance": 2.0,  # high pairs at distances 3 and 1
         # chance by distance = k * n_d / n = 2 * (3, 2, 1) / 6
         "high_mean_distance_chance": (1 * 1 + 2 * 2 / 3 + 3 * 1 / 3) / 2,
         "short_range_share": 0.5,  # d <= 1: (2,3)
         "short_range_share_chance": 0.5,
+        # long range: d >= T/2 = 2 -> (0,3) only; chance (2/3 + 1/3) / 2
+        "long_range_share": 0.5,
+        "long_range_share_chance": 0.5,
     }
 
 
 def test_accumulator_hand_worked():
-    acc = CSMAccumulator(1, 1, 4, short_range=1)
+    acc = CSMAccumulator(1, 1, 4)
     acc.update(view_of([Z], [4], 4))
     out = acc.compute()
     for name, value in expected_hand_worked().items():
         assert out[name][0, 0].item() == pytest.approx(value), name
-    # long range: d >= T/2 = 2 -> (0,3) only; chance (2/3 + 1/3) / 2
-    assert out["long_range_share"][0, 0].item() == pytest.approx(0.5)
-    assert out["long_range_share_chance"][0, 0].item() == pytest.approx(0.5)
     # mean CSM by distance: d1 (0+1+2)/3, d2 (1+0)/2, d3 2
     assert out["distance_mean"][0, 0, 1:].tolist() == pytest.approx([1.0, 0.5, 2.0])
     # high / chance by distance: 1/1, 0/(2/3), 1/(1/3)
@@ -112,21 +119,45 @@ def test_accumulator_hand_worked():
     assert torch.isnan(matrix.diagonal()).all()
     off = ~torch.eye(4, dtype=torch.bool)
     assert torch.allclose(matrix[off], CSM.double()[off])
+    distance = DistanceAccumulator(1, 1, 4, short_range=1)
+    distance.update(view_of([Z], [4], 4))
+    got = distance.compute()
+    for name, value in expected_distance_hand_worked().items():
+        assert got[name][0, 0].item() == pytest.approx(value), name
+    assert torch.allclose(got["distance_high_ratio"], out["distance_high_ratio"], equal_nan=True)  # one profile, two tables
+
+
+def test_distance_scalars_are_computed_once_by_the_distance_finding():
+    """Issue 12: the csm finding computed the six distance scalars again; now only ``distance`` does."""
+    from attnsim.findings.csm import CSMFinding
+    from attnsim.findings.distance import DistanceFinding
+
+    acc = CSMAccumulator(1, 1, 4)
+    acc.update(view_of([Z], [4], 4))
+    assert set(acc.compute()) == {"mean", "std", "matrix", "distance_mean", "distance_high_ratio"}
+    assert CSMFinding.statistics == ("mean", "std")
+    assert set(expected_distance_hand_worked()) <= set(DistanceFinding.statistics)
 
 
 def test_padding_does_not_change_a_window():
     """Z padded to T = 6 and batched with a full window of random vectors: Z's own statistics are unchanged."""
-    padded = CSMAccumulator(1, 1, 6, short_range=1)
+    padded = CSMAccumulator(1, 1, 6)
     padded.update(view_of([Z], [4], 6))
     out = padded.compute()
     for name, value in expected_hand_worked().items():
         assert out[name][0, 0].item() == pytest.approx(value), name
+    distance = DistanceAccumulator(1, 1, 6, short_range=1)
+    distance.update(view_of([Z], [4], 6))
+    got = distance.compute()
+    for name, value in expected_distance_hand_worked().items():
+        if not name.startswith("long_range"):  # long range is d >= T/2 of the padded length
+            assert got[name][0, 0].item() == pytest.approx(value), name
 
     torch.manual_seed(0)
     other = torch.randn(6, 2)
-    together = CSMAccumulator(1, 1, 6, short_range=1)
+    together = CSMAccumulator(1, 1, 6)
     together.update(view_of([Z, other], [4, 6], 6))
-    alone_other = CSMAccumulator(1, 1, 6, short_range=1)
+    alone_other = CSMAccumulator(1, 1, 6)
     alone_other.update(view_of([other], [6], 6))
     merged = padded.merge(alone_other).compute()
     for name, value in together.compute().items():

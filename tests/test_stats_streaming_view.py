@@ -24,7 +24,7 @@ L, H, T = 2, 3, 20
 
 def accumulators():
     return {
-        "csm": CSMAccumulator(L, H, T, short_range=2),
+        "csm": CSMAccumulator(L, H, T),
         "distance": DistanceAccumulator(L, H, T, short_range=2),
         "sentences": SentenceAccumulator(L, H),
         "anchors": AnchorAccumulator(L, H, VOCAB),

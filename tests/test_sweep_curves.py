@@ -43,7 +43,7 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
         step = int(name.split("-")[1])
         assert child.data.tags["attnsim.global_step"] == str(step)
         # every metric at the checkpoint's global step (MLflow's chart view puts the child at x = step)
-        for key in ("csm/mean", "csm/short_range_share/L01", "csm/mean/L00/H00", "attnsim/windows", "sweep/global_step"):
+        for key in ("csm/mean", "distance/short_range_share/L01", "csm/mean/L00/H00", "attnsim/windows", "sweep/global_step"):
             assert [m.step for m in client.get_metric_history(child.info.run_id, key)] == [step], key
         # the step as a number on the compare page: the first param (its scatter plot's default x axis) and a metric
         assert child.data.params["attnsim.global_step"] == str(step) and sorted(child.data.params)[0] == "attnsim.global_step"
@@ -59,17 +59,17 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
     assert "trainer.max_steps" not in parent.data.params and "checkpoint.dir" not in parent.data.params
     metrics = parent.data.metrics
     chances = [key for key in metrics if key.endswith("_chance")]
-    assert set(chances) == {"csm/high_mean_distance_chance", "csm/long_range_share_chance", "csm/short_range_share_chance"}
+    assert set(chances) == {"distance/high_mean_distance_chance", "distance/long_range_share_chance", "distance/short_range_share_chance"}
     for chance in chances:
         statistic = chance[: -len("_chance")]
         # the same chart section (MLflow groups charts by the key's first segment) and the same steps
-        assert statistic.split("/")[0] == chance.split("/")[0] == "csm"
+        assert statistic.split("/")[0] == chance.split("/")[0] == "distance"
         for key in (statistic, chance):
             history = sorted(client.get_metric_history(parent.info.run_id, key), key=lambda m: m.step)
             assert [m.step for m in history] == [0, 50, 100]
             assert [m.value for m in history] == pytest.approx([by_name[f"step-{m.step:06d}"].data.metrics[key] for m in history])
     figures = {a.path for a in client.list_artifacts(parent.info.run_id, "figures/sweep")}
-    assert figures == {"figures/sweep/csm.png"}
+    assert figures == {"figures/sweep/csm.png", "figures/sweep/distance.png"}  # one per finding of the csm experiment
 
 
 def test_sweep_figure_draws_each_statistic_with_its_chance_dashed_on_the_same_axes():

@@ -37,7 +37,7 @@ def test_finetune_then_sweep_then_compare(tiny_bert, tracking_uri, tmp_path, cap
     # one set of windows for every child
     assert {c.data.tags["attnsim.corpus_hash"] for c in children} == {parent.data.tags["attnsim.corpus_hash"]}
 
-    for key in ("csm/mean", "csm/short_range_share", "csm/short_range_share/L01"):
+    for key in ("csm/mean", "distance/short_range_share", "distance/short_range_share/L01"):
         history = client.get_metric_history(parent.info.run_id, key)
         assert [m.step for m in sorted(history, key=lambda m: m.step)] == [0, 2, 4]
         for m in history:

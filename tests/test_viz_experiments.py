@@ -38,7 +38,7 @@ EXPECTED = {
     "vit_csm": (
         ["corpus.limit=2"],
         ["figures/csm/mean_csm.png", "figures/csm/distance_profiles.png"],
-        ["csm/mean/L05", "csm/short_range_share"],
+        ["csm/mean/L05", "distance/short_range_share"],
         {"attnsim.model_init": "random", "attnsim.seq_len": "197"},
     ),
 }

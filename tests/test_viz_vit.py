@@ -151,8 +151,8 @@ def test_vit_rollout_and_csm_runs(tmp_path, image_dir, tracking_uri):
     (csm_run,) = [r for r in runs if r.info.run_id == result.run_id]
     assert csm_run.info.status == "FINISHED" and csm_run.data.tags["attnsim.seq_len"] == "18"
     # distances on a 4 x 4 grid are at most round(sqrt 18) = 4 patches: every high pair is short range
-    assert csm_run.data.metrics["csm/short_range_share"] == pytest.approx(1.0)
-    assert 1.0 <= csm_run.data.metrics["csm/high_mean_distance"] <= 4.0
+    assert csm_run.data.metrics["distance/short_range_share"] == pytest.approx(1.0)
+    assert 1.0 <= csm_run.data.metrics["distance/high_mean_distance"] <= 4.0
 
 
 def test_vit_gradient_maps_run(tmp_path, image_dir, tracking_uri):

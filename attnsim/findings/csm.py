@@ -11,15 +11,19 @@ from attnsim.stats.csm import SCALARS, CSMAccumulator
 
 
 class CSMFinding(Finding):
-    """Mean and spread of the CSM, corpus-mean matrix and distance profile (see :mod:`attnsim.stats.csm`)."""
+    """Mean and spread of the CSM, corpus-mean matrix and distance profile (see :mod:`attnsim.stats.csm`).
+
+    The distance scalars (mean distance, short/long-range shares of high pairs, beside chance)
+    are the ``distance`` finding's; the ``csm`` experiment runs both.
+    """
 
     name = "csm"
-    description = "CSM mean and std, corpus-mean matrix, distance profile and its short/long-range scalars"
+    description = "CSM mean and std, corpus-mean matrix, distance profile"
     statistics = SCALARS
     needs_attention = False
 
     def build(self):
-        return {"csm": CSMAccumulator(self.n_layers, self.n_heads, self.seq_len, self.cfg.short_range)}
+        return {"csm": CSMAccumulator(self.n_layers, self.n_heads, self.seq_len)}
 
     def summarise(self) -> Summary:
         out = self.accumulators["csm"].compute()

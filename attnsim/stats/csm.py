@@ -11,10 +11,11 @@ Per layer l and head h, over every window and every valid pair i < j:
   pairs among n valid pairs, of which n_d are at distance d, a uniform choice
   of k pairs puts k·n_d/n of them at distance d; chance values are summed
   over windows.
-- Scalars from the profile, each beside its chance value (``*_chance``):
-  ``high_mean_distance`` (mean d of high pairs, tokens), ``short_range_share``
-  (share of high pairs with d <= short_range, default 4) and
-  ``long_range_share`` (share with d >= T/2, T = window length).
+
+The scalars of where high pairs lie in distance (``high_mean_distance``,
+``short_range_share``, ``long_range_share`` and their chance values) are the
+``distance`` finding's (:mod:`attnsim.stats.distance`), computed there once;
+the ``csm`` experiment runs both findings.
 """
 
 from __future__ import annotations
@@ -26,16 +27,7 @@ import torch
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.pairs import PairView
 
-SCALARS = (
-    "mean",
-    "std",
-    "high_mean_distance",
-    "high_mean_distance_chance",
-    "short_range_share",
-    "short_range_share_chance",
-    "long_range_share",
-    "long_range_share_chance",
-)
+SCALARS = ("mean", "std")
 
 
 class CSMAccumulator(Accumulator):
@@ -44,7 +36,6 @@ class CSMAccumulator(Accumulator):
     Args:
         n_layers, n_heads: model shape.
         seq_len: window length T.
-        short_range: largest distance counted as short range (tokens).
 
     States (all sums, float64): pair count (), CSM sum and sum of squares (L, H),
     the corpus-mean matrix's sum (L, H, P) and count (P,) in pair space (the matrix
@@ -53,10 +44,9 @@ class CSMAccumulator(Accumulator):
     their chance (L, H, T).
     """
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int, short_range: int = 4):
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int):
         super().__init__()
         self.seq_len = seq_len
-        self.short_range = short_range
         n_pairs = seq_len * (seq_len - 1) // 2
         self.add_sum("pair_count")
         self.add_sum("csm_sum", n_layers, n_heads)
@@ -93,25 +83,14 @@ class CSMAccumulator(Accumulator):
         return matrix
 
     def compute(self) -> Dict[str, torch.Tensor]:
-        """Statistics as float64 tensors: scalars (L, H), ``matrix`` (L, H, T, T),
+        """Statistics as float64 tensors: ``mean`` and ``std`` (L, H), ``matrix`` (L, H, T, T),
         ``distance_mean`` and ``distance_high_ratio`` (L, H, T) indexed by distance (index 0 is NaN)."""
         mean = safe_divide(self.csm_sum, self.pair_count)
         var = (safe_divide(self.csm_sq_sum, self.pair_count) - mean**2).clamp_min(0)
-        distances = torch.arange(self.seq_len, dtype=torch.float64, device=mean.device)
-        short = (distances >= 1) & (distances <= self.short_range)
-        long = distances >= self.seq_len / 2
-        high, chance = self.high_by_distance, self.chance_by_distance
-        n_high, n_chance = high.sum(-1), chance.sum(-1)
         return {
             "mean": mean,
             "std": var.sqrt(),
-            "high_mean_distance": safe_divide((high * distances).sum(-1), n_high),
-            "high_mean_distance_chance": safe_divide((chance * distances).sum(-1), n_chance),
-            "short_range_share": safe_divide(high[..., short].sum(-1), n_high),
-            "short_range_share_chance": safe_divide(chance[..., short].sum(-1), n_chance),
-            "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
-            "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
             "matrix": self.matrix(),
             "distance_mean": safe_divide(self.distance_sum, self.distance_count),
-            "distance_high_ratio": safe_divide(high, chance),
+            "distance_high_ratio": safe_divide(self.high_by_distance, self.chance_by_distance),
         }

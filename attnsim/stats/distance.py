@@ -17,8 +17,9 @@ window and its high pairs (see :mod:`attnsim.stats.pairs`), with d = j - i:
   them at distance d; these expectations are summed over windows.
 - Profile ``distance_high_ratio[d]``: high pairs at d divided by chance at d.
 
-These are the definitions of the ``csm`` finding's distance scalars (same
-numbers on the same run), computed without its T x T matrices, plus the spread.
+The ``csm`` finding has no distance scalars of its own: the ``csm`` experiment
+runs this finding beside it (its profile ``distance_high_ratio`` is the same
+table as the ``csm`` finding's).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def distance_update(view: PairView) -> tuple:
     Returns:
         (high_by_distance, chance_by_distance), each (layer, head, T) float64, index d = j - i
         (the view's shared :attr:`~attnsim.stats.pairs.PairView.high_by_distance` and
-        :attr:`~attnsim.stats.pairs.PairView.chance_by_distance`, also used by the ``csm`` statistics).
+        :attr:`~attnsim.stats.pairs.PairView.chance_by_distance`, also used by the ``csm`` profile).
     """
     return view.high_by_distance.double(), view.chance_by_distance.double()
 

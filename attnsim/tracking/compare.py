@@ -254,7 +254,7 @@ def compare(
     Example::
 
         table = attnsim.compare(parent=result.parent_run_id)
-        table.loc["csm/short_range_share"]          # layers x checkpoints
+        table.loc["distance/short_range_share"]          # layers x checkpoints
 
     Returns:
         pandas DataFrame, index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``

@@ -251,10 +251,11 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
 
     from attnsim.capture.load import inspect_model, load_tokenizer
     from attnsim.config import load_config, to_yaml
+    from attnsim.findings.registry import FINDINGS
     from attnsim.runner import execute, prepare, run_tags
     from attnsim.tracking.store import NOTE_TAG, Tracker, measure_params, run_note
 
-    cfg = load_config(experiment, overrides)
+    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
     tracker = Tracker(cfg.tracking.uri)
     tracker.check()
     tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before any model loads

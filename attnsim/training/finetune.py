@@ -311,8 +311,9 @@ def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]
         checkpoints saved until then are kept.
     """
     from attnsim.config import load_config
+    from attnsim.findings.registry import FINDINGS
 
-    cfg = load_config(experiment, overrides)
+    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
     if cfg.task != "finetune":
         raise ConfigError(f"Experiment '{cfg.name}' measures a model (task: {cfg.task}); `attnsim finetune` needs a fine-tuning experiment such as {DEFAULT_EXPERIMENT}. Run this one with `attnsim run {cfg.name}`.")
     return execute_finetune(prepare_finetune(cfg))
