@@ -64,8 +64,8 @@ def test_processor_size_other_than_config_runs_on_its_grid(tmp_path, pictures, t
     assert logged.info.status == "FINISHED" and logged.data.tags["attnsim.seq_len"] == str(seq_len)
     if experiment == "vit_rollout":
         summary = result.summaries["rollout"]
-        assert summary.extras["readout_mean"].shape == (2, seq_len)
-        example = summary.extras["examples"][0]
+        assert summary.figure_data["readout_mean"].shape == (2, seq_len)
+        example = summary.examples[0]
         assert example["image"].shape == (size[0], size[1], 3)
         saliency = grid_values(example["readout"][-1], extra, (rows, cols))
         assert saliency.shape == (rows, cols) and np.isfinite(saliency).all()
