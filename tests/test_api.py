@@ -22,11 +22,11 @@ def test_dir_lists_the_api_and_import_stays_light():
 
 
 def test_names_resolve_to_the_documented_objects():
-    from attnsim.report import ReportResult, report
-    from attnsim.runner import RunResult, run
-    from attnsim.tracking.compare import compare
-    from attnsim.tracking.sweep import SweepResult, sweep
-    from attnsim.training.finetune import FinetuneResult, finetune
+    from attnsim.analysis.report import ReportResult, report
+    from attnsim.workflows.run import RunResult, run
+    from attnsim.analysis.compare import compare
+    from attnsim.workflows.sweep import SweepResult, sweep
+    from attnsim.workflows.finetune import FinetuneResult, finetune
 
     assert (attnsim.run, attnsim.RunResult, attnsim.ReportResult) == (run, RunResult, ReportResult)
     assert (attnsim.finetune, attnsim.FinetuneResult, attnsim.sweep, attnsim.SweepResult, attnsim.compare) == (finetune, FinetuneResult, sweep, SweepResult, compare)

@@ -12,7 +12,7 @@ import pytest
 
 import attnsim
 from attnsim.cli import main
-from attnsim.tracking.compare import ComparisonError, compare
+from attnsim.analysis.compare import ComparisonError, compare
 from attnsim.tracking.store import Tracker
 
 

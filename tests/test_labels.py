@@ -77,7 +77,7 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
     matplotlib.use("Agg")
     from mlflow import MlflowClient
 
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     texts = tmp_path / "texts"
     texts.mkdir()
@@ -109,7 +109,7 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
 
 def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
     from attnsim.config import load_config
-    from attnsim.runner import prepare
+    from attnsim.workflows.run import prepare
 
     texts = tmp_path / "texts"
     texts.mkdir()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from attnsim.cli import main
-from attnsim.report import CLAIMS, Groups, RunData, render, verdict
+from attnsim.analysis.report import CLAIMS, Groups, RunData, render, verdict
 from tests.conftest import runs_of
 
 

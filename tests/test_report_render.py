@@ -12,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from attnsim.cli import main
-from attnsim.report import CLAIMS, NOT_SEPARATED, Assessment, RunData, glance_text, render, render_html, separates
+from attnsim.analysis.report import CLAIMS, NOT_SEPARATED, Assessment, RunData, glance_text, render, render_html, separates
 from tests.test_report import fake_run
 
 HTML_TAG = re.compile(r"<\s*/?\s*[A-Za-z!?]")
