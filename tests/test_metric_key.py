@@ -110,3 +110,20 @@ def test_no_tag_literal_or_hand_built_key_outside_the_contracts():
                 if tag.search(line) or key.search(line):
                     offenders.append(f"{file.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_collated_batches_hold_the_batch_contract():
+    """collate_windows' keys are Batch's keys (every required one), with the documented shapes and dtypes."""
+    import numpy as np
+
+    from attnsim.data.module import Batch, collate_windows
+    from attnsim.data.windows import Window
+
+    ids = np.array([101, 7, 8, 102, 0, 0], np.int32)
+    window = Window("d", ids, (ids != 0).astype(np.int8), np.isin(ids, [101, 102]), np.array([-1, 0, 0, -1, -1, -1], np.int32), np.zeros((6, 2), np.int32), text="a b")
+    batch = collate_windows([(0, window), (4, window)], unk_token_id=100)
+    assert Batch.__required_keys__ <= set(batch) <= Batch.__required_keys__ | Batch.__optional_keys__
+    assert batch["input_ids"].shape == batch["sentence_ids"].shape == batch["unknown_mask"].shape == (2, 6)
+    assert batch["offsets"].shape == (2, 6, 2) and batch["index"].tolist() == [0, 4]
+    assert batch["input_ids"].dtype == torch.long and batch["special_mask"].dtype == torch.bool
+    assert batch["doc_ids"] == ["d", "d"] and batch["texts"] == ["a b", "a b"]
