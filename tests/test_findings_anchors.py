@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from attnsim.config import StatsConfig
@@ -70,3 +71,13 @@ def test_anchor_table_names_tokens_and_counts():
     assert head0[["rank", "token_id", "windows", "share"]].values.tolist() == [[1, 7, 2.0, 1.0]]
     assert head0.token.tolist() == tokenizer.convert_ids_to_tokens([7])
     assert summary.figure_data["top_anchor_tokens"][0][1] == "[CLS]"
+
+
+def test_findings_take_a_finding_context_not_a_dict():
+    """Every finding gets one typed FindingContext; the old untyped ``extra`` dict is refused by name."""
+    with pytest.raises(TypeError, match="takes a FindingContext"):
+        AnchorsFinding(1, 3, 6, StatsConfig(), {"vocab_size": 10})
+    with pytest.raises(ValueError, match=r"FindingContext\(vocab_size=...\)"):
+        AnchorsFinding(1, 3, 6, StatsConfig(), FindingContext())
+    finding = AnchorsFinding(1, 3, 6, StatsConfig(), FindingContext(vocab_size=10))
+    assert finding.context.vocab_size == 10 and finding.context.tokenizer is None
