@@ -124,7 +124,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from attnsim.analysis.report import glance_text, load_runs, report_paths, write_files
+    from attnsim.analysis.report import (
+        glance_text,
+        load_runs,
+        report_paths,
+        write_files,
+    )
     from attnsim.tracking.links import open_hint
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in the report's output

@@ -158,7 +158,8 @@ def dataset_name(cfg: Any) -> str:
 
 def log_datasets(sink: Any, inputs: Sequence[DatasetInput]) -> None:
     """Record ``inputs`` as the run's MLflow dataset inputs (name, digest = content hash, profile)."""
-    from mlflow.entities import Dataset, DatasetInput as MlflowInput, InputTag
+    from mlflow.entities import Dataset, InputTag
+    from mlflow.entities import DatasetInput as MlflowInput
 
     records = []
     for item in inputs:

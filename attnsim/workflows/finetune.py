@@ -184,8 +184,20 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
     from attnsim.config import flatten, to_yaml
     from attnsim.progress import AttnsimProgressBar
     from attnsim.training.data import ClassificationDataModule
-    from attnsim.training.module import ClassifierModule, PretrainedCheckpoint, SinkLogger
-    from attnsim.workflows.common import DatasetInput, corpus_source, dataset_name, log_datasets, run_lightning, run_tags, seed_and_threads
+    from attnsim.training.module import (
+        ClassifierModule,
+        PretrainedCheckpoint,
+        SinkLogger,
+    )
+    from attnsim.workflows.common import (
+        DatasetInput,
+        corpus_source,
+        dataset_name,
+        log_datasets,
+        run_lightning,
+        run_tags,
+        seed_and_threads,
+    )
 
     cfg, t = prepared.cfg, prepared.cfg.trainer
     seed_and_threads(cfg.seed, t.threads)

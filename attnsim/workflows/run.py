@@ -1,4 +1,7 @@
-"""Run one experiment: config → data → capture → stats → findings → tracking/plots.
+"""The measurement workflow (``attnsim run``, :func:`run`): config → data → capture → stats → findings → tracking.
+
+Figures are drawn here (by each finding's ``figures``) and handed to the tracking sink;
+:func:`make_capture_module` is the one place the plain capture module is constructed.
 
 Every check that can fail on bad input (config, tracking store, model config,
 tokenizer, corpus) runs before the model weights are loaded and before the
@@ -32,7 +35,17 @@ from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
-from attnsim.workflows.common import DatasetInput, Interrupted, corpus_source, dataset_name, log_datasets, open_tracker, run_lightning, run_tags, seed_and_threads
+from attnsim.workflows.common import (
+    DatasetInput,
+    Interrupted,
+    corpus_source,
+    dataset_name,
+    log_datasets,
+    open_tracker,
+    run_lightning,
+    run_tags,
+    seed_and_threads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +63,7 @@ class RunResult:
         run_id: the MLflow run id (32 hex digits).
         experiment_id: id of the MLflow experiment holding the run.
         tracking_uri: the tracking store it was logged to (``attnsim ui --uri URI`` serves it).
-        summaries: finding name -> :class:`~attnsim.findings.base.Summary`: ``scalars``
+        summaries: finding name -> :class:`~attnsim.results.Summary`: ``scalars``
             statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
         windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
         timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
