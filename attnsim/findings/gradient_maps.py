@@ -84,7 +84,7 @@ class GradientMapsFinding(Finding):
         self.windows += view.batch_size
 
     def _record(self, view, rows: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor, probability: torch.Tensor) -> None:  # noqa: ANN001
-        tokenizer = self.extra.get("tokenizer")
+        tokenizer = self.context.tokenizer
         for b in range(view.batch_size):
             if len(self.examples) >= self.max_examples:
                 return
