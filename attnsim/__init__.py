@@ -25,15 +25,15 @@ STATS_VERSION = "1"
 
 # name -> module holding it, imported on first use so that `import attnsim` stays light
 _LAZY = {
-    "run": "attnsim.runner",
-    "RunResult": "attnsim.runner",
+    "run": "attnsim.workflows.run",
+    "RunResult": "attnsim.workflows.run",
     "report": "attnsim.report",
-    "ReportResult": "attnsim.report",
-    "finetune": "attnsim.training.finetune",
-    "FinetuneResult": "attnsim.training.finetune",
-    "sweep": "attnsim.tracking.sweep",
-    "SweepResult": "attnsim.tracking.sweep",
-    "compare": "attnsim.tracking.compare",
+    "ReportResult": "attnsim.analysis.report",
+    "finetune": "attnsim.workflows.finetune",
+    "FinetuneResult": "attnsim.workflows.finetune",
+    "sweep": "attnsim.workflows.sweep",
+    "SweepResult": "attnsim.workflows.sweep",
+    "compare": "attnsim.analysis.compare",
     "AttnsimError": "attnsim.errors",
 }
 

@@ -1,4 +1,10 @@
-"""Command line: ``attnsim run|list|show|ui`` and the subcommands in :data:`SUBCOMMANDS`.
+"""Command line: ``attnsim run|list|show|ui|finetune|sweep|compare|report``.
+
+This module owns every argument parser and every line printed for the user; the
+workflows (:mod:`attnsim.workflows`) and analyses (:mod:`attnsim.analysis`) it calls
+return result objects and print nothing. The parsers import only argparse, so that
+``attnsim list`` and ``show`` import no heavy library; each command imports its
+workflow when it runs.
 
 Bad input (an :class:`~attnsim.errors.AttnsimError`) prints one paragraph,
 ``error: ...``, with no traceback, and exits with status 2.
@@ -10,18 +16,11 @@ import argparse
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from attnsim.errors import AttnsimError
 
-# Further subcommands: "module:function" where function(subparsers) adds a parser
-# whose ``func(args) -> int`` runs it. One line per module keeps this file small.
-SUBCOMMANDS: List[str] = [
-    "attnsim.training.finetune:add_parser",
-    "attnsim.tracking.sweep:add_parser",
-    "attnsim.tracking.compare:add_parser",
-    "attnsim.report:add_parser",
-]
+DEFAULT_FINETUNE = "finetune_bbc"  # attnsim.workflows.finetune.DEFAULT_EXPERIMENT (not imported: it is heavy)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -48,8 +47,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.experiment, args.overrides, known_findings=FINDINGS)  # config errors come before the heavy imports
     _quiet_libraries(args.verbose)
-    from attnsim.runner import execute, prepare
     from attnsim.tracking.links import open_hint
+    from attnsim.workflows.run import execute, prepare
 
     result = execute(prepare(cfg))
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
@@ -62,12 +61,135 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from attnsim.tracking.store import resolve_uri
     from attnsim.tracking.ui import serve
 
-    return serve(resolve_uri(args.uri), args.port, verbose=args.verbose)
+    return serve(resolve_uri(args.uri), args.port, verbose=args.verbose, say=lambda line: print(line, flush=True))
 
 
-# Commands whose parsers are declared here; the parsers of SUBCOMMANDS are only built
-# when the command line may need them, so that `list` and `show` import no heavy module.
-BUILTIN = ("list", "show", "run", "ui")
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from attnsim.tracking.links import open_hint
+    from attnsim.workflows.finetune import finetune
+
+    experiment, overrides = args.experiment, list(args.overrides)
+    if "=" in experiment:  # `attnsim finetune trainer.max_steps=10`: no experiment named
+        experiment, overrides = DEFAULT_FINETUNE, [experiment] + overrides
+    result = finetune(experiment, overrides)
+    accuracy = result.metrics.get("val/accuracy")
+    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows['train']} training / {result.windows['val']} validation windows, {result.seconds:.0f} s)")
+    if accuracy is not None:
+        print(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
+    print(f"checkpoint directory: {result.checkpoint_dir}")
+    print("checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints))
+    print(f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}")
+    print(f"tracking store: {result.tracking_uri}")
+    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from attnsim.tracking.links import open_hint
+    from attnsim.workflows.sweep import sweep
+
+    overrides = list(args.overrides) + list(getattr(args, "trailing_overrides", []) or [])
+    result = sweep(args.experiment, args.checkpoints, overrides, args.base)
+    measured = int((result.runs["status"] == "measured").sum())
+    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now, {len(result.runs) - measured} already finished)")
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
+        print(result.runs.to_string(index=False))
+        print("\nmodel means by global step (the parent's metric curves):")
+        print(result.metrics.to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
+    print(f"tracking store: {result.tracking_uri}")
+    print(open_hint(result.tracking_uri, result.experiment_id, result.parent_run_id))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from attnsim.analysis.compare import compare, format_table
+    from attnsim.tracking.links import open_hint
+
+    table = compare(args.run_ids, args.experiment, args.parent, args.force, args.csv, not args.no_log, args.log_experiment, args.uri)
+    print("columns:")
+    for row in table.attrs["runs"]:
+        step = f", step {row['global_step']}" if row.get("global_step") is not None else ""
+        print(f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)")
+    print()
+    print(format_table(table))
+    if table.attrs["differences"]:
+        print("\nforced despite: " + "; ".join(table.attrs["differences"]))
+    if args.csv:
+        print(f"\ntable written to {args.csv}")
+    if "comparison_run_id" in table.attrs:
+        print(f"comparison run: {table.attrs['comparison_run_id']} (experiment '{args.log_experiment}': comparison.csv, runs.csv, figures/compare/*.png)")
+        print(open_hint(table.attrs["tracking_uri"], table.attrs["comparison_experiment_id"], table.attrs["comparison_run_id"]))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from attnsim.analysis.report import (
+        glance_text,
+        load_runs,
+        report_paths,
+        write_files,
+    )
+    from attnsim.tracking.links import open_hint
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in the report's output
+    path, html_path = report_paths(args.run_ids, args.out)
+    tracking_uri, runs = load_runs(args.run_ids, args.uri)
+    write_files(runs, path, html_path, not args.no_log)
+    print("verdicts at a glance:\n")
+    print(glance_text(runs))
+    print(f"report written to {path} and {html_path}" + ("" if args.no_log else f", and logged to {len(runs)} run(s) under reports/"))
+    if not args.no_log:
+        for run in runs:
+            print(f"{run.name} {run.run_id[:8]}: " + open_hint(tracking_uri, run.experiment_id, run.run_id, artifact=f"reports/{path.name}"))
+    return 0
+
+
+class _CheckpointsAndOverrides(argparse.Action):
+    """``--checkpoints SOURCE [KEY=VALUE ...]``: argparse cannot take positionals after an option, so overrides there are collected here."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        source, rest = values[0], list(values[1:])
+        bad = [v for v in rest if "=" not in v]
+        if bad or "=" in source:
+            parser.error(f"--checkpoints takes one directory or run id, then optional KEY=VALUE overrides; got {values}")
+        namespace.checkpoints = source
+        namespace.trailing_overrides = rest
+
+
+def _add_analysis_parsers(sub: Any) -> None:
+    """``finetune``, ``sweep``, ``compare`` and ``report``."""
+    p = sub.add_parser("finetune", help="fine-tune a classifier (Lightning fit) and save checkpoints for sweeps")
+    p.add_argument("experiment", nargs="?", default=DEFAULT_FINETUNE, help=f"experiment name or YAML path (default {DEFAULT_FINETUNE})")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. trainer.max_steps=100 checkpoint.every_n_steps=25")
+    p.set_defaults(func=_cmd_finetune)
+
+    p = sub.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
+    p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
+    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar=("DIR_OR_RUN_ID", "KEY=VALUE"), help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow")
+    p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("compare", help="per-layer statistics of several runs side by side (table, CSV, figures)")
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to compare, in column order")
+    p.add_argument("--experiment", default=None, metavar="NAME", help="every finished measurement run of this MLflow experiment")
+    p.add_argument("--parent", default=None, metavar="RUN_ID", help="the finished children of this sweep run, by global step")
+    p.add_argument("--force", action="store_true", help="compare even when seq_len or statistic definitions differ, or runs are unfinished")
+    p.add_argument("--csv", default="comparison.csv", metavar="PATH", help="where to write the table as CSV (default comparison.csv)")
+    p.add_argument("--no-log", action="store_true", help="do not log a comparison run")
+    p.add_argument("--log-experiment", default="compare", metavar="NAME", help="MLflow experiment of the comparison run (default compare)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("report", help="write a report (Markdown and HTML) of the paper's claims against one or more runs and print its verdicts")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare, e.g. a trained model and its random control")
+    p.add_argument("--out", default=None, help="Markdown file to write, the HTML version beside it (default: reports/report-<ids>.md)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--no-log", action="store_true", help="do not log the report as an artifact of the runs")
+    p.set_defaults(func=_cmd_report)
 
 
 def command_of(argv: List[str]) -> Optional[str]:
@@ -84,10 +206,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The ``attnsim`` argument parser.
 
     Args:
-        command: the subcommand about to be parsed (:func:`command_of`). For one of
-            :data:`BUILTIN` the modules of :data:`SUBCOMMANDS` are not imported (they may
-            import pandas); for anything else (None: ``--help``, a subcommand, a typo) every
-            subcommand's parser is built.
+        command: the subcommand about to be parsed (:func:`command_of`); kept for callers, every
+            parser is built either way (they import nothing but argparse).
     """
     parser = argparse.ArgumentParser(prog="attnsim", description="Measure what attention heads do; every run is tracked in MLflow.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -111,13 +231,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
     p.set_defaults(func=_cmd_ui)
 
-    if command in BUILTIN:
-        return parser
-    import importlib
-
-    for entry in SUBCOMMANDS:
-        module, function = entry.split(":")
-        getattr(importlib.import_module(module), function)(sub)
+    _add_analysis_parsers(sub)
     return parser
 
 

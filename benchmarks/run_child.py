@@ -33,7 +33,7 @@ def main() -> None:
     start = time.perf_counter()
     import torch
 
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     from attnsim.errors import AttnsimError
 

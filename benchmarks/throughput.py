@@ -45,7 +45,7 @@ from attnsim.capture.module import CaptureModule  # noqa: E402
 from attnsim.config import load_config  # noqa: E402
 from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
-from attnsim.runner import build_findings, log_results, make_trainer, prepare  # noqa: E402
+from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
 from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 

@@ -22,13 +22,14 @@ def test_dir_lists_the_api_and_import_stays_light():
 
 
 def test_names_resolve_to_the_documented_objects():
-    from attnsim.report import ReportResult, report
-    from attnsim.runner import RunResult, run
-    from attnsim.tracking.compare import compare
-    from attnsim.tracking.sweep import SweepResult, sweep
-    from attnsim.training.finetune import FinetuneResult, finetune
+    from attnsim.analysis.compare import compare
+    from attnsim.analysis.report import ReportResult, report
+    from attnsim.workflows.finetune import FinetuneResult, finetune
+    from attnsim.workflows.run import RunResult, run
+    from attnsim.workflows.sweep import SweepResult, sweep
 
     assert (attnsim.run, attnsim.RunResult, attnsim.ReportResult) == (run, RunResult, ReportResult)
+    assert attnsim.report.report is report
     assert (attnsim.finetune, attnsim.FinetuneResult, attnsim.sweep, attnsim.SweepResult, attnsim.compare) == (finetune, FinetuneResult, sweep, SweepResult, compare)
     # attnsim.report is the module attnsim.report (Python binds a package attribute to its submodule), callable as report()
     import attnsim.report as module

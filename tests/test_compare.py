@@ -11,8 +11,8 @@ import math
 import pytest
 
 import attnsim
+from attnsim.analysis.compare import ComparisonError, compare
 from attnsim.cli import main
-from attnsim.tracking.compare import ComparisonError, compare
 from attnsim.tracking.store import Tracker
 
 

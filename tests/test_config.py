@@ -69,8 +69,8 @@ def test_list_has_descriptions():
 
 
 def test_run_refuses_a_finetune_experiment_and_finetune_refuses_a_measurement():
-    from attnsim.runner import prepare
-    from attnsim.training.finetune import finetune
+    from attnsim.workflows.finetune import finetune
+    from attnsim.workflows.run import prepare
 
     with pytest.raises(ConfigError, match=r"run it with `attnsim finetune finetune_bbc`"):
         prepare(load_config("finetune_bbc"))

@@ -172,7 +172,7 @@ def test_show_and_a_tiny_run_log_the_text_as_written(tracking_uri, tiny_bert, te
 
 
 def test_checkpoint_dir_none_is_the_default_folder_not_a_folder_named_none(tmp_path, monkeypatch):
-    from attnsim.training.finetune import _checkpoint_dir
+    from attnsim.workflows.finetune import _checkpoint_dir
 
     monkeypatch.chdir(tmp_path)
     for spelling in ("None", "none", "null"):

@@ -46,7 +46,7 @@ def _check_message(message: str, name: str, experiment_id: str, uri: str) -> Non
 
 
 def test_run_into_a_deleted_experiment_fails_before_the_model_loads(deleted, store, tiny_bert, text_dir, capsys, monkeypatch):
-    import attnsim.runner as runner
+    import attnsim.workflows.run as runner
 
     client, name, experiment_id = deleted
     monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded before the experiment was checked"))
@@ -59,7 +59,7 @@ def test_run_into_a_deleted_experiment_fails_before_the_model_loads(deleted, sto
 
 
 def test_finetune_into_a_deleted_experiment_fails_before_the_model_loads(deleted, store, tiny_bert, monkeypatch, tmp_path):
-    import attnsim.training.finetune as finetune
+    import attnsim.workflows.finetune as finetune
 
     client, name, experiment_id = deleted
     monkeypatch.setattr(finetune, "load_classifier", lambda *a, **k: pytest.fail("model loaded before the experiment was checked"))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from attnsim.config import StatsConfig
 from attnsim.findings.anchors import AnchorsFinding
+from attnsim.findings.base import FindingContext
 from attnsim.stats.anchors import AnchorAccumulator, window_anchors
 from tests.findings_helpers import CLS, SEP, VOCAB, batch_of, symmetric, view_from_csm
 
@@ -61,11 +63,21 @@ def test_anchor_table_names_tokens_and_counts():
     from tests.conftest import BUNDLED
 
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
-    finding = AnchorsFinding(1, 3, 6, StatsConfig(), {"vocab_size": len(tokenizer), "tokenizer": tokenizer})
+    finding = AnchorsFinding(1, 3, 6, StatsConfig(), FindingContext(vocab_size=len(tokenizer), tokenizer=tokenizer))
     finding.update(hand_view())
     summary = finding.summarise()
-    table = summary.extras["tables"]["tables/anchors_top.csv"]
+    table = summary.tables["tables/anchors_top.csv"]
     head0 = table[(table["layer"] == 0) & (table["head"] == 0)]
     assert head0[["rank", "token_id", "windows", "share"]].values.tolist() == [[1, 7, 2.0, 1.0]]
     assert head0.token.tolist() == tokenizer.convert_ids_to_tokens([7])
-    assert summary.extras["top_anchor_tokens"][0][1] == "[CLS]"
+    assert summary.figure_data["top_anchor_tokens"][0][1] == "[CLS]"
+
+
+def test_findings_take_a_finding_context_not_a_dict():
+    """Every finding gets one typed FindingContext; the old untyped ``extra`` dict is refused by name."""
+    with pytest.raises(TypeError, match="takes a FindingContext"):
+        AnchorsFinding(1, 3, 6, StatsConfig(), {"vocab_size": 10})
+    with pytest.raises(ValueError, match=r"FindingContext\(vocab_size=...\)"):
+        AnchorsFinding(1, 3, 6, StatsConfig(), FindingContext())
+    finding = AnchorsFinding(1, 3, 6, StatsConfig(), FindingContext(vocab_size=10))
+    assert finding.context.vocab_size == 10 and finding.context.tokenizer is None

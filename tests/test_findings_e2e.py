@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import pytest
 
-import attnsim.runner as runner
+import attnsim.workflows.run as runner
 from attnsim.capture.module import CaptureModule
 from attnsim.config import load_config
 from attnsim.findings.registry import FINDINGS

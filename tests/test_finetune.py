@@ -12,8 +12,8 @@ from attnsim.config import load_config
 from attnsim.data.sources import Document
 from attnsim.errors import ConfigError, CorpusError
 from attnsim.training.data import label_names, split_documents
-from attnsim.training.finetune import finetune, prepare_finetune, validate_finetune
 from attnsim.training.module import warmup_linear
+from attnsim.workflows.finetune import finetune, prepare_finetune, validate_finetune
 from tests.conftest import runs_of
 
 

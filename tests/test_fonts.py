@@ -99,7 +99,7 @@ def test_missing_font_package_is_left_out_with_the_fix(monkeypatch, caplog):
 
 @pytest.mark.e2e
 def test_attention_maps_run_on_chinese_text_has_no_glyph_warning(tiny_bert, tmp_path, tracking_uri):
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
     from tests.conftest import runs_of
 
     text = tmp_path / "zh.txt"

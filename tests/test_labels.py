@@ -77,7 +77,7 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
     matplotlib.use("Agg")
     from mlflow import MlflowClient
 
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     texts = tmp_path / "texts"
     texts.mkdir()
@@ -88,7 +88,7 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
         [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=16", "corpus.min_tokens=2", "plots.examples=1", "trainer.progress_bar=false", f"tracking.uri={uri}"],
     )
     summary = result.summaries["rollout"]
-    example = summary.extras["examples"][0]
+    example = summary.examples[0]
     assert example["labels"] == LABELS
     client = MlflowClient(uri)
     table = client.download_artifacts(result.run_id, "tables/rollout_flow_window0.csv", str(tmp_path))
@@ -109,7 +109,7 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
 
 def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
     from attnsim.config import load_config
-    from attnsim.runner import prepare
+    from attnsim.workflows.run import prepare
 
     texts = tmp_path / "texts"
     texts.mkdir()

@@ -23,8 +23,8 @@ from attnsim.config import load_config
 from attnsim.errors import ConfigError
 from attnsim.findings import registry
 from attnsim.findings.base import Finding, Summary
-from attnsim.runner import run
 from attnsim.tracking.store import Tracker
+from attnsim.workflows.run import run
 from tests.conftest import runs_of
 
 TINY = ["corpus=text", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0"]
@@ -217,7 +217,7 @@ def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, t
 
 
 def test_unreachable_tracking_server_fails_before_model_loads(tiny_bert, text_dir, capsys, monkeypatch):
-    import attnsim.runner as runner
+    import attnsim.workflows.run as runner
 
     monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded before the store was checked"))
     with socket.socket() as sock:
@@ -294,7 +294,7 @@ def test_bad_tracking_uris_are_clear_errors(tmp_path):
 
 
 def test_gpu_accelerator_without_gpu_is_config_error(tiny_bert, text_dir, monkeypatch):
-    import attnsim.runner as runner
+    import attnsim.workflows.run as runner
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded"))

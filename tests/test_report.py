@@ -9,8 +9,8 @@ import re
 import pandas as pd
 import pytest
 
+from attnsim.analysis.report import CLAIMS, Groups, RunData, render, verdict
 from attnsim.cli import main
-from attnsim.report import CLAIMS, Groups, RunData, render, verdict
 from tests.conftest import runs_of
 
 

@@ -11,8 +11,17 @@ import re
 import pytest
 from mlflow import MlflowClient
 
+from attnsim.analysis.report import (
+    CLAIMS,
+    NOT_SEPARATED,
+    Assessment,
+    RunData,
+    glance_text,
+    render,
+    render_html,
+    separates,
+)
 from attnsim.cli import main
-from attnsim.report import CLAIMS, NOT_SEPARATED, Assessment, RunData, glance_text, render, render_html, separates
 from tests.test_report import fake_run
 
 HTML_TAG = re.compile(r"<\s*/?\s*[A-Za-z!?]")

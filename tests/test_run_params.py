@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from mlflow import MlflowClient
 
-import attnsim.runner
+import attnsim.workflows.run
 from attnsim.cli import main
 from attnsim.config import load_config
 from attnsim.errors import TrackingError
@@ -85,7 +85,7 @@ def test_a_tag_key_over_the_limit_stops_before_the_model_loads(tiny_bert, tracki
     def never(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(attnsim.runner, "build_module", never)
+    monkeypatch.setattr(attnsim.workflows.run, "build_module", never)
     assert main(["run", "csm", f"model.path={tiny_bert}", *TINY, f"tracking.tags.{'k' * 251}=v"]) == 2
     assert "MLflow keys hold at most 250" in capsys.readouterr().err
     assert runs_of(tracking_uri)[1] == []
@@ -110,7 +110,7 @@ def test_measure_run_params_tags_and_description_from_the_cli(tiny_bert, trackin
 
 def test_description_names_the_python_call(tiny_bert, tracking_uri):
     overrides = [f"model.path={tiny_bert}", *TINY]
-    result = attnsim.runner.run("csm", overrides)
+    result = attnsim.workflows.run.run("csm", overrides)
     note = MlflowClient(tracking_uri).get_run(result.run_id).data.tags[NOTE_TAG]
     description = load_config("csm").description
     assert note.startswith(f"{description}\n\nStarted from the Python API: `attnsim.run('csm', {overrides!r})` (process: `")

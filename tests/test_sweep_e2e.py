@@ -8,7 +8,7 @@ from mlflow import MlflowClient
 import attnsim
 from attnsim.cli import main
 from attnsim.errors import ModelError
-from attnsim.tracking.sweep import SweepError
+from attnsim.workflows.sweep import SweepError
 from tests.test_finetune import tiny_fit
 
 # csm on 8 windows of 32 tokens, no figures: a child takes a second or two

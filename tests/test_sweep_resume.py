@@ -14,7 +14,7 @@ import pytest
 from mlflow import MlflowClient
 
 import attnsim
-import attnsim.runner
+import attnsim.workflows.run
 from tests.conftest import save_tiny_model
 from tests.test_sweep_e2e import SWEEP
 
@@ -39,7 +39,7 @@ def sweep_runs(uri: str):
 
 
 def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoints, tracking_uri, monkeypatch):
-    original = attnsim.runner._predict
+    original = attnsim.workflows.run._predict
     calls = []
 
     def interrupted_on_second_child(trainer, module, datamodule):
@@ -48,7 +48,7 @@ def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoin
             raise KeyboardInterrupt("simulated Ctrl-C during the second child")
         return original(trainer, module, datamodule)
 
-    monkeypatch.setattr(attnsim.runner, "_predict", interrupted_on_second_child)
+    monkeypatch.setattr(attnsim.workflows.run, "_predict", interrupted_on_second_child)
     with pytest.raises(KeyboardInterrupt):
         attnsim.sweep("csm", str(checkpoints), SWEEP)
     client, (parent,), children = sweep_runs(tracking_uri)
@@ -57,7 +57,7 @@ def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoin
     first = children[0].info.run_id
     assert [m.step for m in client.get_metric_history(parent.info.run_id, "csm/mean")] == [0]
 
-    monkeypatch.setattr(attnsim.runner, "_predict", original)
+    monkeypatch.setattr(attnsim.workflows.run, "_predict", original)
     result = attnsim.sweep("csm", str(checkpoints), SWEEP)
     client, parents, children = sweep_runs(tracking_uri)
     assert [p.info.run_id for p in parents] == [parent.info.run_id] == [result.parent_run_id]

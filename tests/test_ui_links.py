@@ -54,16 +54,16 @@ def _printed_links(capsys) -> list:
 
 
 def test_attnsim_run_prints_a_classic_view_link(monkeypatch, capsys):
-    import attnsim.runner
+    import attnsim.workflows.run
 
-    monkeypatch.setattr(attnsim.runner, "prepare", lambda cfg: cfg)
-    monkeypatch.setattr(attnsim.runner, "execute", lambda prepared: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE))
+    monkeypatch.setattr(attnsim.workflows.run, "prepare", lambda cfg: cfg)
+    monkeypatch.setattr(attnsim.workflows.run, "execute", lambda prepared: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE))
     assert main(["run", "csm"]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:5000/#/experiments/7/runs/{RUN_ID}{CLASSIC}"]
 
 
 def test_attnsim_sweep_prints_the_parent_run_link(monkeypatch, capsys):
-    import attnsim.tracking.sweep as sweep_module
+    import attnsim.workflows.sweep as sweep_module
 
     result = sweep_module.SweepResult(RUN_ID, "4", SQLITE, pd.DataFrame({"step": [0], "checkpoint": ["base"], "run_id": ["c" * 32], "status": ["measured"]}), pd.DataFrame({"csm/mean": [0.5]}, index=pd.Index([0], name="step")))
     monkeypatch.setattr(sweep_module, "sweep", lambda *args, **kwargs: result)
@@ -72,7 +72,7 @@ def test_attnsim_sweep_prints_the_parent_run_link(monkeypatch, capsys):
 
 
 def test_attnsim_finetune_prints_its_run_link(monkeypatch, capsys):
-    import attnsim.training.finetune as finetune_module
+    import attnsim.workflows.finetune as finetune_module
 
     result = finetune_module.FinetuneResult(RUN_ID, "5", "http://127.0.0.1:7777", "/ckpt", [(2, "/ckpt/step-000002")], {"val/accuracy": 0.5, "val/loss": 1.0}, ["a", "b"], 3.0, {"train": 8, "val": 4})
     monkeypatch.setattr(finetune_module, "finetune", lambda *args, **kwargs: result)

@@ -53,7 +53,7 @@ def resize_processor(path: Path, height: int, width: int) -> Path:
 )
 def test_processor_size_other_than_config_runs_on_its_grid(tmp_path, pictures, tracking_uri, kind, experiment, size, extra):
     from attnsim.plots.maps import grid_values
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     model = resize_processor(save_tiny_vit(tmp_path / kind, kind, image_size=32), *size)
     rows, cols = size[0] // 8, size[1] // 8
@@ -64,8 +64,8 @@ def test_processor_size_other_than_config_runs_on_its_grid(tmp_path, pictures, t
     assert logged.info.status == "FINISHED" and logged.data.tags["attnsim.seq_len"] == str(seq_len)
     if experiment == "vit_rollout":
         summary = result.summaries["rollout"]
-        assert summary.extras["readout_mean"].shape == (2, seq_len)
-        example = summary.extras["examples"][0]
+        assert summary.figure_data["readout_mean"].shape == (2, seq_len)
+        example = summary.examples[0]
         assert example["image"].shape == (size[0], size[1], 3)
         saliency = grid_values(example["readout"][-1], extra, (rows, cols))
         assert saliency.shape == (rows, cols) and np.isfinite(saliency).all()
@@ -105,7 +105,7 @@ def test_sizes_the_model_cannot_take_are_refused_with_the_fix():
 
 def test_refused_before_any_run(tmp_path, pictures, tracking_uri):
     """A ViT trained on 32 x 48 images cannot resample to 32 x 32: refused before weights load or a run exists."""
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     model = resize_processor(save_tiny_vit(tmp_path / "wide", "vit", image_size=(32, 48)), 32, 32)
     with pytest.raises(ModelError, match="square grid of patches"):

@@ -47,7 +47,7 @@ EXPECTED = {
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_experiment_runs_on_defaults(name, tracking_uri):
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     overrides, figures, metrics, tags = EXPECTED[name]
     cfg = load_config(name)
@@ -70,7 +70,7 @@ def test_rollout_uses_eval_mode_attention(tmp_path, text_dir, tracking_uri):
     """Attention dropout is off in predict: two runs of a model with dropout 0.9 give the same rollout."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
     from tests.conftest import BUNDLED
 
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED)

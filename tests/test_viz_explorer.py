@@ -58,7 +58,7 @@ def explorer_page(tiny_bert, tmp_path_factory) -> Path:
     """explorer.html of one attention_maps run of the tiny BERT on three small documents (run once per module)."""
     from mlflow import MlflowClient
 
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     folder = tmp_path_factory.mktemp("explorer")
     texts = folder / "texts"

@@ -134,7 +134,7 @@ def test_image_sources_and_preprocessing(tmp_path, image_dir):
 
 
 def test_vit_rollout_and_csm_runs(tmp_path, image_dir, tracking_uri):
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     vit = save_tiny_vit(tmp_path / "vit", "vit")
     result = run("vit_rollout", [f"model.path={vit}", f"corpus.path={image_dir}", "trainer.progress_bar=false", "plots.examples=2", "maps.discard_ratio=0.5"])
@@ -156,7 +156,7 @@ def test_vit_rollout_and_csm_runs(tmp_path, image_dir, tracking_uri):
 
 
 def test_vit_gradient_maps_run(tmp_path, image_dir, tracking_uri):
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     vit = save_tiny_vit(tmp_path / "vit", "vit")
     result = run("gradient_maps", [f"model.path={vit}", "corpus=images", f"corpus.path={image_dir}", "trainer.progress_bar=false", "plots.examples=1", "maps.target_class=2"])
@@ -168,7 +168,7 @@ def test_vit_gradient_maps_run(tmp_path, image_dir, tracking_uri):
 
 
 def test_images_need_a_vision_model_and_back(tiny_bert, tmp_path, tracking_uri):
-    from attnsim.runner import run
+    from attnsim.workflows.run import run
 
     with pytest.raises(ConfigError, match="needs a Vision Transformer"):
         run("vit_csm", [f"model.path={tiny_bert}"])

@@ -37,6 +37,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from attnsim.capture.vision import PatchLabeler, TokenLayout, check_image_size, token_layout
+from attnsim.data.module import Batch
 from attnsim.errors import CorpusError
 
 SAMPLES = ("astronaut", "camera", "chelsea", "coffee", "coins", "hubble_deep_field", "immunohistochemistry", "moon", "rocket")
@@ -246,8 +247,8 @@ def prepare_images(info, cfg) -> Tuple[PatchLabeler, ImageCorpus]:  # noqa: ANN0
     return corpus.labeler, corpus
 
 
-def collate_images(items: Sequence[Tuple[int, ImageItem]], layout: TokenLayout) -> Dict[str, object]:
-    """Stack ``(corpus index, image)`` items into a batch (see the module docstring for its keys)."""
+def collate_images(items: Sequence[Tuple[int, ImageItem]], layout: TokenLayout) -> Batch:
+    """Stack ``(corpus index, image)`` items into a :class:`~attnsim.data.module.Batch` (keys: the module docstring)."""
     images = [item for _, item in items]
     size, seq_len = len(images), layout.seq_len
     special = layout.special_mask()

@@ -1,9 +1,9 @@
-"""LightningDataModule serving windows as batches of tensors."""
+"""LightningDataModule serving windows as batches of tensors, and :class:`Batch`, the batch's keys and shapes."""
 
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 import pytorch_lightning as pl
@@ -13,14 +13,55 @@ from torch.utils.data import DataLoader
 from attnsim.data.windows import Window
 
 
-def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[int] = None) -> Dict[str, object]:
+class _BatchKeys(TypedDict):
+    """The keys in every batch (:class:`Batch`)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    special_mask: torch.Tensor
+    sentence_ids: torch.Tensor
+    offsets: torch.Tensor
+    index: torch.Tensor
+    doc_ids: List[str]
+
+
+class Batch(_BatchKeys, total=False):
+    """One predict batch, as :func:`collate_windows` (text) and :func:`attnsim.data.images.collate_images`
+    (images) build it and the capture modules, statistics and findings read it.
+
+    B is the batch size, T the tokens per window (``corpus.seq_len``; for images the extra
+    tokens plus the patches). The keys up to ``doc_ids`` are in every batch; the others depend on the corpus.
+
+    Keys:
+        input_ids: (B, T) int64 token ids (images: token positions 0..T-1).
+        attention_mask: (B, T) int64, 1 on real tokens, 0 on padding.
+        special_mask: (B, T) bool, True on special tokens ([CLS], [SEP]; images: the extra tokens).
+        sentence_ids: (B, T) int64 sentence index of each token, -1 on special tokens and padding.
+        offsets: (B, T, 2) int64 character span of each token in its window's text (images: zeros).
+        index: (B,) int64 position of each window in the corpus.
+        doc_ids: B document ids (str).
+        texts: B window texts, None where not kept (text only; for figure labels).
+        unknown_mask: (B, T) bool, True on real tokens that are the tokenizer's [UNK] (text, when it has one).
+        pixel_values: (B, C, H, W) float32 processor output (images only).
+        images: (B, H, W, 3) uint8 pictures as shown in figures (images only).
+        positions: (T, 2) float32 (row, col) of each token on the patch grid, in patches; NaN for extra tokens (images only).
+    """
+
+    texts: List[Optional[str]]
+    unknown_mask: torch.Tensor
+    pixel_values: torch.Tensor
+    images: torch.Tensor
+    positions: torch.Tensor
+
+
+def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[int] = None) -> Batch:
     """Stack ``(corpus index, window)`` items into a batch.
 
     ``unk_token_id`` (the tokenizer's ``[UNK]``) adds ``unknown_mask`` (B, T) bool, True where a
     real token is the unknown token: different unknown characters share that one id, so the
     statistics never count two of them as identical tokens (README, "repetition").
 
-    Returns a dict with ``input_ids``, ``attention_mask``, ``sentence_ids``
+    Returns a :class:`Batch` with ``input_ids``, ``attention_mask``, ``sentence_ids``
     (B, T) int64, ``special_mask`` (B, T) bool, ``offsets`` (B, T, 2) int64,
     ``index`` (B,) int64 (position in the corpus), ``doc_ids`` (list of str) and
     ``texts`` (list of each window's :attr:`~attnsim.data.windows.Window.text`, None
@@ -32,7 +73,7 @@ def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[
     def stack(name: str, dtype: torch.dtype) -> torch.Tensor:
         return torch.from_numpy(np.stack([getattr(w, name) for w in windows])).to(dtype)
 
-    batch = {
+    batch: Batch = {
         "input_ids": stack("input_ids", torch.long),
         "attention_mask": stack("attention_mask", torch.long),
         "special_mask": stack("special_mask", torch.bool),

@@ -1,7 +1,7 @@
 """Finding ``anchors``: each head's most common token in high-CSM pairs (arXiv:2512.21956).
 
-Definitions: :mod:`attnsim.stats.anchors`. Needs ``extra["vocab_size"]``
-(and ``extra["tokenizer"]`` to name the tokens; ids are used without it).
+Definitions: :mod:`attnsim.stats.anchors`. Needs the context's ``vocab_size``
+(and its ``tokenizer`` to name the tokens; ids are used without it).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ class AnchorsFinding(Finding):
     needs_attention = False
 
     def build(self):
-        if "vocab_size" not in self.extra:
-            raise ValueError("The anchors finding needs extra={'vocab_size': ...} (the tokenizer's len) to count anchor token ids.")
-        return {"anchors": AnchorAccumulator(self.n_layers, self.n_heads, int(self.extra["vocab_size"]))}
+        if self.context.vocab_size is None:
+            raise ValueError("The anchors finding needs FindingContext(vocab_size=...) (the tokenizer's len) to count anchor token ids.")
+        return {"anchors": AnchorAccumulator(self.n_layers, self.n_heads, int(self.context.vocab_size))}
 
     def token_names(self, ids: List[int]) -> List[str]:
         """Token strings of ``ids`` (the ids as text without a tokenizer)."""
-        tokenizer = self.extra.get("tokenizer")
+        tokenizer = self.context.tokenizer
         return tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids]
 
     def summarise(self) -> Summary:
@@ -52,9 +52,9 @@ class AnchorsFinding(Finding):
         top = out["top_anchor"]
         top_tokens = [self.token_names([max(int(i), 0) for i in row]) for row in top.tolist()]
         top_tokens = [[name if int(i) >= 0 else "" for name, i in zip(names, row)] for names, row in zip(top_tokens, top.tolist())]
-        extras = {"top_anchor": top, "top_anchor_tokens": top_tokens, "tables": {"tables/anchors_top.csv": table}}
-        return Summary(self.name, {n: out[n] for n in SCALARS}, extras=extras, windows=self.windows)
+        figure_data = {"top_anchor": top, "top_anchor_tokens": top_tokens}
+        return Summary(self.name, {n: out[n] for n in SCALARS}, tables={"tables/anchors_top.csv": table}, figure_data=figure_data, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/anchors/heads.png", scalar_mosaic(summary.scalars, self.name)
-        yield "figures/anchors/anchor_tokens.png", anchor_table(summary.extras["top_anchor_tokens"], summary.scalars["anchor_consistency"])
+        yield "figures/anchors/anchor_tokens.png", anchor_table(summary.figure_data["top_anchor_tokens"], summary.scalars["anchor_consistency"])

@@ -34,9 +34,9 @@ class AttentionMapsFinding(Finding):
 
     def summarise(self) -> Summary:
         out = self.accumulators["maps"].compute()
-        return Summary(self.name, {name: out[name] for name in SCALARS}, extras={"matrix": out["matrix"]}, windows=self.windows)
+        return Summary(self.name, {name: out[name] for name in SCALARS}, figure_data={"matrix": out["matrix"]}, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield from scalar_heatmaps(summary.scalars, self.name)
-        yield from plots.mean_attention(summary.extras["matrix"], plots_cfg.max_tokens, self.name)
+        yield from plots.mean_attention(summary.figure_data["matrix"], plots_cfg.max_tokens, self.name)
         yield from plots.example_attention(examples, plots_cfg.max_tokens, self.name)

@@ -1,19 +1,21 @@
 """Finding callbacks: each folds every predict batch into its accumulators.
 
 A finding declares the statistics it produces and whether it needs attention
-probabilities. It never logs: at the end of predict the runner asks each
-finding for its :class:`Summary` and hands it to the tracking module.
+probabilities; it gets a :class:`FindingContext` (tokenizer, vocabulary size, image
+layout, ...). It never logs: at the end of predict the run workflow asks each
+finding for its :class:`~attnsim.results.Summary` (defined in :mod:`attnsim.results`,
+re-exported here) and hands it to the tracking module.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytorch_lightning as pl
-import torch
 
+from attnsim.results import Summary  # noqa: F401 - re-exported: findings import it from here
 from attnsim.stats.base import Accumulator
 from attnsim.stats.pairs import PairView
 
@@ -21,23 +23,28 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Summary:
-    """What one finding measured.
+class FindingContext:
+    """What a finding may need beyond the activations: the same object is given to every finding of a run.
 
     Attributes:
-        finding: the finding's name (metric-key prefix).
-        scalars: statistic -> (layer, head) tensor; logged per head (when listed
-            in ``stats.per_head``), as layer means and model means, and in the per-head table.
-        profiles: name -> (layer, head, K) tensor, e.g. by distance; logged as long tables.
-        extras: anything else the figures need (matrices, token tables).
-        windows: number of windows folded in.
+        tokenizer: the run's tokenizer (Hugging Face), or for images the position tokenizer of
+            :func:`attnsim.data.images.prepare_images`; None in tests that need none.
+        vocab_size: number of token ids (``len(tokenizer)``): the size of per-token-id counters.
+        maps: the config section ``maps`` (rollout and gradient-map settings), None when absent.
+        examples: number of example windows drawn in figures (``plots.examples``), 0 for none.
+        vision: whether the model is a vision transformer (tokens are image patches).
+        layout: for images, the token layout (extra tokens and patch grid,
+            :class:`attnsim.data.images.TokenLayout`); None for text.
+        model: the inspected model (:class:`attnsim.capture.load.ModelInfo`), None in tests.
     """
 
-    finding: str
-    scalars: Dict[str, torch.Tensor]
-    profiles: Dict[str, torch.Tensor] = field(default_factory=dict)
-    extras: Dict[str, Any] = field(default_factory=dict)
-    windows: int = 0
+    tokenizer: Any = None
+    vocab_size: Optional[int] = None
+    maps: Any = None
+    examples: int = 0
+    vision: bool = False
+    layout: Any = None
+    model: Any = None
 
 
 class Finding(pl.Callback):
@@ -51,11 +58,23 @@ class Finding(pl.Callback):
     # True: predict runs the gradient capture (a classifier, gradients of the target logit)
     needs_gradients: bool = False
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, extra: Optional[Dict[str, Any]] = None):
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, context: Optional[FindingContext] = None):
+        """
+        Args:
+            n_layers, n_heads: the model's layers and heads per layer.
+            seq_len: tokens per window (T; for images the extra tokens plus the patches).
+            stats_cfg: the config section ``stats``.
+            context: what the finding may need beyond activations (:class:`FindingContext`).
+
+        Raises:
+            TypeError: ``context`` is not a :class:`FindingContext` (e.g. the old ``extra`` dict).
+        """
         super().__init__()
+        if context is not None and not isinstance(context, FindingContext):
+            raise TypeError(f"{type(self).__name__}(..., context=...) takes a FindingContext (attnsim.findings.base), not {type(context).__name__}.")
         self.n_layers, self.n_heads, self.seq_len = n_layers, n_heads, seq_len
         self.cfg = stats_cfg
-        self.extra = extra or {}
+        self.context = context if context is not None else FindingContext()
         self.accumulators: Dict[str, Accumulator] = self.build()
         self.windows = 0
         self.error: Optional[BaseException] = None

@@ -29,10 +29,10 @@ class CSMFinding(Finding):
         out = self.accumulators["csm"].compute()
         scalars = {name: out[name] for name in SCALARS}
         profiles = {"distance_mean": out["distance_mean"], "distance_high_ratio": out["distance_high_ratio"]}
-        return Summary(self.name, scalars, profiles, {"matrix": out["matrix"]}, self.windows)
+        return Summary(self.name, scalars, profiles, figure_data={"matrix": out["matrix"]}, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/csm/heads.png", scalar_mosaic(summary.scalars, self.name)
         yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"])
-        yield from plots.mean_matrices(summary.extras["matrix"], plots_cfg.max_tokens)
+        yield from plots.mean_matrices(summary.figure_data["matrix"], plots_cfg.max_tokens)
         yield from plots.example_csms(examples, plots_cfg.max_tokens)

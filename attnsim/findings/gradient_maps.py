@@ -47,11 +47,11 @@ class GradientMapsFinding(Finding):
     needs_gradients = True
 
     def build(self):
-        layout = self.extra.get("layout")
-        self.vision = bool(self.extra.get("vision"))
+        layout = self.context.layout
+        self.vision = bool(self.context.vision)
         self.layout = layout
-        self.categories = TokenCategories(self.extra.get("tokenizer"), self.vision, layout.extra if layout is not None else ())
-        self.max_examples = int(self.extra.get("examples", 0))
+        self.categories = TokenCategories(self.context.tokenizer, self.vision, layout.extra if layout is not None else ())
+        self.max_examples = int(self.context.examples or 0)
         self.examples: List[Dict[str, Any]] = []
         return {"gradients": GradientMapAccumulator(self.n_layers, self.n_heads, self.categories.names)}
 
@@ -84,7 +84,7 @@ class GradientMapsFinding(Finding):
         self.windows += view.batch_size
 
     def _record(self, view, rows: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor, probability: torch.Tensor) -> None:  # noqa: ANN001
-        tokenizer = self.extra.get("tokenizer")
+        tokenizer = self.context.tokenizer
         for b in range(view.batch_size):
             if len(self.examples) >= self.max_examples:
                 return
@@ -105,12 +105,11 @@ class GradientMapsFinding(Finding):
     def summarise(self) -> Summary:
         out = self.accumulators["gradients"].compute()
         metrics = {name: float(out[name]) for name in self.corpus_metric_names()}
-        extras = {"examples": self.examples, "metrics": metrics}
-        return Summary(self.name, {name: out[name] for name in SCALARS}, extras=extras, windows=self.windows)
+        return Summary(self.name, {name: out[name] for name in SCALARS}, metrics=metrics, examples=self.examples, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield from scalar_heatmaps(summary.scalars, self.name)
-        for e, example in enumerate(summary.extras["examples"]):
+        for e, example in enumerate(summary.examples):
             title = f"window {e} ({example['doc_id']}): class {example['target']} (predicted {example['predicted']}, p = {example['probability']:.2f})"
             if self.vision and self.layout is not None and "image" in example:
                 depths = depth_panels(self.n_layers)

@@ -44,13 +44,13 @@ class RolloutFinding(Finding):
     needs_attention = True
 
     def build(self):
-        extra = self.extra
-        layout = extra.get("layout")
-        self.vision = bool(extra.get("vision"))
+        context = self.context
+        layout = context.layout
+        self.vision = bool(context.vision)
         self.layout = layout
-        self.categories = TokenCategories(extra.get("tokenizer"), self.vision, layout.extra if layout is not None else ())
-        self.maps_cfg = extra.get("maps")
-        self.max_examples = int(extra.get("examples", 0))
+        self.categories = TokenCategories(context.tokenizer, self.vision, layout.extra if layout is not None else ())
+        self.maps_cfg = context.maps
+        self.max_examples = int(context.examples or 0)
         self.examples: List[Dict[str, Any]] = []
         self.statistics = self._statistics()
         return {"rollout": RolloutAccumulator(self.n_layers, self.seq_len, self.categories.names)}
@@ -82,7 +82,7 @@ class RolloutFinding(Finding):
     def _record(self, view: PairView, rollout: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> None:
         """Keep the first windows' readout rows, final matrix and (short ones) flow inputs."""
         flow_max = int(self.maps_cfg.flow_max_tokens) if self.maps_cfg is not None else 0
-        tokenizer = self.extra.get("tokenizer")
+        tokenizer = self.context.tokenizer
         for b in range(view.batch_size):
             if len(self.examples) >= self.max_examples:
                 return
@@ -111,14 +111,13 @@ class RolloutFinding(Finding):
                 tables[f"tables/rollout_flow_window{e}.csv"] = pd.DataFrame(
                     {"position": np.arange(len(example["labels"])), "token": example["labels"], "rollout": example["readout"][-1], "flow": example["flow"]}
                 )
-        extras = {"readout_mean": out["readout_mean"], "examples": self.examples, "tables": tables}
-        return Summary(self.name, scalars, extras=extras, windows=self.windows)
+        return Summary(self.name, scalars, tables=tables, figure_data={"readout_mean": out["readout_mean"]}, examples=self.examples, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         max_tokens = plots_cfg.max_tokens
         fusion = f"{self._fusion} fusion, discard {self._discard:g}"
         yield "figures/rollout/depth_profile.png", plots.depth_profiles(summary.scalars, self.name, f"Rollout mass on token categories by depth ({fusion})")
-        mean = summary.extras["readout_mean"].detach().cpu().double().numpy()  # (L, T)
+        mean = summary.figure_data["readout_mean"].detach().cpu().double().numpy()  # (L, T)
         if self.vision and self.layout is not None:
             grids = [plots.grid_values(mean[d], self.layout.n_extra, self.layout.grid) for d in depth_panels(self.n_layers)]
             yield "figures/rollout/mean_readout_grid.png", plots.grid_heatmaps(
@@ -130,7 +129,7 @@ class RolloutFinding(Finding):
             yield "figures/rollout/mean_readout.png", plots.token_strip(
                 mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ([CLS]) rollout row by position ({fusion}; own entry left blank)", max_tokens, unit="share"
             )
-        for e, example in enumerate(summary.extras["examples"]):
+        for e, example in enumerate(summary.examples):
             yield from self._example_figures(e, example, max_tokens, fusion)
 
     def _example_figures(self, e: int, example: Dict[str, Any], max_tokens: int, fusion: str) -> Iterator[Tuple[str, Any]]:

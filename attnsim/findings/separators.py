@@ -2,7 +2,7 @@
 
 Source: Clark et al., "What Does BERT Look At?", BlackboxNLP 2019.
 Definitions: :mod:`attnsim.stats.separators`. Token ids of each category come
-from ``extra["tokenizer"]``.
+from the context's tokenizer (:class:`~attnsim.findings.base.FindingContext`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def separator_ids(tokenizer) -> Dict[str, List[int]]:  # noqa: ANN001
         ValueError: no tokenizer was given.
     """
     if tokenizer is None:
-        raise ValueError("The separators finding needs extra={'tokenizer': ...} to find the ids of [CLS], [SEP], '.' and ','.")
+        raise ValueError("The separators finding needs FindingContext(tokenizer=...) to find the ids of [CLS], [SEP], '.' and ','.")
 
     def special(*names: str) -> List[int]:
         for name in names:
@@ -52,7 +52,7 @@ class SeparatorsFinding(Finding):
     needs_attention = True
 
     def build(self):
-        return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.extra.get("tokenizer")))}
+        return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.context.tokenizer))}
 
     def summarise(self) -> Summary:
         out = self.accumulators["separators"].compute()

@@ -32,6 +32,7 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from attnsim.errors import TrackingError
+from attnsim.keys import Tag
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,13 @@ def check_key(key: str, kind: str = "tag") -> str:
 def fit_tags(tags: Dict[str, object]) -> Dict[str, str]:
     """Tags ready for MLflow: keys checked (:func:`check_key`), values as strings fitted to 8,000 characters (:func:`fit_value`)."""
     return {check_key(str(k)): fit_value(v, TAG_MAX) for k, v in tags.items()}
+
+
+def format_failure(exc: BaseException) -> str:
+    """One-line description of an exception, for the ``attnsim.error`` tag (at most 5,000 characters)."""
+    import traceback
+
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:5000]
 
 
 class RunSink:
@@ -175,10 +183,12 @@ class RunSink:
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
-    def log_figure(self, figure, artifact_file: str, dpi: int = 100) -> None:
+    def log_figure(self, figure, artifact_file: str, dpi: int = 100, fixed_layout: bool = False) -> None:
         """Save a matplotlib figure as a PNG artifact and close it.
 
-        A figure laid out by hand (:func:`attnsim.plots.common.fixed_layout`) is drawn here and its
+        The caller draws the figure and says whether it was laid out by hand (``fixed_layout``; the
+        workflows pass :func:`attnsim.plots.common.has_fixed_layout`), so that tracking never imports
+        the plots. A figure laid out by hand is drawn here and its
         pixels are encoded (zlib level 1: heatmaps compress little better at higher levels) and
         uploaded on a background thread, while the caller draws the next figure: Pillow's encoder
         runs without the GIL, and encoding is up to half of a large figure's cost. :meth:`flush`
@@ -187,10 +197,8 @@ class RunSink:
         """
         import matplotlib.pyplot as plt
 
-        from attnsim.plots.common import has_fixed_layout
-
         try:
-            if has_fixed_layout(figure):
+            if fixed_layout:
                 import numpy as np
                 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -273,10 +281,8 @@ class RunSink:
 
     def fail(self, exc: BaseException, status: str = "FAILED") -> None:
         """Keep what was logged, tag the error, end the run as FAILED or KILLED."""
-        from attnsim.tracking.store import format_failure
-
         try:
-            self.client.set_tag(self.run_id, "attnsim.error", format_failure(exc))
+            self.client.set_tag(self.run_id, Tag.ERROR.value, format_failure(exc))
         except Exception:  # noqa: BLE001 - the store may be what failed; still try to end the run
             log.exception("could not tag the failed run %s", self.run_id)
         try:

@@ -31,7 +31,6 @@ import shlex
 import signal
 import socket
 import sys
-import traceback
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -39,7 +38,8 @@ from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.tracking.sink import RunSink, fit_tags
+from attnsim.keys import Tag
+from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F401 - format_failure: its old home
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
 
@@ -183,10 +183,10 @@ class Tracker:
         Used by sweeps that continue after a crash: what the run logged before is kept;
         the previous ``attnsim.error`` tag moves to ``attnsim.previous_error``.
         """
-        error = self.client.get_run(run_id).data.tags.get("attnsim.error")
+        error = self.client.get_run(run_id).data.tags.get(Tag.ERROR.value)
         if error is not None:
-            self.client.set_tag(run_id, "attnsim.previous_error", error)
-            self.client.delete_tag(run_id, "attnsim.error")
+            self.client.set_tag(run_id, Tag.PREVIOUS_ERROR.value, error)
+            self.client.delete_tag(run_id, Tag.ERROR.value)
         self.client.update_run(run_id, status="RUNNING")
         with self._lifecycle(RunSink(self.client, run_id)) as sink:
             yield sink
@@ -225,11 +225,6 @@ def _restore_sigterm(previous) -> None:  # noqa: ANN001
             signal.signal(signal.SIGTERM, previous)
         except ValueError:
             pass
-
-
-def format_failure(exc: BaseException) -> str:
-    """One-line description of an exception, for the ``attnsim.error`` tag."""
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:5000]
 
 
 # -- params, tags and descriptions ---------------------------------------------------------------

@@ -8,13 +8,8 @@ from typing import Dict, Iterable, List
 import pandas as pd
 import torch
 
-from attnsim.findings.base import Summary
-
-
-def layer_key(finding: str, stat: str, layer: int, head: int | None = None) -> str:
-    """Metric name by the documented rule: ``finding/stat/L03/H07``, ``finding/stat/L03``."""
-    key = f"{finding}/{stat}/L{layer:02d}"
-    return key if head is None else f"{key}/H{head:02d}"
+from attnsim.keys import MetricKey
+from attnsim.results import Summary
 
 
 def per_head_selected(name: str, patterns: Iterable[str]) -> bool:
@@ -23,7 +18,8 @@ def per_head_selected(name: str, patterns: Iterable[str]) -> bool:
 
 
 def summary_metrics(summary: Summary, per_head: Iterable[str]) -> Dict[str, float]:
-    """Per-head (selected), layer-mean and model-mean metrics of a summary.
+    """Per-head (selected), layer-mean and model-mean metrics of a summary's scalars, keyed by
+    :meth:`MetricKey.format <attnsim.keys.MetricKey.format>`.
 
     Layer and model means are ``nanmean`` over heads (a head whose statistic is
     undefined does not count); non-finite results are left for the sink's guard.
@@ -32,14 +28,19 @@ def summary_metrics(summary: Summary, per_head: Iterable[str]) -> Dict[str, floa
     patterns = list(per_head)
     for stat, values in summary.scalars.items():
         values = values.detach().double().cpu()
-        name = f"{summary.finding}/{stat}"
-        metrics[name] = float(values.nanmean())
+        key = MetricKey(summary.finding, stat)
+        metrics[key.format()] = float(values.nanmean())
         for layer in range(values.shape[0]):
-            metrics[layer_key(summary.finding, stat, layer)] = float(values[layer].nanmean())
-            if per_head_selected(name, patterns):
+            metrics[MetricKey(summary.finding, stat, layer).format()] = float(values[layer].nanmean())
+            if per_head_selected(key.name, patterns):
                 for head in range(values.shape[1]):
-                    metrics[layer_key(summary.finding, stat, layer, head)] = float(values[layer, head])
+                    metrics[MetricKey(summary.finding, stat, layer, head).format()] = float(values[layer, head])
     return metrics
+
+
+def corpus_metrics(summary: Summary) -> Dict[str, float]:
+    """A summary's corpus-level numbers as metrics: ``<finding>/<name>`` -> float (:attr:`Summary.metrics`)."""
+    return {MetricKey(summary.finding, name).format(): float(value) for name, value in summary.metrics.items()}
 
 
 def head_table(summary: Summary) -> pd.DataFrame:

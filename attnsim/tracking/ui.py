@@ -35,7 +35,7 @@ import time
 import urllib.request
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
@@ -238,11 +238,12 @@ class UiServer:
             pass
 
 
-def serve(uri: str, port: int, verbose: bool = False) -> int:
+def serve(uri: str, port: int, verbose: bool = False, say: Optional[Callable[[str], None]] = None) -> int:
     """Serve ``uri`` on http://127.0.0.1:``port`` until Ctrl-C, SIGTERM or SIGHUP; return the exit status (0).
 
-    Prints when the UI is ready (with the seconds it took) and the classic-view
-    link of the experiment list; always stops the server's whole process group.
+    Tells ``say`` (``attnsim ui`` prints each line) when the server starts, when the UI is ready
+    (with the seconds it took and the classic-view link of the experiment list) and when it
+    stopped; always stops the server's whole process group.
 
     Raises:
         UiError: bad store or port (before anything starts), or the server failed to start or died.
@@ -253,12 +254,13 @@ def serve(uri: str, port: int, verbose: bool = False) -> int:
     previous = {sig: signal.getsignal(sig) for sig in stops}
     for sig in stops:  # SIGINT too: a shell starts background jobs with it ignored
         signal.signal(sig, _raise_stop)
+    say = say or (lambda line: None)
     server = UiServer(uri, port, verbose)
     try:
-        print(f"starting the MLflow UI for {uri} on {server.url} ...", flush=True)
+        say(f"starting the MLflow UI for {uri} on {server.url} ...")
         server.start()
         seconds = server.wait_ready()
-        print(f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)", flush=True)
+        say(f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)")
         code = server.process.wait()
         if code != 0:
             raise UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above.")
@@ -270,7 +272,7 @@ def serve(uri: str, port: int, verbose: bool = False) -> int:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print("stopped the MLflow UI", flush=True)
+    say("stopped the MLflow UI")
     return 0
 
 

@@ -22,7 +22,6 @@ import torch
 from pytorch_lightning.loggers.logger import Logger
 from pytorch_lightning.utilities import rank_zero_only
 
-from attnsim.tracking.sink import RunSink
 from attnsim.training.checkpoints import CHECKPOINT_META, checkpoint_name
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,9 @@ class ClassifierModule(pl.LightningModule):
 
 
 class SinkLogger(Logger):
-    """A Lightning logger that writes metrics through one run's :class:`RunSink` (rank zero only).
+    """A Lightning logger that writes metrics through one run's sink (rank zero only): any object with
+    ``run_id``, ``log_metrics(values, step)`` and ``flush()``, e.g. :class:`attnsim.tracking.sink.RunSink`
+    (not imported: training sits below tracking in the import graph).
 
     It neither creates nor ends the run (the :class:`~attnsim.tracking.store.Tracker`
     does), logs no hyperparameters (the caller logs the flattened config), and
@@ -106,7 +107,7 @@ class SinkLogger(Logger):
     weights of checkpoint ``step-00000s``.
     """
 
-    def __init__(self, sink: RunSink, step_source: Optional[Callable[[], int]] = None):
+    def __init__(self, sink: Any, step_source: Optional[Callable[[], int]] = None):
         super().__init__()
         self.sink = sink
         self.step_source = step_source

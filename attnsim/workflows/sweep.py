@@ -1,9 +1,9 @@
-"""``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID``: one experiment over fine-tuning checkpoints.
+"""The sweep workflow (``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID``): one experiment over fine-tuning checkpoints.
 
 The experiment runs once per checkpoint, plus the base model as step 0, each
 run a child (MLflow nested run, tag ``mlflow.parentRunId``) of one parent run
-(tag ``attnsim.kind=sweep``). The windows are built once
-(:func:`attnsim.runner.prepare` with the base model's tokenizer) and reused by
+(tag ``attnsim.kind=sweep``; each child ``attnsim.kind=sweep_child``). The windows are built once
+(:func:`attnsim.workflows.run.prepare` with the base model's tokenizer) and reused by
 every child, so every child carries the same ``attnsim.corpus_hash``; a
 checkpoint whose vocabulary differs from the base model's is refused before
 anything runs.
@@ -38,7 +38,6 @@ KILLED when the sweep is resumed.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -49,12 +48,13 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from attnsim.errors import AttnsimError
+from attnsim.keys import MetricKey, RunKind, Tag
 
 log = logging.getLogger(__name__)
 
-KIND = "sweep"
+KIND = RunKind.SWEEP.value
 STEP_KEY = "sweep/global_step"
-STEP_PARAM = "attnsim.global_step"
+STEP_PARAM = Tag.GLOBAL_STEP.value
 
 
 def child_name(step: int) -> str:
@@ -107,7 +107,7 @@ def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
             run = tracker.client.get_run(source)
         except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
             raise SweepError(f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI).") from exc
-        directory = run.data.tags.get("attnsim.checkpoint_dir")
+        directory = run.data.tags.get(Tag.CHECKPOINT_DIR.value)
         if not directory:
             raise SweepError(f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself.")
         path = Path(directory)
@@ -153,8 +153,9 @@ def headline_metrics(summaries: Dict[str, Any]) -> Dict[str, float]:
 
 def headline_from_run(run: Any, findings: Iterable[str]) -> Dict[str, float]:
     """The model and layer means a finished child logged (``finding/stat`` and ``finding/stat/LNN``)."""
-    pattern = re.compile(r"^(%s)/[^/]+(/L\d{2})?$" % "|".join(re.escape(f) for f in findings))
-    return {key: value for key, value in run.data.metrics.items() if pattern.match(key)}
+    from attnsim.analysis.runs import headline
+
+    return headline(run.data.metrics, findings)
 
 
 def _with_model(cfg: Any, path: str) -> Any:
@@ -164,7 +165,7 @@ def _with_model(cfg: Any, path: str) -> Any:
 
 
 def _find_parent(tracker: Any, experiment_id: str, key: str) -> Optional[Any]:
-    runs = tracker.client.search_runs([experiment_id], filter_string=f"tags.`attnsim.sweep_key` = '{key}' AND tags.`attnsim.kind` = '{KIND}'", order_by=["attributes.start_time DESC"], max_results=1)
+    runs = tracker.client.search_runs([experiment_id], filter_string=f"tags.`{Tag.SWEEP_KEY}` = '{key}' AND tags.`{Tag.KIND}` = '{KIND}'", order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0] if runs else None
 
 
@@ -172,7 +173,7 @@ def _finished_children(tracker: Any, experiment_id: str, parent_id: str) -> Dict
     children = tracker.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
     done: Dict[int, Any] = {}
     for child in children:
-        step = child.data.tags.get("attnsim.sweep_step")
+        step = child.data.tags.get(Tag.SWEEP_STEP.value)
         if step is not None and int(step) not in done:
             done[int(step)] = child
     return done
@@ -199,7 +200,8 @@ def _metrics_by_step(tracker: Any, parent_id: str, layers: bool = False) -> Any:
     run = tracker.client.get_run(parent_id)
     columns: Dict[str, Dict[int, float]] = {}
     for key in sorted(run.data.metrics):
-        if (not layers and "/L" in key) or key == STEP_KEY:
+        parsed = MetricKey.try_parse(key)
+        if key == STEP_KEY or (not layers and parsed is not None and not parsed.is_model_mean):
             continue
         columns[key] = {int(m.step): m.value for m in tracker.client.get_metric_history(parent_id, key)}
     frame = pd.DataFrame(columns)
@@ -209,12 +211,13 @@ def _metrics_by_step(tracker: Any, parent_id: str, layers: bool = False) -> Any:
 
 def _log_figures(sink: Any, curves: Any, findings: Iterable[str], title: str, dpi: int) -> None:
     """``figures/sweep/<finding>.png`` for every finding with curves (see :func:`attnsim.plots.sweep.sweep_curves`)."""
+    from attnsim.plots.common import has_fixed_layout
     from attnsim.plots.sweep import sweep_curves
 
     for finding in findings:
         figure = sweep_curves(curves, finding, f"{title}: {finding}")
         if figure is not None:
-            sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi)
+            sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi, fixed_layout=has_fixed_layout(figure))
 
 
 def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None) -> SweepResult:
@@ -252,13 +255,12 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
     from attnsim.capture.load import inspect_model, load_tokenizer
     from attnsim.config import load_config, to_yaml
     from attnsim.findings.registry import FINDINGS
-    from attnsim.runner import execute, prepare, run_tags
-    from attnsim.tracking.store import NOTE_TAG, Tracker, measure_params, run_note
+    from attnsim.tracking.store import NOTE_TAG, measure_params, run_note
+    from attnsim.workflows.common import open_tracker, run_tags
+    from attnsim.workflows.run import execute, prepare
 
     cfg = load_config(experiment, overrides, known_findings=FINDINGS)
-    tracker = Tracker(cfg.tracking.uri)
-    tracker.check()
-    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
+    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
     found, directory = resolve_checkpoints(checkpoints, tracker)
     base_path = base_model(found, base, str(cfg.model.path))
     entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
@@ -277,7 +279,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
     experiment_id = tracker.experiment_id(cfg.tracking.experiment)
     parent = _find_parent(tracker, experiment_id, key)
     if parent is not None:
-        earlier = parent.data.tags.get("attnsim.corpus_hash")
+        earlier = parent.data.tags.get(Tag.CORPUS_HASH.value)
         if earlier != prepared.corpus.content_hash:
             raise SweepError(
                 f"Sweep run {parent.info.run_id} (the same experiment, checkpoints and overrides) measured windows with content hash {str(earlier)[:12]}, "
@@ -287,14 +289,14 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             log.warning("sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id)
         context = tracker.resume(parent.info.run_id)
     else:
-        tags = run_tags(prepared, {})
+        tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
         tags.update({
-            "attnsim.kind": KIND,
-            "attnsim.sweep_key": key,
-            "attnsim.sweep_source": checkpoints,
-            "attnsim.checkpoint_dir": str(directory),
-            "attnsim.base_model": str(base_path or entries[0][1]),
-            "attnsim.sweep_steps": ",".join(str(step) for step, _ in entries),
+            Tag.KIND.value: KIND,
+            Tag.SWEEP_KEY.value: key,
+            Tag.SWEEP_SOURCE.value: checkpoints,
+            Tag.CHECKPOINT_DIR.value: str(directory),
+            Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
+            Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
             NOTE_TAG: run_note(cfg.description, [f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."]),
         })
         context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name}", tags)
@@ -306,7 +308,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             parent_sink.log_params(measure_params(prepared.cfg))
             parent_sink.log_text(to_yaml(prepared.cfg), "config.yaml")
         else:  # checkpoints may have been added to the directory since (a fine-tuning still running)
-            parent_sink.set_tags({"attnsim.sweep_steps": ",".join(str(step) for step, _ in entries)})
+            parent_sink.set_tags({Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries)})
             for run_id in _end_abandoned_children(tracker, experiment_id, parent_id):
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
         done = _finished_children(tracker, experiment_id, parent_id)
@@ -317,7 +319,10 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
                 metrics = headline_from_run(done[step], cfg.findings) if step not in logged else {}
             else:
                 note = run_note(cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
-                extra = {"attnsim.sweep_key": key, "attnsim.sweep_step": str(step), "attnsim.global_step": str(step), "attnsim.checkpoint": path, NOTE_TAG: note}
+                extra = {
+                    Tag.KIND.value: RunKind.SWEEP_CHILD.value, Tag.SWEEP_KEY.value: key, Tag.SWEEP_STEP.value: str(step),
+                    Tag.GLOBAL_STEP.value: str(step), Tag.CHECKPOINT.value: path, NOTE_TAG: note,
+                }
                 result = execute(
                     children[step], parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
                     step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
@@ -329,49 +334,9 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
         runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
         curves = _metrics_by_step(tracker, parent_id, layers=bool(cfg.tracking.figures))
-        metrics_frame = curves[[c for c in curves.columns if "/L" not in c]]
+        metrics_frame = curves[[c for c in curves.columns if getattr(MetricKey.try_parse(c), "is_model_mean", True)]]
         parent_sink.log_table(runs, "sweep/runs.csv")
         parent_sink.log_table(metrics_frame.reset_index(), "sweep/model_means.csv")
         if cfg.tracking.figures:
             _log_figures(parent_sink, curves, cfg.findings, f"sweep {cfg.name}", cfg.plots.dpi)
     return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame)
-
-
-class _CheckpointsAndOverrides(argparse.Action):
-    """``--checkpoints SOURCE [KEY=VALUE ...]``: argparse cannot take positionals after an option, so overrides there are collected here."""
-
-    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
-        source, rest = values[0], list(values[1:])
-        bad = [v for v in rest if "=" not in v]
-        if bad or "=" in source:
-            parser.error(f"--checkpoints takes one directory or run id, then optional KEY=VALUE overrides; got {values}")
-        namespace.checkpoints = source
-        namespace.trailing_overrides = rest
-
-
-def _cmd_sweep(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    overrides = list(args.overrides) + list(getattr(args, "trailing_overrides", []) or [])
-    result = sweep(args.experiment, args.checkpoints, overrides, args.base)
-    measured = int((result.runs["status"] == "measured").sum())
-    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now, {len(result.runs) - measured} already finished)")
-    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
-        print(result.runs.to_string(index=False))
-        print("\nmodel means by global step (the parent's metric curves):")
-        print(result.metrics.to_string(float_format=lambda v: f"{v:.4g}"))
-    print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
-    print(f"tracking store: {result.tracking_uri}")
-    from attnsim.tracking.links import open_hint
-    print(open_hint(result.tracking_uri, result.experiment_id, result.parent_run_id))
-    return 0
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``attnsim sweep EXPERIMENT --checkpoints DIR_OR_RUN_ID [overrides]``."""
-    p = subparsers.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
-    p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
-    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar=("DIR_OR_RUN_ID", "KEY=VALUE"), help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow")
-    p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
-    p.set_defaults(func=_cmd_sweep)

@@ -1,4 +1,4 @@
-"""``attnsim compare``: per-layer statistics of several runs side by side.
+"""The comparison (``attnsim compare``): per-layer statistics of several runs side by side.
 
 Runs are chosen by id (``attnsim compare ID ID ...``), as every finished
 measurement run of an MLflow experiment (``--experiment NAME``), or as the
@@ -20,7 +20,7 @@ with a message listing the differences, unless ``force``. Unfinished or
 partial runs are refused unless ``force`` too; runs without statistics and
 sweep parents, fine-tuning and comparison runs are always refused.
 
-Output: the table on stdout, as CSV, and as a comparison run (tag
+Output: the table (the command line prints it), as CSV, and as a comparison run (tag
 ``attnsim.kind=compare``, MLflow experiment ``compare`` unless told otherwise)
 holding ``comparison.csv``, ``runs.csv`` (which column is which run) and one
 figure per statistic under ``figures/compare/`` (one line per run over
@@ -29,18 +29,17 @@ layers, the chance level dotted where the statistic has one).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from attnsim.analysis.runs import LoggedRun
 from attnsim.errors import AttnsimError
+from attnsim.keys import RunKind, Tag
 
 log = logging.getLogger(__name__)
 
-_ROW = re.compile(r"^(?P<finding>[^/]+)/(?P<stat>[^/]+)(?:/L(?P<layer>\d{2}))?$")
-NOT_MEASUREMENTS = ("sweep", "compare", "finetune")
+NOT_MEASUREMENTS = tuple(kind.value for kind in RunKind if not kind.is_measurement)
 MEAN_ROW = "mean"
 
 
@@ -53,8 +52,8 @@ def _definition(run: Any) -> Dict[str, Optional[str]]:
     tags, params = run.data.tags, run.data.params
     rule = params.get("stats.high_rule")
     return {
-        "attnsim.seq_len": tags.get("attnsim.seq_len"),
-        "attnsim.stats_definition": tags.get("attnsim.stats_definition"),
+        Tag.SEQ_LEN.value: tags.get(Tag.SEQ_LEN.value),
+        Tag.STATS_DEFINITION.value: tags.get(Tag.STATS_DEFINITION.value),
         "stats.high_rule": rule,
         "stats.zscore" if rule == "zscore" else "stats.top_fraction": params.get("stats.zscore" if rule == "zscore" else "stats.top_fraction"),
         "stats.include_special": params.get("stats.include_special"),
@@ -91,14 +90,14 @@ def _label_runs(runs: Sequence[Any], by_step: bool) -> List[str]:
     apart by corpus, else by model (the first tag that differs among them), else by run id."""
     labels = []
     for run in runs:
-        step = run.data.tags.get("attnsim.global_step")
+        step = run.data.tags.get(Tag.GLOBAL_STEP.value)
         labels.append(f"step {step}" if by_step and step is not None else (run.info.run_name or run.info.run_id[:8]))
     out = list(labels)
     for label in set(labels):
         group = [i for i, other in enumerate(labels) if other == label]
         if len(group) == 1:
             continue
-        for tag in ("attnsim.corpus", "attnsim.model"):
+        for tag in (Tag.CORPUS.value, Tag.MODEL.value):
             values = [str(runs[i].data.tags.get(tag)) for i in group]
             if len(set(values)) == len(values):
                 for i, value in zip(group, values):
@@ -126,13 +125,11 @@ def statistics_table(runs: Sequence[Any], labels: Sequence[str]):
 
     columns: Dict[str, Dict[Tuple[str, str], float]] = {}
     for run, label in zip(runs, labels):
-        findings = set(str(run.data.params.get("findings", "")).split(","))
+        logged = LoggedRun.of(run)
         values: Dict[Tuple[str, str], float] = {}
-        for key, value in run.data.metrics.items():
-            match = _ROW.match(key)
-            if match and match["finding"] in findings:
-                layer = f"L{match['layer']}" if match["layer"] else MEAN_ROW
-                values[(f"{match['finding']}/{match['stat']}", layer)] = float(value)
+        for key, value in logged.statistics(logged.findings).items():
+            if key.head is None:
+                values[(key.name, f"L{key.layer:02d}" if key.layer is not None else MEAN_ROW)] = value
         if not any(layer != MEAN_ROW for _, layer in values):
             raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') has no per-layer statistics (no finding/statistic/LNN metrics of its findings). Give runs of `attnsim run` or `attnsim sweep` children.")
         columns[label] = values
@@ -167,7 +164,7 @@ def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[
             names = sorted(e.name for e in client.search_experiments())
             raise ComparisonError(f"No MLflow experiment '{experiment}' in {tracker.uri}. Experiments there: {', '.join(names) or '(none)'}.")
         candidates = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
-        runs = [r for r in candidates if r.data.tags.get("attnsim.kind") not in NOT_MEASUREMENTS and "attnsim.stats_definition" in r.data.tags and r.data.tags.get("attnsim.partial") != "true"]
+        runs = [r for r in candidates if RunKind.of(r.data.tags).is_measurement and Tag.STATS_DEFINITION.value in r.data.tags and r.data.tags.get(Tag.PARTIAL.value) != "true"]
         source = f"experiment:{experiment}"
     else:
         try:
@@ -175,18 +172,19 @@ def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[
         except Exception as exc:  # noqa: BLE001
             raise ComparisonError(f"No run '{parent}' in the tracking store {tracker.uri}; --parent takes the run id `attnsim sweep` printed.") from exc
         children = client.search_runs([parent_run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}' AND attributes.status = 'FINISHED'")
-        runs = sorted(children, key=lambda r: (int(r.data.tags.get("attnsim.global_step", 0)), r.info.start_time))
+        runs = sorted(children, key=lambda r: (int(r.data.tags.get(Tag.GLOBAL_STEP.value, 0)), r.info.start_time))
         source = f"parent:{parent}"
     if not runs:
         raise ComparisonError(f"Nothing to compare: {source} has no finished measurement runs.")
     for run in runs:
-        kind = run.data.tags.get("attnsim.kind")
-        if kind in NOT_MEASUREMENTS:
-            hint = f" Use --parent {run.info.run_id} to compare its children." if kind == "sweep" else ""
-            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is a {kind} run, not a measurement; it has no per-layer statistics of its own.{hint}")
-        unfinished = run.info.status != "FINISHED" or run.data.tags.get("attnsim.partial") == "true"
+        kind = RunKind.of(run.data.tags)
+        if not kind.is_measurement:
+            hint = f" Use --parent {run.info.run_id} to compare its children." if kind is RunKind.SWEEP else ""
+            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is a {kind.value} run, not a measurement; it has no per-layer statistics of its own.{hint}")
+        partial = run.data.tags.get(Tag.PARTIAL.value) == "true"
+        unfinished = run.info.status != "FINISHED" or partial
         if unfinished and not force:
-            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is {run.info.status}{' with partial statistics' if run.data.tags.get('attnsim.partial') == 'true' else ''}; its statistics cover only part of its corpus. Re-run it, or pass --force to include it anyway.")
+            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is {run.info.status}{' with partial statistics' if partial else ''}; its statistics cover only part of its corpus. Re-run it, or pass --force to include it anyway.")
     return runs, source
 
 
@@ -201,18 +199,19 @@ def _runs_legend(runs: Sequence[Any], labels: Sequence[str]):
             "run_id": run.info.run_id,
             "run_name": run.info.run_name,
             "status": run.info.status,
-            "model": tags.get("attnsim.model"),
-            "global_step": tags.get("attnsim.global_step"),
-            "corpus": tags.get("attnsim.corpus"),
-            "corpus_hash": (tags.get("attnsim.corpus_hash") or "")[:12],
-            "windows": tags.get("attnsim.windows"),
-            "seq_len": tags.get("attnsim.seq_len"),
+            "model": tags.get(Tag.MODEL.value),
+            "global_step": tags.get(Tag.GLOBAL_STEP.value),
+            "corpus": tags.get(Tag.CORPUS.value),
+            "corpus_hash": (tags.get(Tag.CORPUS_HASH.value) or "")[:12],
+            "windows": tags.get(Tag.WINDOWS.value),
+            "seq_len": tags.get(Tag.SEQ_LEN.value),
         })
     return pd.DataFrame(rows)
 
 
 def _figures(table: Any):
-    """Yield (artifact path, figure): one per statistic that is not itself a chance level."""
+    """Yield (artifact path, figure, whether it is laid out by hand): one per statistic that is not itself a chance level."""
+    from attnsim.plots.common import has_fixed_layout
     from attnsim.plots.compare import layer_comparison
 
     statistics = list(dict.fromkeys(table.index.get_level_values("statistic")))
@@ -226,7 +225,8 @@ def _figures(table: Any):
         if f"{statistic}_chance" in statistics:
             chance = table.xs(f"{statistic}_chance", level="statistic").drop(index=MEAN_ROW, errors="ignore").reindex(layers.index)
         name = statistic.replace("/", "_")
-        yield f"figures/compare/{name}.png", layer_comparison(layers, statistic, chance, means)
+        figure = layer_comparison(layers, statistic, chance, means)
+        yield f"figures/compare/{name}.png", figure, has_fixed_layout(figure)
 
 
 def compare(
@@ -286,21 +286,21 @@ def compare(
     if log_run:
         first = runs[0].data.tags
         tags = {
-            "attnsim.kind": "compare",
-            "attnsim.compare_source": source,
-            "attnsim.compare_runs": ",".join(r.info.run_id for r in runs),
-            "attnsim.compare_forced": "true" if differences else "false",
-            "attnsim.version": attnsim.__version__,
+            Tag.KIND.value: RunKind.COMPARE.value,
+            Tag.COMPARE_SOURCE.value: source,
+            Tag.COMPARE_RUNS.value: ",".join(r.info.run_id for r in runs),
+            Tag.COMPARE_FORCED.value: "true" if differences else "false",
+            Tag.VERSION.value: attnsim.__version__,
         }
         if not differences:
-            tags.update({k: first[k] for k in ("attnsim.seq_len", "attnsim.stats_definition") if k in first})
+            tags.update({k: first[k] for k in (Tag.SEQ_LEN.value, Tag.STATS_DEFINITION.value) if k in first})
         with tracker.run(log_experiment, f"compare {len(runs)} runs", tags) as sink:
             sink.log_table(table.reset_index(), "comparison.csv")
             sink.log_table(legend, "runs.csv")
             if differences:
                 sink.log_text("\n".join(differences) + "\n", "differences.txt")
-            for path, figure in _figures(table):
-                sink.log_figure(figure, path)
+            for path, figure, fixed in _figures(table):
+                sink.log_figure(figure, path, fixed_layout=fixed)
         table.attrs["comparison_run_id"] = sink.run_id
         table.attrs["comparison_experiment_id"] = tracker.experiment_id(log_experiment)
         table.attrs["tracking_uri"] = tracker.uri
@@ -313,38 +313,3 @@ def format_table(table: Any, digits: int = 4) -> str:
 
     with pd.option_context("display.width", 250, "display.max_rows", None, "display.max_columns", None):
         return table.to_string(float_format=lambda v: f"{v:.{digits}g}")
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    table = compare(args.run_ids, args.experiment, args.parent, args.force, args.csv, not args.no_log, args.log_experiment, args.uri)
-    legend = table.attrs["runs"]
-    print("columns:")
-    for row in legend:
-        step = f", step {row['global_step']}" if row.get("global_step") is not None else ""
-        print(f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)")
-    print()
-    print(format_table(table))
-    if table.attrs["differences"]:
-        print("\nforced despite: " + "; ".join(table.attrs["differences"]))
-    if args.csv:
-        print(f"\ntable written to {args.csv}")
-    if "comparison_run_id" in table.attrs:
-        from attnsim.tracking.links import open_hint
-
-        print(f"comparison run: {table.attrs['comparison_run_id']} (experiment '{args.log_experiment}': comparison.csv, runs.csv, figures/compare/*.png)")
-        print(open_hint(table.attrs["tracking_uri"], table.attrs["comparison_experiment_id"], table.attrs["comparison_run_id"]))
-    return 0
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``attnsim compare (RUN_ID ... | --experiment NAME | --parent RUN_ID)``."""
-    p = subparsers.add_parser("compare", help="per-layer statistics of several runs side by side (table, CSV, figures)")
-    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to compare, in column order")
-    p.add_argument("--experiment", default=None, metavar="NAME", help="every finished measurement run of this MLflow experiment")
-    p.add_argument("--parent", default=None, metavar="RUN_ID", help="the finished children of this sweep run, by global step")
-    p.add_argument("--force", action="store_true", help="compare even when seq_len or statistic definitions differ, or runs are unfinished")
-    p.add_argument("--csv", default="comparison.csv", metavar="PATH", help="where to write the table as CSV (default comparison.csv)")
-    p.add_argument("--no-log", action="store_true", help="do not log a comparison run")
-    p.add_argument("--log-experiment", default="compare", metavar="NAME", help="MLflow experiment of the comparison run (default compare)")
-    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
-    p.set_defaults(func=_cmd_compare)

