@@ -32,6 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from attnsim.errors import TrackingError
+from attnsim.tracking.sink import run_key
 
 TITLE = "Reproduction report: Halevi et al., *Self-attention vector output similarities reveal how machines pay attention* (arXiv:2512.21956)"
 
@@ -383,8 +384,9 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
 
 
 def _windows(run: RunData) -> str:
-    """Windows measured: the ``attnsim/windows`` metric (what was folded in), marked when the run is partial."""
-    measured = run.metrics.get("attnsim/windows")
+    """Windows measured: the ``zz_run/windows`` metric (what was folded in; ``attnsim/windows`` in runs
+    logged before the bookkeeping group was renamed), marked when the run is partial."""
+    measured = run.metrics.get(run_key("windows"), run.metrics.get("attnsim/windows"))
     count = str(int(measured)) if measured is not None else run.tags.get("attnsim.windows", "?")
     if run.tags.get("attnsim.partial") == "true":
         return f"{count} of {run.tags.get('attnsim.windows', '?')} (partial run)"

@@ -7,8 +7,15 @@ Metric keys follow one rule (README, "Metric keys"):
 Any character outside ``[A-Za-z0-9_./ -]`` becomes ``_`` (:func:`metric_key`);
 two different names that would collapse into one key raise ``ValueError``.
 
+Run bookkeeping (window count, timings, skipped values) sits under one group,
+``zz_run/`` (:func:`run_key`): MLflow's chart view groups a run's metrics into
+sections named by the key up to its last ``/`` and sorts the sections in plain
+string order (MLflow 3.17's ``extractChartSectionName`` and ``.sort()``), so
+``zz_run`` comes after every finding's sections. (``~`` would sort later still,
+but MLflow refuses it in a metric name.)
+
 Non-finite values never reach MLflow: they are skipped with one warning per
-key, and their number is logged as the metric ``attnsim/skipped_nonfinite``.
+key, and their number is logged as the metric ``zz_run/skipped_nonfinite``.
 
 Params and tags (:func:`fit_value`, :func:`check_key`): a value longer than
 MLflow's limit (6,000 characters for a param, 8,000 for a tag) is shortened
@@ -42,6 +49,14 @@ _PARAM_BATCH = 100
 # written out so that importing this module does not import MLflow; a test checks them against MLflow's
 KEY_MAX, PARAM_MAX, TAG_MAX = 250, 6000, 8000
 CUT_MARKER = "…[sha256:{digest}]"  # ends a shortened value; digest = first 8 hex digits of the whole value's SHA-256
+
+
+RUN_GROUP = "zz_run"  # bookkeeping metrics' group; sorts after every finding name in MLflow's chart view
+
+
+def run_key(name: str) -> str:
+    """Key of a run-bookkeeping metric, e.g. ``run_key("windows")`` is ``zz_run/windows`` (see module docstring)."""
+    return f"{RUN_GROUP}/{name}"
 
 
 def metric_key(name: str) -> str:
@@ -266,7 +281,7 @@ class RunSink:
         try:
             self.flush()
             if self.skipped_nonfinite:
-                self.client.log_metric(self.run_id, "attnsim/skipped_nonfinite", float(self.skipped_nonfinite), step=self.step)
+                self.client.log_metric(self.run_id, run_key("skipped_nonfinite"), float(self.skipped_nonfinite), step=self.step)
         finally:
             self.client.set_terminated(self.run_id, status)
             self.ended = status
