@@ -193,29 +193,37 @@ class RunSink:
     def log_figure(self, figure, artifact_file: str, dpi: int = 100) -> None:
         """Save a matplotlib figure as a PNG artifact and close it.
 
-        A figure laid out by hand (:func:`attnsim.plots.common.fixed_layout`) is drawn here and its
-        pixels are encoded (zlib level 1: heatmaps compress little better at higher levels) and
-        uploaded on a background thread, while the caller draws the next figure: Pillow's encoder
-        runs without the GIL, and encoding is up to half of a large figure's cost. :meth:`flush`
-        (and so the end of the run) waits for every pending figure and raises its error, if any.
-        Other figures are saved synchronously with ``bbox_inches="tight"``, which draws them twice.
+        A figure laid out by hand (:func:`attnsim.plots.common.fixed_layout`) is drawn here; other
+        figures are drawn with ``bbox_inches="tight"``, which draws them twice. The pixels are encoded
+        by :func:`attnsim.plots.common.png_bytes` (at most 400 KB: lossless, else a 256-colour
+        palette) and uploaded on a background thread, while the caller draws the next figure:
+        Pillow's encoder runs without the GIL, and encoding is up to half of a large figure's cost.
+        :meth:`flush` (and so the end of the run) waits for every pending figure and raises its
+        error, if any.
         """
         import matplotlib.pyplot as plt
 
         from attnsim.plots.common import has_fixed_layout
 
+        import numpy as np
+
         try:
             if has_fixed_layout(figure):
-                import numpy as np
                 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
                 figure.set_dpi(dpi)
                 canvas = FigureCanvasAgg(figure)
                 canvas.draw()
                 pixels = np.array(canvas.buffer_rgba())  # a copy: the figure is closed below
-                self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
             else:
-                self.client.log_figure(self.run_id, figure, artifact_file, save_kwargs={"dpi": dpi, "bbox_inches": "tight"})
+                import io
+
+                from PIL import Image
+
+                buffer = io.BytesIO()
+                figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", pil_kwargs={"compress_level": 0})
+                pixels = np.asarray(Image.open(buffer).convert("RGBA"))
+            self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
         finally:
             plt.close(figure)
 
@@ -232,12 +240,13 @@ class RunSink:
         import posixpath
         import tempfile
 
-        from PIL import Image
+        from attnsim.plots.common import png_bytes
 
         directory, name = posixpath.split(artifact_file)
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, name)
-            Image.fromarray(pixels, "RGBA").save(path, format="png", compress_level=1, dpi=(dpi, dpi))
+            with open(path, "wb") as handle:
+                handle.write(png_bytes(pixels, dpi))
             self.client.log_artifact(self.run_id, path, directory or None)
 
     def wait_for_figures(self) -> None:
