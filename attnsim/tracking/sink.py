@@ -202,10 +202,9 @@ class RunSink:
         error, if any.
         """
         import matplotlib.pyplot as plt
+        import numpy as np
 
         from attnsim.plots.common import has_fixed_layout
-
-        import numpy as np
 
         try:
             if has_fixed_layout(figure):
