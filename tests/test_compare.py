@@ -39,7 +39,7 @@ def fake_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_
             tracker.client.log_metric(run_id, f"csm/{stat}/L{layer:02d}", value)
             tracker.client.log_metric(run_id, f"csm/{stat}/L{layer:02d}/H00", value)  # per-head: not in the table
         tracker.client.log_metric(run_id, f"csm/{stat}", sum(layers) / len(layers))
-    tracker.client.log_metric(run_id, "attnsim/windows", 8.0)
+    tracker.client.log_metric(run_id, "zz_run/windows", 8.0)
     tracker.client.set_terminated(run_id, status)
     return run_id
 
@@ -68,7 +68,7 @@ def test_table_one_column_per_run_with_layers_and_mean(tracker, tmp_path):
     assert table.loc[("csm/mean", "L01"), "a"] == 2.0
     assert table.loc[("csm/mean", "mean"), "b"] == 5.0
     assert math.isnan(table.loc[("csm/mean", "L02"), "a"])  # a has two layers only
-    assert ("attnsim/windows", "mean") not in table.index
+    assert ("zz_run/windows", "mean") not in table.index
     assert list(table.xs("csm/mean", level="statistic").index) == ["L00", "L01", "L02", "mean"]
     assert csv.is_file() and "csm/short_range_share" in csv.read_text()
     assert [r["run_id"] for r in table.attrs["runs"]] == [a, b]

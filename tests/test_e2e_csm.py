@@ -9,7 +9,7 @@ import pytest
 from attnsim.cli import main
 from tests.conftest import runs_of
 
-STATS = 2  # csm statistics per head (mean, std), see attnsim.stats.csm.SCALARS
+HEADLINE = 3  # statistics logged per head in the csm experiment: csm/mean, distance/short_range_share, distance/high_mean_distance
 
 
 @pytest.mark.e2e
@@ -23,11 +23,11 @@ def test_run_csm_on_bundled_model_and_corpus(tracking_uri, capsys):
     assert run.info.status == "FINISHED"
     metrics = run.data.metrics
     layers, heads = 6, 12
-    per_head = [k for k in metrics if re.fullmatch(r"csm/\w+/L\d\d/H\d\d", k)]
-    assert len(per_head) == layers * heads * STATS
+    per_head = [k for k in metrics if re.fullmatch(r"(csm|distance)/\w+/L\d\d/H\d\d", k)]
+    assert len(per_head) == layers * heads * HEADLINE
     assert all(f"csm/mean/L{layer:02d}" in metrics for layer in range(layers))
     assert "csm/mean" in metrics and "distance/short_range_share" in metrics
-    assert metrics["attnsim/windows"] == 16
+    assert metrics["zz_run/windows"] == 16
     # high pairs are closer than chance in MiniLM (the paper's middle-layer concentration)
     assert metrics["distance/short_range_share"] > metrics["distance/short_range_share_chance"]
     tags = run.data.tags
@@ -84,5 +84,5 @@ def test_tiny_model_on_text_directory(tracking_uri, tiny_bert, text_dir):
     assert main(["run", "csm", f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=32", "tracking.figures=false"]) == 0
     _, runs = runs_of(tracking_uri)
     assert runs[0].info.status == "FINISHED"
-    per_head = [k for k in runs[0].data.metrics if re.fullmatch(r"csm/\w+/L\d\d/H\d\d", k)]
-    assert len(per_head) == 2 * 4 * STATS
+    per_head = [k for k in runs[0].data.metrics if re.fullmatch(r"(csm|distance)/\w+/L\d\d/H\d\d", k)]
+    assert len(per_head) == 2 * 4 * HEADLINE

@@ -43,7 +43,7 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
         step = int(name.split("-")[1])
         assert child.data.tags["attnsim.global_step"] == str(step)
         # every metric at the checkpoint's global step (MLflow's chart view puts the child at x = step)
-        for key in ("csm/mean", "distance/short_range_share/L01", "csm/mean/L00/H00", "attnsim/windows", "sweep/global_step"):
+        for key in ("csm/mean", "distance/short_range_share/L01", "csm/mean/L00/H00", "zz_run/windows", "sweep/global_step"):
             assert [m.step for m in client.get_metric_history(child.info.run_id, key)] == [step], key
         # the step as a number on the compare page: the first param (its scatter plot's default x axis) and a metric
         assert child.data.params["attnsim.global_step"] == str(step) and sorted(child.data.params)[0] == "attnsim.global_step"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 from attnsim.analysis import runs as logged
 from attnsim.errors import AttnsimError, TrackingError
 from attnsim.keys import RunKind, Tag
+from attnsim.tracking.sink import run_key
 
 if TYPE_CHECKING:  # pandas is imported where tables are read: `import attnsim.report` stays light
     import pandas as pd
@@ -536,8 +537,9 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
 
 
 def _windows(run: RunData) -> str:
-    """Windows measured: the ``attnsim/windows`` metric (what was folded in), marked when the run is partial."""
-    measured = run.metrics.get("attnsim/windows")
+    """Windows measured: the ``zz_run/windows`` metric (what was folded in; ``attnsim/windows`` in runs
+    logged before the bookkeeping group was renamed), marked when the run is partial."""
+    measured = run.metrics.get(run_key("windows"), run.metrics.get("attnsim/windows"))
     count = str(int(measured)) if measured is not None else run.tags.get(Tag.WINDOWS.value, "?")
     if run.tags.get(Tag.PARTIAL.value) == "true":
         return f"{count} of {run.tags.get(Tag.WINDOWS.value, '?')} (partial run)"

@@ -17,7 +17,7 @@ def statistics(metrics: Mapping[str, float], findings: Optional[Iterable[str]] =
     """The statistics among a run's metrics, by parsed key: model means (``csm/mean``), layer means
     (``csm/mean/L03``) and per-head values (``csm/mean/L03/H07``) of ``findings`` (all when None).
 
-    Keys that are no statistic's (``attnsim/time/predict``, ``sweep/global_step`` ...) are left out
+    Keys that are no statistic's (``zz_run/time_predict``, ``sweep/global_step`` ...) are left out
     when ``findings`` is given; without it, any ``a/b`` key counts as a model-level number.
     """
     wanted = set(findings) if findings is not None else None

@@ -24,6 +24,9 @@ class Examples:
         valid: (E, T) bool, tokens entering statistics.
         doc_ids: E document ids.
         high: (layer, E, head, P) bool high-CSM pairs in pair space.
+        labels: E names of the windows, ``<doc id> #<k>`` with k the window's index within its
+            document, from 0 in corpus order (``bbc/business/351 #0``, ``bbc/business/351 #1``):
+            figure titles and the explorer's example menu.
     """
 
     csm: Optional[torch.Tensor] = None
@@ -33,9 +36,20 @@ class Examples:
     valid: Optional[torch.Tensor] = None
     doc_ids: List[str] = field(default_factory=list)
     high: Optional[torch.Tensor] = None
+    labels: List[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
+
+    def label(self, index: int) -> str:
+        """Name of example ``index``: :attr:`labels` (``<doc id> #<k>``), else its document id."""
+        return self.labels[index] if index < len(self.labels) else str(self.doc_ids[index])
+
+
+def window_label(doc_id: str, index: int, first: int) -> str:
+    """``<doc id> #<k>``: the window at corpus position ``index`` of a document whose first window is
+    at ``first`` (a document's windows are consecutive in the corpus, so k = index - first, from 0)."""
+    return f"{doc_id} #{index - first}"
 
 
 class ExampleRecorder(pl.Callback):
@@ -46,6 +60,7 @@ class ExampleRecorder(pl.Callback):
         self.count = count
         self.tokenizer = tokenizer
         self.examples = Examples()
+        self._first: dict = {}  # doc id -> corpus position of its first window recorded
 
     def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:  # noqa: ANN001
         have = len(self.examples)
@@ -66,5 +81,12 @@ class ExampleRecorder(pl.Callback):
         ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)
         ex.valid = cat(ex.valid, outputs.tokens[:take], 0)
         ex.doc_ids.extend(batch["doc_ids"][:take])
+        positions = batch.get("index")
+        for b in range(take):
+            # examples are the first windows of the corpus in order, so a document's first window
+            # is recorded before its others (predict serves the windows unshuffled)
+            position = int(positions[b]) if positions is not None else have + b
+            doc = str(batch["doc_ids"][b])
+            ex.labels.append(window_label(doc, position, self._first.setdefault(doc, position)))
         for b in range(take):
             ex.tokens.append(batch_labels(self.tokenizer, batch, b))

@@ -24,18 +24,18 @@ def anchor_table(tokens: Sequence[Sequence[str]], consistency: torch.Tensor, max
     """
     data = consistency.detach().double().cpu().numpy()
     n_layers, n_heads = data.shape
-    fig, ax = inch_axes(0.72 * n_heads, 0.42 * n_layers, left=0.55, right=1.0, bottom=0.45, top=0.35)
+    fig, ax = inch_axes(0.72 * n_heads, 0.42 * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.45)
     cmap = plt.get_cmap("Blues").with_extremes(bad="white")
     image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     colorbar_beside(fig, ax, image, "anchor consistency (share of windows)")
     for (layer, head), value in np.ndenumerate(data):
         text = str(tokens[layer][head])
         text = text if len(text) <= max_chars else text[: max_chars - 1] + "…"
-        ax.text(head, layer, text, ha="center", va="center", fontsize=6, color="white" if np.isfinite(value) and value > 0.6 else "black")
+        ax.text(head, layer, text, ha="center", va="center", fontsize=9, color="white" if np.isfinite(value) and value > 0.6 else "black")
     ax.set_xticks(range(n_heads))
     ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head", fontsize=8)
-    ax.set_ylabel("layer", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_title(f"Most frequent anchor token of each head (colour: consistency; {INDEX_NOTE})", fontsize=8)
+    ax.set_xlabel("head", fontsize=9)
+    ax.set_ylabel("layer", fontsize=9)
+    ax.tick_params(labelsize=9)
+    ax.set_title(f"Most frequent anchor token of each head (colour: consistency; {INDEX_NOTE})", fontsize=9)
     return fig

@@ -2,9 +2,12 @@
 
 Readability rule: a T x T matrix with T > ``max_tokens`` is average-pooled
 (NaN-aware) over blocks of ``ceil(T / max_tokens)`` tokens before drawing; a
-pooled cell is labelled with its first token. Tick labels are thinned so that
-at most 32 are drawn per axis. Layers and heads are labelled 0-indexed, as in
-metric keys, and every figure says so.
+pooled cell is labelled with its first token. Token labels are drawn at
+:data:`TOKEN_FONT` points (at least 8), cut to :data:`TOKEN_CHARS` characters
+with "…", and thinned to every k-th cell so that two labels are at least
+:data:`TOKEN_SPACING` inches apart. Layers and heads are labelled 0-indexed, as
+in metric keys, and every figure says so. No PNG artifact is larger than
+:data:`attnsim.tracking.png.PNG_LIMIT` (the run sink encodes every figure).
 """
 
 from __future__ import annotations
@@ -19,6 +22,20 @@ import numpy as np
 import torch
 
 INDEX_NOTE = "layers and heads 0-indexed"
+TOKEN_FONT = 8  # points: token labels of matrices and strips
+TOKEN_SPACING = TOKEN_FONT * 1.35 / 72  # inches between two token labels (a line and a third)
+TOKEN_CHARS = 12  # longer token labels are cut, ending in "…"
+
+
+def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
+    """``text`` cut to ``chars`` characters, the last being "…" when cut."""
+    text = str(text)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def labels_fitting(inches: float, most: int = 32) -> int:
+    """How many token labels fit along ``inches`` at :data:`TOKEN_SPACING` (at least 2, at most ``most``)."""
+    return max(2, min(most, int(inches / TOKEN_SPACING)))
 FIXED_LAYOUT = "attnsim_fixed_layout"  # attribute marking a figure laid out by hand (see fixed_layout)
 
 
@@ -66,9 +83,9 @@ def scale_strip(ax, x0: float, x1: float, rows: int, cmap, label: str = "scaled 
     """
     ramp = np.linspace(1.0, 0.0, 256)[:, None]  # top = max
     ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest", extent=(x0, x1, rows - 0.5, -0.5))
-    ax.text(x1, -0.5, " max", fontsize=6, va="top", ha="left", clip_on=False)
-    ax.text(x1, rows - 0.5, " min", fontsize=6, va="bottom", ha="left", clip_on=False)
-    ax.text(x1, rows / 2, f" {label}", fontsize=6, va="center", ha="left", rotation=90, clip_on=False)
+    ax.text(x1, -0.5, " max", fontsize=8, va="top", ha="left", clip_on=False)
+    ax.text(x1, rows - 0.5, " min", fontsize=8, va="bottom", ha="left", clip_on=False)
+    ax.text(x1, rows / 2, f" {label}", fontsize=8, va="center", ha="left", rotation=90, clip_on=False)
 
 
 def colorbar_beside(fig, ax, image, label: str, gap: float = 0.1, width: float = 0.12) -> None:
@@ -77,8 +94,9 @@ def colorbar_beside(fig, ax, image, label: str, gap: float = 0.1, width: float =
     box = ax.get_position()
     cax = fig.add_axes((box.x1 + gap / fig_w, box.y0, width / fig_w, box.height))
     fig.colorbar(image, cax=cax, label=label)
-    cax.yaxis.label.set_size(7)
-    cax.tick_params(labelsize=6)
+    cax.yaxis.label.set_size(9)
+    cax.tick_params(labelsize=9)
+    cax.yaxis.get_offset_text().set_fontsize(9)
 
 
 def pool_matrix(matrix: np.ndarray, max_tokens: int) -> tuple:
@@ -120,14 +138,14 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
     data = values.detach().cpu().double().numpy()
     n_layers, n_heads = data.shape
     # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
-    fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.0, bottom=0.5, top=0.55)
-    image = ax.imshow(data, cmap=cmap, aspect="auto")
-    colorbar_beside(fig, ax, image, "")
+    fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
+    image = ax.imshow(np.ma.masked_invalid(data), cmap=plt.get_cmap(cmap).with_extremes(bad="white"), aspect="auto")
+    colorbar_beside(fig, ax, image, title.rsplit("/", 1)[-1] if " " not in title else "")  # a metric name "finding/stat": its statistic
     ax.set_xticks(range(n_heads))
     ax.set_yticks(range(n_layers))
-    ax.tick_params(labelsize=7)
-    ax.set_xlabel("head", fontsize=8)
-    ax.set_ylabel("layer", fontsize=8)
+    ax.tick_params(labelsize=9)
+    ax.set_xlabel("head", fontsize=9)
+    ax.set_ylabel("layer", fontsize=9)
     finite = data[np.isfinite(data)]
     mid = (finite.min() + finite.max()) / 2 if finite.size else 0
     if annotate is not None:
@@ -137,13 +155,15 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
         cells = list(np.ndindex(data.shape)) if n_heads * n_layers <= 200 else []
     for layer, head in cells:
         value = data[layer, head]
-        ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if value < mid else "black")
+        if not np.isfinite(value):  # undefined: a white cell, no text
+            continue
+        ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=9, color="white" if value < mid else "black")
     suffix = ""
     if chance is not None:
         c = chance.detach().double()
         suffix = f" (chance {float(c.nanmean()):.3g})"
     shown = f"; values in the {annotate} highest cells" if annotate is not None and annotate < data.size else ""
-    ax.set_title(f"{title}{suffix}\n{INDEX_NOTE}{shown}", fontsize=9)
+    ax.set_title("\n".join(wrap_title(f"{title}{suffix}\n{INDEX_NOTE}{shown}", 0.55 * n_heads + 1.2, 9)), fontsize=9)
     return fig
 
 
@@ -205,7 +225,8 @@ def matrix_grid(
     Args:
         matrices: (panels, T, T).
         titles: one title per panel, written in its corner (or None).
-        labels: T token labels, drawn (thinned to ``max_labels``) along the left column and bottom row.
+        labels: T token labels, drawn along the left column and bottom row at :data:`TOKEN_FONT`
+            points, thinned to what fits a panel (:func:`labels_fitting`, at most ``max_labels``).
         boundaries: token positions where a new sentence starts (white lines before them).
         outlines: (panels, T, T) bool regions to outline in cyan, optional.
         cols: panels per row.
@@ -232,8 +253,8 @@ def matrix_grid(
     # the colour scale, in the same image: past the row names (if any), a gap, then a strip
     strip_gap, strip_width = max(2, size // 16) + (math.ceil(0.35 / cell) if row_names is not None else 0), max(2, size // 12)
     mosaic = np.concatenate([mosaic, np.full((mosaic.shape[0], strip_gap + strip_width), np.nan)], 1)  # room for the scale
-    left = 0.75 if labels is not None else 0.15
-    bottom = 0.75 if labels is not None else 0.15
+    left = 0.8 if labels is not None else 0.15  # room for TOKEN_CHARS characters of TOKEN_FONT points
+    bottom = 0.8 if labels is not None else 0.15
     right = 0.4
     note = f"; cells pooled over {block} tokens" if block > 1 else ""
     heading = wrap_title(f"{suptitle}\n({INDEX_NOTE}{note})", left + mosaic.shape[1] * cell + right)
@@ -247,7 +268,7 @@ def matrix_grid(
         draw_segments(ax, mask_edges(outline_mosaic > 0), color="cyan", linewidth=0.6)
     for index in range(panels if titles is not None else 0):
         r, c = divmod(index, cols)
-        ax.text(c * stride + 1, r * stride + 1, titles[index], color="white", fontsize=7, va="top", ha="left")
+        ax.text(c * stride + 1, r * stride + 1, titles[index], color="white", fontsize=8, va="top", ha="left")
     for r, name in enumerate(row_names or ()):
         ax.text(panels_width + 1, r * stride + size / 2, name, fontsize=8, va="center", ha="left")
     for c, name in enumerate(col_names or ()):
@@ -269,11 +290,12 @@ def matrix_grid(
     if labels is not None:
         # token labels of the first panel's rows (left) and the last row's first panel's columns (below),
         # as plain texts: matplotlib's tick objects cost several times more to create and draw
-        positions, names = thin_ticks(labels, block, max_labels)
+        positions, names = thin_ticks(labels, block, labels_fitting(panel_inches, max_labels))
         bottom_row = (rows - 1) * stride + size - 0.5
         for position, name in zip(positions, names):
-            ax.text(-1.0, position, name, fontsize=5, ha="right", va="center", clip_on=False)
-            ax.text(position, bottom_row + 1.0, name, fontsize=5, ha="center", va="top", rotation=90, clip_on=False)
+            name = short_label(name)
+            ax.text(-1.0, position, name, fontsize=TOKEN_FONT, ha="right", va="center", clip_on=False)
+            ax.text(position, bottom_row + 1.0, name, fontsize=TOKEN_FONT, ha="center", va="top", rotation=90, clip_on=False)
     fig.text(0.5, 1 - 0.08 / fig.get_size_inches()[1], "\n".join(heading), fontsize=9, ha="center", va="top")
     return fig
 

@@ -98,7 +98,7 @@ def example_csms(examples, max_tokens: int) -> Iterator[Tuple[str, Any]]:
         yield f"figures/examples/window{e}_csm.png", matrix_grid(
             data,
             None,
-            f"CSM of window {e} ({examples.doc_ids[e]}), every head of every layer; lines: sentence boundaries",
+            f"CSM of window {e} ({examples.label(e)}), every head of every layer; lines: sentence boundaries",
             max_tokens,
             labels,
             starts,

@@ -4,8 +4,13 @@ One file (``explorer.html`` among the run's artifacts) holds its data, script
 and style inline: it opens from disk or in the MLflow UI's artifact view (a
 sandboxed frame that allows scripts) with no network access. The researcher
 picks an example window, a layer and a head; the CSM (left) and the attention
-probabilities (right, rows: query, columns: key) are drawn as heatmaps, and
-hovering a cell shows its two tokens and value.
+probabilities (right, rows: query, columns: key) are drawn as heatmaps with the
+tokens along both axes, and hovering a cell shows its two tokens and value. A
+run that captured no attention (``csm``) shows the CSM panel alone.
+
+Examples are named ``<doc id> #<k>``, k being the window's index within its
+document from 0 (:attr:`attnsim.findings.examples.Examples.labels`), so two
+windows of one article are told apart.
 
 Size: each matrix is pooled to at most ``max_tokens`` cells per axis (the
 rule of :mod:`attnsim.plots.common`: average over blocks of ``ceil(T /
@@ -15,10 +20,19 @@ between the panel's minimum and maximum, which are stored to 4 significant
 digits; 255 marks an undefined cell). Hover values are decoded from those
 bytes, so they are exact to 1/254 of the panel's range.
 
-Initial selection from the URL: ``explorer.html#example=0&layer=1&head=2``
-(hash or query string). After each drawing the page records what it drew in
-``data-*`` attributes (selection, and an FNV-1a checksum of each canvas's
-pixels), which the end-to-end browser test reads.
+Axis labels: one per cell, the token (cut to 12 characters), or for a pooled
+cell its first and last tokens, ``first…last`` (``first…`` when that is longer;
+:func:`axis_labels`); drawn on both axes and thinned to every k-th cell when
+cells are narrower than a line of text.
+
+The URL follows the view: ``explorer.html#example=0&layer=1&head=2`` opens that
+view (a query string ``?example=0&...`` works too; the hash wins), and every
+change of example, layer or head rewrites the hash (``history.replaceState``:
+no new history entry per step), so the address can be copied or bookmarked. In
+MLflow's artifact view the page sits in a frame whose address is not shown; open
+the artifact in its own tab to use it. After each drawing the page records what
+it drew in ``data-*`` attributes (selection, and an FNV-1a checksum of each
+canvas's pixels), which the end-to-end browser test reads.
 """
 
 from __future__ import annotations
@@ -54,6 +68,20 @@ def _cell_labels(tokens: Sequence[str], block: int) -> List[str]:
     return labels
 
 
+def axis_labels(tokens: Sequence[str], block: int, chars: int = 12) -> List[str]:
+    """Axis label of each pooled cell, at most ``chars`` characters: the token; for a block of several
+    tokens ``first…last``, or ``first…`` when both do not fit. A cut token ends in "…"."""
+    labels = []
+    for start in range(0, len(tokens), block):
+        first, last = str(tokens[start]), str(tokens[min(start + block, len(tokens)) - 1])
+        if min(start + block, len(tokens)) - start == 1:
+            labels.append(first if len(first) <= chars else first[: chars - 1] + "…")
+        else:
+            joined = f"{first}…{last}"
+            labels.append(joined if len(joined) <= chars else first[: chars - 1] + "…")
+    return labels
+
+
 def _lut(name: str) -> str:
     """256 RGB triples of a matplotlib colour map, base64."""
     from matplotlib import colormaps
@@ -62,7 +90,15 @@ def _lut(name: str) -> str:
     return base64.b64encode(rgb.tobytes()).decode()
 
 
-def explorer_data(csm: Optional[np.ndarray], attention: Optional[np.ndarray], tokens: List[List[str]], lengths: Sequence[int], doc_ids: Sequence[str], max_tokens: int) -> Dict[str, Any]:
+def explorer_data(
+    csm: Optional[np.ndarray],
+    attention: Optional[np.ndarray],
+    tokens: List[List[str]],
+    lengths: Sequence[int],
+    doc_ids: Sequence[str],
+    max_tokens: int,
+    names: Optional[Sequence[str]] = None,
+) -> Dict[str, Any]:
     """The explorer's embedded data.
 
     Args:
@@ -72,9 +108,13 @@ def explorer_data(csm: Optional[np.ndarray], attention: Optional[np.ndarray], to
         lengths: per example, the number of leading real positions drawn.
         doc_ids: per example, its document id.
         max_tokens: most cells per axis after pooling.
+        names: per example, its name in the page (``<doc id> #<k>``); default the document id.
 
     Returns:
-        A JSON-ready dict: examples (labels, cell size, base64 codes and ranges per kind), layer and head counts.
+        A JSON-ready dict: layer and head counts, colour tables, and per example its ``doc``,
+        ``name``, ``length``, ``cells``, ``block``, hover ``labels`` (one per cell, with positions),
+        ``axis`` labels (one per cell, :func:`axis_labels`), and per kind captured (``csm``,
+        ``attention``) the base64 codes and ranges; a kind not captured is absent.
 
     Raises:
         ValueError: neither ``csm`` nor ``attention`` is given.
@@ -86,7 +126,7 @@ def explorer_data(csm: Optional[np.ndarray], attention: Optional[np.ndarray], to
     examples = []
     for e in range(n_examples):
         length = int(lengths[e])
-        entry: Dict[str, Any] = {"doc": str(doc_ids[e]), "length": length}
+        entry: Dict[str, Any] = {"doc": str(doc_ids[e]), "name": str(names[e] if names is not None else doc_ids[e]), "length": length}
         for kind, values in (("csm", csm), ("attention", attention)):
             if values is None:
                 continue
@@ -104,6 +144,7 @@ def explorer_data(csm: Optional[np.ndarray], attention: Optional[np.ndarray], to
             entry["cells"] = int(pooled.shape[-1])
             entry["block"] = int(block)
         entry["labels"] = _cell_labels(list(tokens[e][:length]), entry["block"])
+        entry["axis"] = axis_labels(list(tokens[e][:length]), entry["block"])
         examples.append(entry)
     return {"layers": int(n_layers), "heads": int(n_heads), "examples": examples, "lut": {"csm": _lut("magma"), "attention": _lut("viridis")}}
 
@@ -115,29 +156,47 @@ select{font:inherit}
 .panels{display:flex;gap:18px;flex-wrap:wrap;margin-top:10px}
 figure{margin:0}
 figcaption{font-weight:600;margin-bottom:4px}
-canvas{border:1px solid #999;image-rendering:pixelated;cursor:crosshair}
+canvas{border:1px solid #999;image-rendering:pixelated;cursor:crosshair;display:block}
+.plot{display:grid;grid-template-columns:auto auto;align-items:start}
+.ylab,.xlab{position:relative;font:11px ui-monospace,monospace;color:#333}
+.ylab span{position:absolute;right:4px;white-space:nowrap;transform:translateY(-50%)}
+.xlab span{position:absolute;top:4px;white-space:nowrap;writing-mode:vertical-rl;transform:translateX(-50%) rotate(180deg)}
 #hover{margin-top:8px;min-height:1.4em;font-family:ui-monospace,monospace;white-space:pre}
 .note{color:#666;font-size:12px}
-.missing{width:240px;padding:20px;border:1px dashed #999;color:#666}
 """
 
 _SCRIPT = r"""
 (function(){
 const D = JSON.parse(document.getElementById('explorer-data').textContent);
-const PX = 480;
+const PX = 512, LINE = 14;  // canvas side (pixels); a label needs a line of text: thinner cells label every k-th
+const KINDS = ['csm','attention'].filter(function(k){return document.getElementById(k);});
 function bytes(b64){const s=atob(b64);const a=new Uint8Array(s.length);for(let i=0;i<s.length;i++)a[i]=s.charCodeAt(i);return a;}
 const LUT = {csm: bytes(D.lut.csm), attention: bytes(D.lut.attention)};
 const cache = {};
 function codes(e, kind){const k=e+':'+kind;if(!(k in cache))cache[k]=bytes(D.examples[e][kind].codes);return cache[k];}
-function params(){const out={};const text=(location.hash||'').replace(/^#/,'')+'&'+(location.search||'').replace(/^\?/,'');
-  text.split('&').forEach(function(p){const kv=p.split('=');if(kv.length===2&&kv[0])out[kv[0]]=parseInt(kv[1],10);});return out;}
+function parse(text, out){text.split('&').forEach(function(p){const kv=p.split('=');if(kv.length===2&&kv[0]&&/^\d+$/.test(kv[1]))out[kv[0]]=parseInt(kv[1],10);});return out;}
+// the view named by the URL: query string first, then the hash, which wins
+function params(){return parse((location.hash||'').replace(/^#/,''), parse((location.search||'').replace(/^\?/,''), {}));}
 const state = {example:0, layer:0, head:0};
+const LIMIT = {example: D.examples.length, layer: D.layers, head: D.heads};
 const sel = {example: document.getElementById('example'), layer: document.getElementById('layer'), head: document.getElementById('head')};
 function fill(select, n, name){for(let i=0;i<n;i++){const o=document.createElement('option');o.value=i;o.textContent=name(i);select.appendChild(o);}}
-fill(sel.example, D.examples.length, function(i){return i+': '+D.examples[i].doc;});
+fill(sel.example, D.examples.length, function(i){return i+': '+D.examples[i].name;});
 fill(sel.layer, D.layers, function(i){return 'layer '+i;});
 fill(sel.head, D.heads, function(i){return 'head '+i;});
 function fnv(data){let h=0x811c9dc5;for(let i=0;i<data.length;i++){h^=data[i];h=Math.imul(h,0x01000193)>>>0;}return h.toString(16);}
+function axes(kind, ex, cell){
+  // token labels along the rows (left) and the columns (below), every step-th cell
+  const step = Math.max(1, Math.ceil(LINE / cell)), n = ex.cells, side = n*cell;
+  const widest = Math.min(12, Math.max.apply(null, ex.axis.map(function(t){return t.length;}).concat([1])));
+  [['ylab', 'top', 'width'], ['xlab', 'left', 'height']].forEach(function(a){
+    const box = document.getElementById(kind+'-'+a[0]);
+    box.textContent = '';
+    box.style[a[2]] = (widest*7+10)+'px';
+    box.style[a[2]==='width'?'height':'width'] = side+'px';
+    for(let i=0;i<n;i+=step){const t=document.createElement('span');t.textContent=ex.axis[i];t.style[a[1]]=((i+0.5)*cell)+'px';t.dataset.cell=i;box.appendChild(t);}
+  });
+}
 function draw(kind){
   const canvas = document.getElementById(kind);
   if(!canvas) return;
@@ -156,6 +215,7 @@ function draw(kind){
   ctx.putImageData(img, 0, 0);
   canvas.dataset.checksum = fnv(ctx.getImageData(0,0,canvas.width,canvas.height).data);
   canvas.dataset.cell = cell;
+  axes(kind, ex, cell);
   const range = ex[kind].ranges[state.layer][state.head];
   document.getElementById(kind+'-range').textContent = 'panel range '+range[0]+' … '+range[1];
 }
@@ -166,26 +226,36 @@ function value(kind, i, j){
   const r = ex[kind].ranges[state.layer][state.head];
   return (r[0] + (r[1]-r[0])*c/253).toPrecision(4);
 }
+function writeHash(){
+  // the address follows the view, without a history entry per step
+  const hash = '#example='+state.example+'&layer='+state.layer+'&head='+state.head;
+  if(location.hash !== hash){
+    try { history.replaceState(history.state, '', hash); }
+    catch(err) { try { location.replace(hash); } catch(err2) {} }  // e.g. a sandboxed frame
+  }
+  document.body.dataset.hash = location.hash;
+}
 function render(){
   sel.example.value = state.example; sel.layer.value = state.layer; sel.head.value = state.head;
-  draw('csm'); draw('attention');
+  KINDS.forEach(draw);
   const ex = D.examples[state.example];
-  document.getElementById('status').textContent = 'example '+state.example+' ('+ex.doc+'), layer '+state.layer+', head '+state.head+(ex.block>1?'; cells pooled over '+ex.block+' tokens':'');
+  document.getElementById('status').textContent = 'example '+state.example+' ('+ex.name+'), layer '+state.layer+', head '+state.head+(ex.block>1?'; cells pooled over '+ex.block+' tokens':'');
   document.body.dataset.example = state.example; document.body.dataset.layer = state.layer; document.body.dataset.head = state.head;
+  writeHash();
 }
 function hover(kind){
   const canvas = document.getElementById(kind);
-  if(!canvas) return;
   canvas.addEventListener('mousemove', function(ev){
     const cell = parseInt(canvas.dataset.cell,10), ex = D.examples[state.example];
     const rect = canvas.getBoundingClientRect();
     const j = Math.floor((ev.clientX-rect.left)/cell), i = Math.floor((ev.clientY-rect.top)/cell);
     if(i<0||j<0||i>=ex.cells||j>=ex.cells) return;
     let text = (kind==='attention'?'query ':'row ')+ex.labels[i]+'  ->  '+(kind==='attention'?'key ':'column ')+ex.labels[j]+'\n';
-    ['csm','attention'].forEach(function(k){if(ex[k]) text += k.toUpperCase()+' = '+value(k,i,j)+'   ';});
+    KINDS.forEach(function(k){text += k.toUpperCase()+' = '+value(k,i,j)+'   ';});
     document.getElementById('hover').textContent = text;
   });
 }
+function adopt(q){['example','layer','head'].forEach(function(k){if(q[k]>=0&&q[k]<LIMIT[k])state[k]=q[k];});}
 ['example','layer','head'].forEach(function(k){sel[k].addEventListener('change', function(){state[k]=parseInt(sel[k].value,10);render();});});
 document.addEventListener('keydown', function(ev){
   if(ev.key==='ArrowRight'){state.head=(state.head+1)%D.heads;render();}
@@ -193,29 +263,30 @@ document.addEventListener('keydown', function(ev){
   else if(ev.key==='ArrowDown'){state.layer=(state.layer+1)%D.layers;render();}
   else if(ev.key==='ArrowUp'){state.layer=(state.layer+D.layers-1)%D.layers;render();}
 });
-const p = params();
-if(p.example>=0&&p.example<D.examples.length) state.example=p.example;
-if(p.layer>=0&&p.layer<D.layers) state.layer=p.layer;
-if(p.head>=0&&p.head<D.heads) state.head=p.head;
-hover('csm'); hover('attention');
-window.addEventListener('hashchange', function(){const q=params();['example','layer','head'].forEach(function(k){if(q[k]>=0)state[k]=q[k];});render();});
+adopt(params());
+KINDS.forEach(hover);
+window.addEventListener('hashchange', function(){adopt(params());render();});
 render();
 })();
 """
 
 
-def _panel(kind: str, caption: str, present: bool, why: str) -> str:
-    if not present:
-        return f'<figure><figcaption>{caption}</figcaption><div class="missing">{html.escape(why)}</div></figure>'
-    return f'<figure><figcaption>{caption}</figcaption><canvas id="{kind}" width="1" height="1"></canvas><div class="note" id="{kind}-range"></div></figure>'
+def _panel(kind: str, caption: str) -> str:
+    """One heatmap: caption, row labels left of the canvas, column labels below it, value range."""
+    return (
+        f'<figure><figcaption>{caption}</figcaption><div class="plot"><div class="ylab" id="{kind}-ylab"></div>'
+        f'<canvas id="{kind}" width="1" height="1"></canvas><div></div><div class="xlab" id="{kind}-xlab"></div></div>'
+        f'<div class="note" id="{kind}-range"></div></figure>'
+    )
 
 
 def explorer_html(data: Dict[str, Any], title: str) -> str:
-    """The complete HTML page for :func:`explorer_data`'s ``data`` (inline data, script and style)."""
+    """The complete HTML page for :func:`explorer_data`'s ``data`` (inline data, script and style): a panel
+    for each kind the examples carry (CSM, attention), none for a kind not captured."""
     first = data["examples"][0] if data["examples"] else {}
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # keep the JSON inside its script element
-    panels = _panel("csm", "CSM (Z Zᵀ, diagonal 0)", "csm" in first, "CSM not captured in this run") + _panel(
-        "attention", "Attention probabilities (rows: query, columns: key)", "attention" in first, "attention probabilities were not captured in this run (no finding needed them)"
+    panels = (_panel("csm", "CSM (Z Zᵀ, diagonal 0; rows and columns: tokens)") if "csm" in first else "") + (
+        _panel("attention", "Attention probabilities (rows: query, columns: key)") if "attention" in first else ""
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_STYLE}</style></head>
@@ -246,7 +317,7 @@ def explorer_from_examples(examples, max_tokens: int, title: str) -> Optional[st
         lengths.append(int(valid.nonzero()[0].max()) + 1 if valid.any() else 0)
     csm = examples.csm.float().numpy() if examples.csm is not None else None
     attention = examples.attention.float().numpy() if examples.attention is not None else None
-    data = explorer_data(csm, attention, examples.tokens, lengths, examples.doc_ids, max_tokens)
+    data = explorer_data(csm, attention, examples.tokens, lengths, examples.doc_ids, max_tokens, [examples.label(e) for e in range(len(examples))])
     return explorer_html(data, title)
 
 

@@ -1,75 +1,126 @@
-"""Layer x head heatmaps of many statistics in one figure (one image, one axes: cheap to draw).
+"""Layer x head heatmaps of many statistics in one figure (``figures/<finding>/heads.png``).
 
 Each statistic is a panel of n_layers rows (layer 0 at the top) by n_heads
-columns (head 0 at the left), coloured on its own range (its minimum and
-maximum are written in the panel's title, since statistics differ in units);
-undefined (NaN) cells are white. The values themselves are in the run's
-per-head tables.
+columns (head 0 at the left), with its layers and heads labelled along its
+edges (0-indexed, as in metric keys) and a colour bar of its own values beside
+it: statistics differ in units and range, so each panel has its own scale, and
+the colour bar says which value a colour is. Undefined (NaN) cells are white.
+Every text is at least :data:`MIN_FONT` points. The values themselves are in
+the run's per-head tables (``tables/<finding>_heads.csv``).
+
+Drawing cost: the figure is one axes whose data coordinates are inches from the
+top left corner, holding an image per panel and per colour bar and plain texts
+(an axes with matplotlib ticks and a colorbar per panel draws about three times
+slower, and a ``paper`` run draws eight of these figures). Each text carries a
+``gid`` naming its role, ``<statistic>:head``, ``<statistic>:layer``,
+``<statistic>:bar`` or ``<statistic>:title``, so that tests and readers of the
+figure object can find them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import MaxNLocator
 
-from attnsim.plots.common import INDEX_NOTE, inch_axes, scale_strip, wrap_title
+from attnsim.plots.common import INDEX_NOTE, draw_segments, fixed_layout, wrap_title
+
+MIN_FONT = 9  # points: the smallest text of the figure
+CELL = (0.3, 0.26)  # inches per head (x) and per layer (y)
+LABEL_SPACING = 0.2  # inches between two index labels of MIN_FONT points
 
 
-def _scaled(panel: np.ndarray) -> np.ndarray:
-    finite = panel[np.isfinite(panel)]
-    if not finite.size:
-        return np.full_like(panel, np.nan)
-    low, high = finite.min(), finite.max()
-    return (panel - low) / (high - low) if high > low else np.where(np.isfinite(panel), 0.5, np.nan)
+def index_ticks(count: int, inches: float) -> List[int]:
+    """Positions 0..count-1 to label along an axis of ``inches``: every one when they fit
+    :data:`LABEL_SPACING` apart, else every k-th (always starting at 0)."""
+    step = max(1, math.ceil(count * LABEL_SPACING / max(inches, 1e-9)))
+    return list(range(0, count, step))
+
+
+def bar_ticks(low: float, high: float) -> List[float]:
+    """Up to five round values between ``low`` and ``high`` (both included when nothing rounder is near)."""
+    values = [float(v) for v in MaxNLocator(4).tick_values(low, high) if low - 1e-12 * abs(high - low) <= v <= high + 1e-12 * abs(high - low)]
+    return values if len(values) >= 2 else [low, high]
+
+
+def _panel_title(name: str, scalars: Dict[str, torch.Tensor]) -> str:
+    chance = scalars.get(f"{name}_chance")
+    if chance is not None and torch.isfinite(chance).any():
+        return f"{name} (chance {float(chance.double().nanmean()):.3g})"
+    return name
 
 
 def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[Sequence[str]] = None, cols: int = 3):
-    """One figure with a layer x head heatmap per statistic.
+    """One figure with a layer x head heatmap and a value colour bar per statistic.
 
     Args:
         scalars: statistic -> (layer, head) tensor.
         title: figure title (e.g. the finding's name).
         names: statistics to draw, in order (default: every one not ending in ``_chance``,
-            whose values appear in the title of the statistic they belong to).
+            whose mean appears in the title of the statistic it belongs to).
         cols: panels per row.
 
     Returns:
-        A matplotlib figure.
+        A matplotlib figure (fixed layout, one axes): per statistic a heatmap image whose colour
+        limits are the statistic's own minimum and maximum, head labels below it, layer labels left
+        of it, and a colour bar image with value labels right of it; every text at least
+        :data:`MIN_FONT` points, each with a ``gid`` naming its role (module docstring).
     """
     names = [n for n in (names or scalars) if n in scalars and (names is not None or not n.endswith("_chance"))]
     n_layers, n_heads = next(iter(scalars.values())).shape
     cols = max(1, min(cols, len(names)))
     rows = math.ceil(len(names) / cols)
-    gap_x, gap_y = 1, 3  # empty cells between panels; the vertical gap holds the panel titles
-    width, height = cols * (n_heads + gap_x) - gap_x, rows * (n_layers + gap_y)
-    mosaic = np.full((height, width), np.nan)
-    # cells of 0.22 x 0.3 inch as before, placed by hand (no second drawing pass to measure the figure)
-    strip = (1, 1)  # gap and width (cells) of the colour scale beside the panels (see scale_strip)
-    fig, ax = inch_axes(0.22 * (width + sum(strip)), 0.3 * height, left=0.1, right=0.35, bottom=0.1, top=0.35)
+    width, height = max(2.2, CELL[0] * n_heads), max(1.2, CELL[1] * n_layers)
+    # inches around each heatmap: layer labels and "layer" left; colour bar and its values right;
+    # the panel title above; head labels and "head" below
+    left, bar_gap, bar, bar_labels = 0.62, 0.08, 0.12, 0.62
+    above, below = 0.32, 0.5
+    panel_w, panel_h = left + width + bar_gap + bar + bar_labels, above + height + below
+    heading = wrap_title(f"{title}: one panel per statistic; rows: layers, columns: heads ({INDEX_NOTE}); each colour bar gives its panel's values", cols * panel_w, MIN_FONT + 1)
+    top = 0.12 + 0.2 * len(heading)
+    fig_w, fig_h = 0.1 + cols * panel_w, top + rows * panel_h
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, fig_w)
+    ax.set_ylim(fig_h, 0)  # data coordinates: inches from the top left corner
+    ax.set_axis_off()
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    xticks, yticks = index_ticks(n_heads, width), index_ticks(n_layers, height)
+    ramp = np.linspace(1.0, 0.0, 256)[:, None]  # colour bar: top = the panel's maximum
+    marks = []  # tick marks of every panel and bar, drawn as one path
     for index, name in enumerate(names):
         r, c = divmod(index, cols)
-        top, left = r * (n_layers + gap_y) + gap_y, c * (n_heads + gap_x)
+        x0, y0 = 0.1 + c * panel_w + left, top + r * panel_h + above  # the heatmap's top left corner
+        dx, dy = width / n_heads, height / n_layers
         data = scalars[name].detach().double().cpu().numpy()
-        mosaic[top : top + n_layers, left : left + n_heads] = _scaled(data)
         finite = data[np.isfinite(data)]
-        span = f"[{finite.min():.3g}, {finite.max():.3g}]" if finite.size else "[undefined]"
-        chance = scalars.get(f"{name}_chance")
-        extra = f", chance {float(chance.double().nanmean()):.3g}" if chance is not None and torch.isfinite(chance).any() else ""
-        ax.text(left, top - 0.7, f"{name} {span}{extra}", fontsize=6, va="bottom", ha="left")
-    mosaic = np.concatenate([mosaic, np.full((height, sum(strip)), np.nan)], 1)  # room for the colour scale
-    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
-    ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-    scale_strip(ax, width + strip[0] - 0.5, width + sum(strip) - 0.5, height, cmap)
-    ax.set_xlim(-0.5, mosaic.shape[1] - 0.5)
-    ax.set_ylim(height - 0.5, -0.5)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    heading = wrap_title(f"{title}: one panel per statistic, rows = layers (0 at top), columns = heads (0 at left); {INDEX_NOTE}", 0.22 * mosaic.shape[1] + 0.45, 8)
-    fig.text(0.5, 1 - 0.05 / fig.get_size_inches()[1], "\n".join(heading), fontsize=8, ha="center", va="top")
-    return fig
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        if high <= low:  # one value everywhere: a bar around it
+            low, high = low - 0.5 * (abs(low) or 1.0), high + 0.5 * (abs(high) or 1.0)
+        ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+        bx = x0 + width + bar_gap
+        ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, extent=(bx, bx + bar, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:bar")
+        marks += [((x0, y0), (x0 + width, y0)), ((x0, y0 + height), (x0 + width, y0 + height)), ((x0, y0), (x0, y0 + height)), ((x0 + width, y0), (x0 + width, y0 + height))]
+        marks += [((bx, y0), (bx + bar, y0)), ((bx, y0 + height), (bx + bar, y0 + height)), ((bx, y0), (bx, y0 + height)), ((bx + bar, y0), (bx + bar, y0 + height))]
+        for head in xticks:
+            x = x0 + (head + 0.5) * dx
+            marks.append(((x, y0 + height), (x, y0 + height + 0.03)))
+            ax.text(x, y0 + height + 0.05, str(head), fontsize=MIN_FONT, ha="center", va="top", gid=f"{name}:head")
+        for layer in yticks:
+            y = y0 + (layer + 0.5) * dy
+            marks.append(((x0 - 0.03, y), (x0, y)))
+            ax.text(x0 - 0.05, y, str(layer), fontsize=MIN_FONT, ha="right", va="center", gid=f"{name}:layer")
+        for value in bar_ticks(low, high):
+            y = y0 + height * (high - value) / (high - low)
+            marks.append(((bx + bar, y), (bx + bar + 0.03, y)))
+            ax.text(bx + bar + 0.05, y, f"{value:.3g}", fontsize=MIN_FONT, ha="left", va="center", gid=f"{name}:bar")
+        ax.text(x0 + width / 2, y0 + height + 0.22, "head", fontsize=MIN_FONT, ha="center", va="top", gid=f"{name}:axis")
+        ax.text(x0 - 0.38, y0 + height / 2, "layer", fontsize=MIN_FONT, ha="center", va="center", rotation=90, gid=f"{name}:axis")
+        ax.text(x0, y0 - 0.06, _panel_title(name, scalars), fontsize=MIN_FONT + 1, ha="left", va="bottom", gid=f"{name}:title")
+    draw_segments(ax, marks, color="black", linewidth=0.6)
+    ax.text(fig_w / 2, 0.06, "\n".join(heading), fontsize=MIN_FONT + 1, ha="center", va="top", gid="title")
+    return fixed_layout(fig)

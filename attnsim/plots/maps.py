@@ -3,7 +3,8 @@
 Readability rule (shared with :mod:`attnsim.plots.common`): a token axis
 longer than ``max_tokens`` is average-pooled over blocks of
 ``ceil(T / max_tokens)`` consecutive tokens (NaN-aware), each block labelled
-with its first token, and at most 32 tick labels are drawn per axis. Token
+with its first token, and token labels are 8-point, cut to 12 characters and
+thinned to what fits (:func:`attnsim.plots.common.labels_fitting`). Token
 strips (one row per layer or method, one column per token) follow the same
 rule along the token axis. Vision maps are never pooled along a sequence:
 they are drawn on the patch grid (rows x cols) and upsampled onto the image.
@@ -19,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnsim.plots.common import INDEX_NOTE, matrix_grid, thin_ticks
+from attnsim.plots.common import INDEX_NOTE, TOKEN_FONT, labels_fitting, matrix_grid, short_label, thin_ticks
 
 
 def pool_tokens(values: np.ndarray, max_tokens: int) -> Tuple[np.ndarray, int]:
@@ -63,7 +64,7 @@ def example_attention(examples, max_tokens: int, finding: str) -> Iterator[Tuple
             data = examples.attention[layer, e, :, :length, :length].double().numpy()
             titles = [f"L{layer} H{h}" for h in range(data.shape[0])]
             yield f"figures/{finding}/window{e}_attention_L{layer:02d}.png", matrix_grid(
-                data, titles, f"Attention of window {e} ({examples.doc_ids[e]}), layer {layer} (rows: query, columns: key)", max_tokens, labels, cmap="viridis"
+                data, titles, f"Attention of window {e} ({examples.label(e)}), layer {layer} (rows: query, columns: key)", max_tokens, labels, cmap="viridis"
             )
 
 
@@ -84,7 +85,8 @@ def token_strip(values: np.ndarray, labels: Sequence[str], row_names: Sequence[s
     """
     pooled, block = pool_tokens(np.asarray(values, dtype=float), max_tokens)
     rows, cells = pooled.shape
-    fig, ax = plt.subplots(figsize=(min(2.0 + 0.22 * cells, 16.0), 1.4 + 0.32 * rows))
+    width = min(2.0 + 0.22 * cells, 16.0)
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.32 * rows))
     if signed:
         finite = pooled[np.isfinite(pooled)]
         bound = float(np.abs(finite).max()) if finite.size else 1.0
@@ -92,9 +94,9 @@ def token_strip(values: np.ndarray, labels: Sequence[str], row_names: Sequence[s
     else:
         image = ax.imshow(pooled, cmap="magma", aspect="auto", interpolation="nearest")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01, label=unit)
-    positions, names = thin_ticks(list(labels), block, most=48)
-    ax.set_xticks(positions, names, fontsize=6, rotation=90)
-    ax.set_yticks(range(rows), row_names, fontsize=7)
+    positions, names = thin_ticks(list(labels), block, most=labels_fitting(0.85 * width - 1.0, 48))  # the axes' share of the width
+    ax.set_xticks(positions, [short_label(n) for n in names], fontsize=TOKEN_FONT, rotation=90)
+    ax.set_yticks(range(rows), row_names, fontsize=9)
     note = f"; cells pooled over {block} tokens" if block > 1 else ""
     ax.set_title(f"{title}\n({INDEX_NOTE}{note})", fontsize=9)
     fig.tight_layout()

@@ -57,7 +57,7 @@ def example_regions(examples: Any, jaccard: torch.Tensor, top_fraction: float, m
         titles = [f"L{int(l)} H{int(h)} J={float(jaccard[l, h]):.2f}" for l, h in zip(layers, heads)]
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
         suptitle = (
-            f"CSM of window {e} ({examples.doc_ids[e]}), per layer the head with the highest Jaccard overlap; "
+            f"CSM of window {e} ({examples.label(e)}), per layer the head with the highest Jaccard overlap; "
             f"cyan: high-attention region (top {top_fraction:.0%} pairs), white lines: sentence boundaries"
         )
         yield f"figures/attention_regions/window{e}.png", matrix_grid(csm, titles, suptitle, max_tokens, examples.tokens[e][:length], starts, outlines, cols=3)

@@ -7,8 +7,15 @@ Metric keys follow one rule (README, "Metric keys"):
 Any character outside ``[A-Za-z0-9_./ -]`` becomes ``_`` (:func:`metric_key`);
 two different names that would collapse into one key raise ``ValueError``.
 
+Run bookkeeping (window count, timings, skipped values) sits under one group,
+``zz_run/`` (:func:`run_key`): MLflow's chart view groups a run's metrics into
+sections named by the key up to its last ``/`` and sorts the sections in plain
+string order (MLflow 3.17's ``extractChartSectionName`` and ``.sort()``), so
+``zz_run`` comes after every finding's sections. (``~`` would sort later still,
+but MLflow refuses it in a metric name.)
+
 Non-finite values never reach MLflow: they are skipped with one warning per
-key, and their number is logged as the metric ``attnsim/skipped_nonfinite``.
+key, and their number is logged as the metric ``zz_run/skipped_nonfinite``.
 
 Params and tags (:func:`fit_value`, :func:`check_key`): a value longer than
 MLflow's limit (6,000 characters for a param, 8,000 for a tag) is shortened
@@ -43,6 +50,14 @@ _PARAM_BATCH = 100
 # written out so that importing this module does not import MLflow; a test checks them against MLflow's
 KEY_MAX, PARAM_MAX, TAG_MAX = 250, 6000, 8000
 CUT_MARKER = "…[sha256:{digest}]"  # ends a shortened value; digest = first 8 hex digits of the whole value's SHA-256
+
+
+RUN_GROUP = "zz_run"  # bookkeeping metrics' group; sorts after every finding name in MLflow's chart view
+
+
+def run_key(name: str) -> str:
+    """Key of a run-bookkeeping metric, e.g. ``run_key("windows")`` is ``zz_run/windows`` (see module docstring)."""
+    return f"{RUN_GROUP}/{name}"
 
 
 def metric_key(name: str) -> str:
@@ -188,27 +203,33 @@ class RunSink:
 
         The caller draws the figure and says whether it was laid out by hand (``fixed_layout``; the
         workflows pass :func:`attnsim.plots.common.has_fixed_layout`), so that tracking never imports
-        the plots. A figure laid out by hand is drawn here and its
-        pixels are encoded (zlib level 1: heatmaps compress little better at higher levels) and
-        uploaded on a background thread, while the caller draws the next figure: Pillow's encoder
-        runs without the GIL, and encoding is up to half of a large figure's cost. :meth:`flush`
-        (and so the end of the run) waits for every pending figure and raises its error, if any.
-        Other figures are saved synchronously with ``bbox_inches="tight"``, which draws them twice.
+        the plots. A figure laid out by hand is drawn here; other figures are drawn with
+        ``bbox_inches="tight"``, which draws them twice. The pixels are encoded by
+        :func:`attnsim.tracking.png.png_bytes` (at most 400 KB: lossless, else a 256-colour palette)
+        and uploaded on a background thread, while the caller draws the next figure: Pillow's encoder
+        runs without the GIL, and encoding is up to half of a large figure's cost. :meth:`flush` (and
+        so the end of the run) waits for every pending figure and raises its error, if any.
         """
         import matplotlib.pyplot as plt
+        import numpy as np
 
         try:
             if fixed_layout:
-                import numpy as np
                 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
                 figure.set_dpi(dpi)
                 canvas = FigureCanvasAgg(figure)
                 canvas.draw()
                 pixels = np.array(canvas.buffer_rgba())  # a copy: the figure is closed below
-                self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
             else:
-                self.client.log_figure(self.run_id, figure, artifact_file, save_kwargs={"dpi": dpi, "bbox_inches": "tight"})
+                import io
+
+                from PIL import Image
+
+                buffer = io.BytesIO()
+                figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", pil_kwargs={"compress_level": 0})
+                pixels = np.asarray(Image.open(buffer).convert("RGBA"))
+            self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
         finally:
             plt.close(figure)
 
@@ -225,12 +246,13 @@ class RunSink:
         import posixpath
         import tempfile
 
-        from PIL import Image
+        from attnsim.tracking.png import png_bytes
 
         directory, name = posixpath.split(artifact_file)
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, name)
-            Image.fromarray(pixels, "RGBA").save(path, format="png", compress_level=1, dpi=(dpi, dpi))
+            with open(path, "wb") as handle:
+                handle.write(png_bytes(pixels, dpi))
             self.client.log_artifact(self.run_id, path, directory or None)
 
     def wait_for_figures(self) -> None:
@@ -274,7 +296,7 @@ class RunSink:
         try:
             self.flush()
             if self.skipped_nonfinite:
-                self.client.log_metric(self.run_id, "attnsim/skipped_nonfinite", float(self.skipped_nonfinite), step=self.step)
+                self.client.log_metric(self.run_id, run_key("skipped_nonfinite"), float(self.skipped_nonfinite), step=self.step)
         finally:
             self.client.set_terminated(self.run_id, status)
             self.ended = status

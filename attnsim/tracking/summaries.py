@@ -1,9 +1,24 @@
-"""Turn finding summaries into metrics, tables and figures of one run."""
+"""Turn finding summaries into metrics, tables and figures of one run.
+
+Which metric keys a run logs (README, "Metric keys"), for a model of L layers and H heads:
+
+- ``finding/stat``, the model mean, and ``finding/stat/LNN``, the layer means, of every
+  statistic (1 + L keys each: what ``attnsim compare``, ``attnsim report`` and sweep curves read);
+- ``finding/stat/LNN/HNN`` only for the experiment's headline statistics, those matching a
+  pattern of ``stats.per_head`` (L x H keys each);
+- run bookkeeping under ``zz_run/`` (:func:`attnsim.tracking.sink.run_key`), last in MLflow's
+  chart view.
+
+Every head of every statistic is in the table ``tables/<finding>_heads.csv`` (:func:`head_table`)
+and the figure ``figures/<finding>/heads.png``: in MLflow's chart view each metric key is its own
+chart scaled on its own, so a grid of per-head keys compares nothing; the figure does.
+"""
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -17,12 +32,49 @@ def per_head_selected(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def summary_metrics(summary: Summary, per_head: Iterable[str]) -> Dict[str, float]:
-    """Per-head (selected), layer-mean and model-mean metrics of a summary's scalars, keyed by
-    :meth:`MetricKey.format <attnsim.keys.MetricKey.format>`.
+def check_per_head(patterns: Iterable[str], statistics: Mapping[str, Sequence[str]]) -> None:
+    """Refuse a ``stats.per_head`` pattern that names a finding of the run but none of its statistics
+    (a misspelt statistic would otherwise log no per-head key, silently).
 
-    Layer and model means are ``nanmean`` over heads (a head whose statistic is
-    undefined does not count); non-finite results are left for the sink's guard.
+    Patterns naming a finding the run does not have (such as the schema default ``csm/*`` in a run
+    without ``csm``), and patterns of findings that declare no statistics, are let through.
+
+    Args:
+        patterns: ``stats.per_head`` (fnmatch patterns over ``finding/stat``).
+        statistics: finding name -> its declared statistics (``Finding.statistics``).
+
+    Raises:
+        ConfigError: naming the pattern, the finding's statistics and the closest one.
+    """
+    from attnsim.errors import ConfigError
+
+    for pattern in patterns:
+        finding = str(pattern).split("/", 1)[0]
+        names = [f"{finding}/{stat}" for stat in statistics.get(finding, ())]
+        if not names or any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            continue
+        close = difflib.get_close_matches(str(pattern), names, n=1, cutoff=0.5)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(
+            f"stats.per_head names '{pattern}', which matches no statistic of the finding '{finding}' "
+            f"(it has {', '.join(names)}), so no per-head key would be logged for it.{hint} "
+            f"Give statistics as finding/statistic (wildcards allowed, e.g. '{finding}/*'), or drop the entry."
+        )
+
+
+def summary_metrics(summary: Summary, per_head: Iterable[str]) -> Dict[str, float]:
+    """Model-mean and layer-mean metrics of every statistic of a summary, per-head metrics of the selected ones.
+
+    Args:
+        summary: a finding's summary; each scalar is a (layer, head) tensor.
+        per_head: fnmatch patterns over ``finding/stat`` (``stats.per_head``): the statistics also
+            logged per head.
+
+    Returns:
+        key -> value: ``finding/stat`` and ``finding/stat/LNN`` for every statistic (1 + L keys),
+        ``finding/stat/LNN/HNN`` for the selected ones (L x H more keys each). Layer and model means
+        are ``nanmean`` over heads (a head whose statistic is undefined does not count); non-finite
+        results are left for the sink's guard.
     """
     metrics: Dict[str, float] = {}
     patterns = list(per_head)

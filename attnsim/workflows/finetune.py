@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from attnsim.errors import ConfigError, ModelError
 from attnsim.keys import RunKind, Tag
+from attnsim.tracking.sink import run_key
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
             # the last validation was before the last step: measure the final weights too
             trainer.validate(module, datamodule=datamodule, verbose=False)
         seconds = time.perf_counter() - start
-        sink.log_metrics({"attnsim/time/fit": seconds, "attnsim/windows/train": float(len(prepared.train)), "attnsim/windows/val": float(len(prepared.val))}, step=int(trainer.global_step))
+        sink.log_metrics({run_key("time_fit"): seconds, run_key("windows_train"): float(len(prepared.train)), run_key("windows_val"): float(len(prepared.val))}, step=int(trainer.global_step))
         listing = [{"global_step": step, "path": str(path)} for step, path in saver.saved]
         sink.log_text(json.dumps(listing, indent=2), "checkpoints.json")
         sink.flush()

@@ -33,7 +33,7 @@ from attnsim.keys import RunKind, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
-from attnsim.tracking.sink import RunSink, check_key
+from attnsim.tracking.sink import RunSink, check_key, run_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
 from attnsim.workflows.common import (
     DatasetInput,
@@ -114,6 +114,8 @@ def prepare(cfg: DictConfig) -> Prepared:
         raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
     for key in cfg.tracking.tags:  # MLflow refuses keys over 250 characters, and attnsim never cuts one
         check_key(str(key))
+    finding_types = [FINDINGS[name] for name in cfg.findings]
+    tables.check_per_head(cfg.stats.per_head, {kind.name: kind.statistics for kind in finding_types})  # a misspelt headline statistic
     from omegaconf import OmegaConf
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
@@ -127,7 +129,7 @@ def prepare(cfg: DictConfig) -> Prepared:
         documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
         corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
-    return Prepared(cfg, tracker, info, tokenizer, corpus, [FINDINGS[name] for name in cfg.findings])
+    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types)
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -262,7 +264,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
     sink.wait_for_figures()  # the last figures' encoding and upload (in the background while others are drawn)
     timings["figures"] += time.perf_counter() - start
     start = time.perf_counter()
-    sink.log_metrics({"attnsim/windows": float(max((f.windows for f in findings), default=0))})
+    sink.log_metrics({run_key("windows"): float(max((f.windows for f in findings), default=0))})
     sink.flush()
     timings["log"] += time.perf_counter() - start
     return summaries, timings
@@ -338,7 +340,7 @@ def execute(
         if failed:
             sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
             raise failed[0].error  # type: ignore[misc]
-        sink.log_metrics({f"attnsim/time/{k}": v for k, v in timings.items()})
+        sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
     ended = prepared.tracker.client.get_run(sink.run_id).info
     return RunResult(
         sink.run_id, ended.experiment_id, prepared.tracker.uri, summaries, len(prepared.corpus), timings,

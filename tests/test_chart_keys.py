@@ -1,0 +1,117 @@
+"""Which metric keys a run logs: model and layer means of every statistic, per-head keys only for the
+experiment's headline statistics (``stats.per_head``), bookkeeping in one group that sorts last in
+MLflow's chart view."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnsim.config import load_config
+from attnsim.errors import ConfigError
+from attnsim.findings.base import Summary
+from attnsim.findings.registry import FINDINGS
+from attnsim.tracking.sink import RUN_GROUP, run_key
+from attnsim.tracking.summaries import check_per_head, summary_metrics
+from tests.conftest import runs_of
+
+MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
+BOOKKEEPING = 6  # zz_run/windows and zz_run/time_{load_model,predict,summarise,log,figures}
+
+
+def section(key: str) -> str:
+    """The chart section MLflow 3.17 puts a metric in: the key up to its last '/' (its
+    ``extractChartSectionName``); keys without '/' go to "Model metrics", drawn after every section."""
+    return key.rsplit("/", 1)[0] if "/" in key else "Model metrics"
+
+
+def test_model_and_layer_means_of_every_statistic_per_head_only_for_headlines():
+    nan = math.nan
+    summary = Summary("f", {"a": torch.tensor([[1.0, 2.0, 3.0], [4.0, nan, 8.0]]), "b": torch.tensor([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0]])})
+    metrics = summary_metrics(summary, ["f/a"])
+    heads = {f"f/a/L{layer:02d}/H{head:02d}" for layer in range(2) for head in range(3)}
+    assert set(metrics) == {"f/a", "f/a/L00", "f/a/L01", "f/b", "f/b/L00", "f/b/L01"} | heads
+    assert metrics["f/a/L01"] == pytest.approx(6.0)  # the undefined head does not count
+    assert metrics["f/a"] == pytest.approx(18.0 / 5) and metrics["f/b/L01"] == 1.0 and metrics["f/a/L00/H02"] == 3.0
+    assert math.isnan(metrics["f/a/L01/H01"])  # left for the sink, which skips and counts it
+    assert set(summary_metrics(summary, [])) == {"f/a", "f/a/L00", "f/a/L01", "f/b", "f/b/L00", "f/b/L01"}
+    assert len(summary_metrics(summary, ["f/*"])) == 2 * (1 + 2 + 6)
+
+
+def _keys(name: str, layers: int = 6, heads: int = 12) -> set:
+    """The statistic keys experiment ``name`` logs for a model of ``layers`` x ``heads`` (the bundled MiniLM: 6 x 12)."""
+    cfg = load_config(name)
+    keys = set()
+    for finding in cfg.findings:
+        scalars = {stat: torch.rand(layers, heads) for stat in FINDINGS[finding].statistics}
+        keys |= set(summary_metrics(Summary(finding, scalars), cfg.stats.per_head))
+    return keys
+
+
+# experiment -> (statistics, headline statistics per head), at 6 x 12: keys = 7 * statistics + 72 * headline
+EXPECTED = {
+    "paper": (52, 0),
+    "csm": (9, 3),
+    "vit_csm": (9, 3),
+    "distance": (7, 2),
+    "sentences": (9, 2),
+    "anchors": (4, 2),
+    "repetition": (8, 2),
+    "attention_regions": (6, 2),
+    "separators": (10, 2),
+    "noise": (6, 1),
+    "attention_maps": (8, 2),
+    "gradient_maps": (2, 1),
+}
+
+
+@pytest.mark.parametrize("name", MEASURE)
+def test_experiment_key_counts_at_six_by_twelve(name):
+    keys = _keys(name)
+    per_head = {k for k in keys if k.count("/") == 3}
+    stats, headline = EXPECTED.get(name, (0, 0))  # rollout declares no (layer, head) statistics
+    assert len(keys) - len(per_head) == 7 * stats  # model mean and 6 layer means of every statistic
+    assert len(per_head) == 72 * headline
+    assert {k.rsplit("/", 2)[0] for k in per_head} == set(load_config(name).stats.per_head)  # only the headline ones
+    assert len(keys) + BOOKKEEPING <= 420  # before: paper 1,132 keys, csm 638
+    if name != "paper":
+        assert len(keys) + BOOKKEEPING <= 300
+
+
+def test_paper_has_no_per_head_keys_and_a_third_of_its_old_count():
+    keys = _keys("paper")
+    assert len(keys) == 364 and not [k for k in keys if k.count("/") == 3]
+    assert len({section(k) for k in keys} | {RUN_GROUP}) == 8 + 52 + 1  # a section per finding, per statistic, bookkeeping
+
+
+def test_a_misspelt_headline_statistic_stops_before_any_run(tmp_path):
+    from attnsim.workflows.run import run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(ConfigError, match=r"stats.per_head names 'csm/meen'.*Did you mean 'csm/mean'\?"):
+        run("csm", ["stats.per_head=[csm/meen]", f"tracking.uri={uri}"])
+    assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
+    check_per_head(["csm/*", "distance/short_range_share", "rollout/cls_mass"], {"distance": FINDINGS["distance"].statistics, "rollout": ()})  # other findings' patterns pass
+
+
+def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path):
+    from attnsim.workflows.run import run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=24", "trainer.batch_size=2", "trainer.progress_bar=false", "tracking.figures=false", f"tracking.uri={uri}"]
+    result = run("repetition", overrides)
+    _, (logged,) = runs_of(uri)
+    metrics = set(logged.data.metrics)
+    stats = FINDINGS["repetition"].statistics
+    defined = {k for k, v in summary_metrics(result.summaries["repetition"], load_config("repetition").stats.per_head).items() if math.isfinite(v)}
+    assert {k for k in metrics if k.startswith("repetition/")} == defined
+    assert {f"repetition/{s}/L{layer:02d}" for s in stats for layer in range(2)} & defined  # layer means of the statistics
+    assert {k.rsplit("/", 2)[0] for k in defined if k.count("/") == 3} == {"repetition/repetition_score", "repetition/identical_high_share"}
+    bookkeeping = {k for k in metrics if not k.startswith("repetition/")}
+    assert bookkeeping == {run_key(n) for n in ("windows", "time_load_model", "time_predict", "time_summarise", "time_log", "time_figures")}
+    assert logged.data.metrics[run_key("windows")] == 2
+    sections = sorted({section(k) for k in metrics} - {"Model metrics"})  # MLflow: plain string sort
+    assert sections[-1] == RUN_GROUP == "zz_run" and len({section(k) for k in bookkeeping}) == 1
+    assert all(RUN_GROUP > name for name in list(FINDINGS) + ["sweep", "train", "val", "compare"])
