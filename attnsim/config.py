@@ -228,15 +228,21 @@ class StatsConfig:
     normalise: Normalise = Normalise.none
     short_range: int = 4  # short-range pairs: distance <= short_range
     # metric names (fnmatch patterns on "finding/stat") logged per head; all
-    # statistics are logged as layer and model means and in the per-head table.
+    # statistics are logged as model means and in the per-head table.
     per_head: List[str] = field(default_factory=lambda: ["csm/*"])
+    # metric names (fnmatch patterns on "finding/stat") logged as layer means (finding/stat/LNN);
+    # a per_head pattern implies it. Layer means not logged are read from tables/<finding>_heads.csv.
+    per_layer: List[str] = field(default_factory=lambda: ["*"])
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5] or ``short_range`` below 1."""
+        """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5], ``short_range`` below 1 or an empty ``per_layer`` pattern."""
         if not 0.0 < self.top_fraction <= 0.5:
             _fail(f"Config key 'stats.top_fraction' is {self.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
         if self.short_range < 1:
             _fail(f"Config key 'stats.short_range' is {self.short_range}; give a distance of at least 1 token.")
+        blank = [p for p in self.per_layer if not str(p).strip()]
+        if blank:
+            _fail(f"Config key 'stats.per_layer' has an empty entry ({list(self.per_layer)}); give fnmatch patterns over finding/statistic, e.g. [distance/short_range_share] or ['*'] for every statistic, or [] for model means only.")
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""Which metric keys a run logs: model and layer means of every statistic, per-head keys only for the
-experiment's headline statistics (``stats.per_head``), bookkeeping in one group that sorts last in
-MLflow's chart view."""
+"""Which metric keys a run logs: the model mean of every statistic, layer means of the statistics of
+``stats.per_layer`` (default all; ``paper`` its headline statistics) and ``stats.per_head``, per-head keys
+only for the experiment's headline statistics (``stats.per_head``), bookkeeping in one group that sorts
+last in MLflow's chart view."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from attnsim.errors import ConfigError
 from attnsim.findings.base import Summary
 from attnsim.findings.registry import FINDINGS
 from attnsim.tracking.sink import RUN_GROUP, run_key
-from attnsim.tracking.summaries import check_per_head, summary_metrics
+from attnsim.tracking.summaries import check_per_head, check_per_layer, summary_metrics
 from tests.conftest import runs_of
 
 MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
@@ -40,19 +41,30 @@ def test_model_and_layer_means_of_every_statistic_per_head_only_for_headlines():
     assert len(summary_metrics(summary, ["f/*"])) == 2 * (1 + 2 + 6)
 
 
+def test_layer_means_only_for_per_layer_patterns_and_per_head_implies_them():
+    summary = Summary("f", {"a": torch.tensor([[1.0, 3.0], [4.0, 8.0]]), "b": torch.tensor([[0.5, 1.5], [1.0, 2.0]]), "c": torch.ones(2, 2)})
+    assert set(summary_metrics(summary, [], [])) == {"f/a", "f/b", "f/c"}  # model means only
+    metrics = summary_metrics(summary, [], ["f/b"])
+    assert set(metrics) == {"f/a", "f/b", "f/c", "f/b/L00", "f/b/L01"} and metrics["f/b/L00"] == 1.0 and metrics["f/a"] == 4.0
+    implied = summary_metrics(summary, ["f/a"], ["f/b"])  # per-head keys bring their layer means
+    assert {k for k in implied if k.count("/") == 2} == {"f/a/L00", "f/a/L01", "f/b/L00", "f/b/L01"} and implied["f/a/L01"] == 6.0
+    assert len([k for k in implied if k.count("/") == 3]) == 4
+    assert set(summary_metrics(summary, [])) == set(summary_metrics(summary, [], ["*"]))  # the default: every layer mean
+
+
 def _keys(name: str, layers: int = 6, heads: int = 12) -> set:
     """The statistic keys experiment ``name`` logs for a model of ``layers`` x ``heads`` (the bundled MiniLM: 6 x 12)."""
     cfg = load_config(name)
     keys = set()
     for finding in cfg.findings:
         scalars = {stat: torch.rand(layers, heads) for stat in FINDINGS[finding].statistics}
-        keys |= set(summary_metrics(Summary(finding, scalars), cfg.stats.per_head))
+        keys |= set(summary_metrics(Summary(finding, scalars), cfg.stats.per_head, cfg.stats.per_layer))
     return keys
 
 
 # experiment -> (statistics, headline statistics per head), at 6 x 12: keys = 7 * statistics + 72 * headline
+# (every statistic's model mean and 6 layer means; paper: see test_paper_logs_at_most_150_keys)
 EXPECTED = {
-    "paper": (52, 0),
     "csm": (9, 3),
     "vit_csm": (9, 3),
     "distance": (7, 2),
@@ -67,23 +79,34 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("name", MEASURE)
+@pytest.mark.parametrize("name", [name for name in MEASURE if name != "paper"])
 def test_experiment_key_counts_at_six_by_twelve(name):
+    assert list(load_config(name).stats.per_layer) == ["*"]  # single-finding experiments keep every layer mean
     keys = _keys(name)
     per_head = {k for k in keys if k.count("/") == 3}
     stats, headline = EXPECTED.get(name, (0, 0))  # rollout declares no (layer, head) statistics
     assert len(keys) - len(per_head) == 7 * stats  # model mean and 6 layer means of every statistic
     assert len(per_head) == 72 * headline
     assert {k.rsplit("/", 2)[0] for k in per_head} == set(load_config(name).stats.per_head)  # only the headline ones
-    assert len(keys) + BOOKKEEPING <= 420  # before: paper 1,132 keys, csm 638
-    if name != "paper":
-        assert len(keys) + BOOKKEEPING <= 300
+    assert len(keys) + BOOKKEEPING <= 300  # before: csm 638
 
 
-def test_paper_has_no_per_head_keys_and_a_third_of_its_old_count():
+# paper's headline statistics (layer means logged) and the chance levels `attnsim report` quotes beside them
+PAPER_LAYERED = {
+    "distance/short_range_share", "distance/short_range_share_chance", "distance/long_range_share", "distance/long_range_share_chance",
+    "sentences/same_sentence_share", "sentences/same_sentence_share_chance", "sentences/boundary_contrast", "anchors/anchor_consistency",
+    "repetition/repetition_score", "attention_regions/jaccard", "separators/attention_separators", "separators/attention_separators_chance",
+    "separators/attention_entropy", "noise/unexplained_share",
+}
+
+
+def test_paper_logs_at_most_150_keys_model_means_of_all_layer_means_of_headlines():
     keys = _keys("paper")
-    assert len(keys) == 364 and not [k for k in keys if k.count("/") == 3]
-    assert len({section(k) for k in keys} | {RUN_GROUP}) == 8 + 52 + 1  # a section per finding, per statistic, bookkeeping
+    assert not [k for k in keys if k.count("/") == 3]  # no per-head keys
+    assert len([k for k in keys if k.count("/") == 1]) == 52  # every statistic's model mean
+    assert {k.rsplit("/", 1)[0] for k in keys if k.count("/") == 2} == PAPER_LAYERED
+    assert len(keys) == 52 + 6 * 14 == 136 and len(keys) + BOOKKEEPING == 142 <= 150  # before: 364 + 6, and 1,132 at first
+    assert len({section(k) for k in keys} | {RUN_GROUP}) == 8 + 14 + 1  # a section per finding, per layered statistic, bookkeeping
 
 
 def test_a_misspelt_headline_statistic_stops_before_any_run(tmp_path):
@@ -94,6 +117,20 @@ def test_a_misspelt_headline_statistic_stops_before_any_run(tmp_path):
         run("csm", ["stats.per_head=[csm/meen]", f"tracking.uri={uri}"])
     assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
     check_per_head(["csm/*", "distance/short_range_share", "rollout/cls_mass"], {"distance": FINDINGS["distance"].statistics, "rollout": ()})  # other findings' patterns pass
+
+
+def test_a_misspelt_layer_mean_statistic_stops_before_any_run(tmp_path):
+    from attnsim.workflows.run import run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(ConfigError, match=r"stats.per_layer names 'distance/short_rang_share'.*no layer-mean key.*Did you mean 'distance/short_range_share'\?"):
+        run("paper", ["stats.per_layer=[distance/short_rang_share]", f"tracking.uri={uri}"])
+    assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
+    check_per_layer(["*", "csm/*", "distance/short_range_share"], {"distance": FINDINGS["distance"].statistics, "csm": FINDINGS["csm"].statistics})
+    with pytest.raises(ConfigError, match=r"stats.per_layer names 'distance'"):  # a finding without its statistic
+        check_per_layer(["distance"], {"distance": FINDINGS["distance"].statistics})
+    with pytest.raises(ConfigError, match=r"'stats.per_layer' has an empty entry"):
+        load_config("paper", ["stats.per_layer=['']"])
 
 
 def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path):

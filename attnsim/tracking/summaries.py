@@ -2,8 +2,10 @@
 
 Which metric keys a run logs (README, "Metric keys"), for a model of L layers and H heads:
 
-- ``finding/stat``, the model mean, and ``finding/stat/LNN``, the layer means, of every
-  statistic (1 + L keys each: what ``attnsim compare``, ``attnsim report`` and sweep curves read);
+- ``finding/stat``, the model mean of every statistic (1 key each);
+- ``finding/stat/LNN``, the layer means, of the statistics matching a pattern of
+  ``stats.per_layer`` or of ``stats.per_head`` (L keys each; schema default ``["*"]``: every
+  statistic; ``paper`` lists its headline statistics);
 - ``finding/stat/LNN/HNN`` only for the experiment's headline statistics, those matching a
   pattern of ``stats.per_head`` (L x H keys each);
 - run bookkeeping under ``zz_run/`` (:func:`attnsim.tracking.sink.run_key`), last in MLflow's
@@ -11,7 +13,9 @@ Which metric keys a run logs (README, "Metric keys"), for a model of L layers an
 
 Every head of every statistic is in the table ``tables/<finding>_heads.csv`` (:func:`head_table`)
 and the figure ``figures/<finding>/heads.png``: in MLflow's chart view each metric key is its own
-chart scaled on its own, so a grid of per-head keys compares nothing; the figure does.
+chart scaled on its own, so a grid of per-head keys compares nothing; the figure does. A layer
+mean that is not logged is the ``nanmean`` of its layer's heads in that table, which is how
+:mod:`attnsim.analysis.runs` reads it back (``attnsim compare``, ``attnsim report``, sweeps).
 """
 
 from __future__ import annotations
@@ -32,22 +36,30 @@ def per_head_selected(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def check_per_head(patterns: Iterable[str], statistics: Mapping[str, Sequence[str]]) -> None:
-    """Refuse a ``stats.per_head`` pattern that names a finding of the run but none of its statistics
-    (a misspelt statistic would otherwise log no per-head key, silently).
+def per_layer_selected(name: str, per_layer: Iterable[str], per_head: Iterable[str] = ()) -> bool:
+    """Whether ``finding/stat`` is logged as layer means: it matches ``stats.per_layer`` or
+    ``stats.per_head`` (per-head keys without their layer means would be odd)."""
+    return per_head_selected(name, per_layer) or per_head_selected(name, per_head)
+
+
+def check_per_head(patterns: Iterable[str], statistics: Mapping[str, Sequence[str]], option: str = "stats.per_head") -> None:
+    """Refuse a ``stats.per_head`` (or ``stats.per_layer``) pattern that names a finding of the run but
+    none of its statistics (a misspelt statistic would otherwise log no such key, silently).
 
     Patterns naming a finding the run does not have (such as the schema default ``csm/*`` in a run
-    without ``csm``), and patterns of findings that declare no statistics, are let through.
+    without ``csm``, or ``*``), and patterns of findings that declare no statistics, are let through.
 
     Args:
-        patterns: ``stats.per_head`` (fnmatch patterns over ``finding/stat``).
+        patterns: fnmatch patterns over ``finding/stat``.
         statistics: finding name -> its declared statistics (``Finding.statistics``).
+        option: the config key the patterns come from, for the message.
 
     Raises:
         ConfigError: naming the pattern, the finding's statistics and the closest one.
     """
     from attnsim.errors import ConfigError
 
+    what = "per-head" if option.endswith("per_head") else "layer-mean"
     for pattern in patterns:
         finding = str(pattern).split("/", 1)[0]
         names = [f"{finding}/{stat}" for stat in statistics.get(finding, ())]
@@ -56,35 +68,49 @@ def check_per_head(patterns: Iterable[str], statistics: Mapping[str, Sequence[st
         close = difflib.get_close_matches(str(pattern), names, n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise ConfigError(
-            f"stats.per_head names '{pattern}', which matches no statistic of the finding '{finding}' "
-            f"(it has {', '.join(names)}), so no per-head key would be logged for it.{hint} "
+            f"{option} names '{pattern}', which matches no statistic of the finding '{finding}' "
+            f"(it has {', '.join(names)}), so no {what} key would be logged for it.{hint} "
             f"Give statistics as finding/statistic (wildcards allowed, e.g. '{finding}/*'), or drop the entry."
         )
 
 
-def summary_metrics(summary: Summary, per_head: Iterable[str]) -> Dict[str, float]:
-    """Model-mean and layer-mean metrics of every statistic of a summary, per-head metrics of the selected ones.
+def check_per_layer(patterns: Iterable[str], statistics: Mapping[str, Sequence[str]]) -> None:
+    """:func:`check_per_head` for ``stats.per_layer``.
+
+    Raises:
+        ConfigError: a pattern names a finding of the run but none of its statistics.
+    """
+    check_per_head(patterns, statistics, option="stats.per_layer")
+
+
+def summary_metrics(summary: Summary, per_head: Iterable[str], per_layer: Iterable[str] = ("*",)) -> Dict[str, float]:
+    """Model-mean metrics of every statistic of a summary, layer-mean metrics of the statistics selected
+    by ``per_layer`` or ``per_head``, per-head metrics of those selected by ``per_head``.
 
     Args:
         summary: a finding's summary; each scalar is a (layer, head) tensor.
         per_head: fnmatch patterns over ``finding/stat`` (``stats.per_head``): the statistics also
-            logged per head.
+            logged per head (and so as layer means).
+        per_layer: fnmatch patterns over ``finding/stat`` (``stats.per_layer``; default ``("*",)``,
+            every statistic): the statistics also logged as layer means.
 
     Returns:
-        key -> value: ``finding/stat`` and ``finding/stat/LNN`` for every statistic (1 + L keys),
-        ``finding/stat/LNN/HNN`` for the selected ones (L x H more keys each). Layer and model means
-        are ``nanmean`` over heads (a head whose statistic is undefined does not count); non-finite
-        results are left for the sink's guard.
+        key -> value: ``finding/stat`` for every statistic (1 key), ``finding/stat/LNN`` for the
+        statistics selected by either list (L keys each), ``finding/stat/LNN/HNN`` for those of
+        ``per_head`` (L x H more keys each). Layer and model means are ``nanmean`` over heads (a head
+        whose statistic is undefined does not count); non-finite results are left for the sink's guard.
     """
     metrics: Dict[str, float] = {}
-    patterns = list(per_head)
+    heads, layers = list(per_head), list(per_layer)
     for stat, values in summary.scalars.items():
         values = values.detach().double().cpu()
         key = MetricKey(summary.finding, stat)
         metrics[key.format()] = float(values.nanmean())
+        if not per_layer_selected(key.name, layers, heads):
+            continue
         for layer in range(values.shape[0]):
             metrics[MetricKey(summary.finding, stat, layer).format()] = float(values[layer].nanmean())
-            if per_head_selected(key.name, patterns):
+            if per_head_selected(key.name, heads):
                 for head in range(values.shape[1]):
                     metrics[MetricKey(summary.finding, stat, layer, head).format()] = float(values[layer, head])
     return metrics

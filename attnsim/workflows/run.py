@@ -115,7 +115,9 @@ def prepare(cfg: DictConfig) -> Prepared:
     for key in cfg.tracking.tags:  # MLflow refuses keys over 250 characters, and attnsim never cuts one
         check_key(str(key))
     finding_types = [FINDINGS[name] for name in cfg.findings]
-    tables.check_per_head(cfg.stats.per_head, {kind.name: kind.statistics for kind in finding_types})  # a misspelt headline statistic
+    declared = {kind.name: kind.statistics for kind in finding_types}
+    tables.check_per_head(cfg.stats.per_head, declared)  # a misspelt headline statistic
+    tables.check_per_layer(cfg.stats.per_layer, declared)
     from omegaconf import OmegaConf
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
@@ -235,7 +237,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         summaries[finding.name] = summary
         start = time.perf_counter()
         # metrics are buffered and sent in batches of 1,000 after the loop (and by the run's end on failure)
-        sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head))
+        sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head, cfg.stats.per_layer))
         heads = tables.head_table(summary)
         sink.log_table(heads, f"tables/{finding.name}_heads.csv")
         sink.log_table(heads, f"tables/{finding.name}_heads.json")
