@@ -6,8 +6,11 @@ finished children of a sweep (``--parent ID``, ordered by global step). The
 table has one row per (statistic, layer): ``L00``, ``L01``, ... are layer
 means over heads (0-indexed, as in metric keys) and ``mean`` the model mean;
 one column per run. It is read from the runs' logged metrics
-(``finding/statistic/LNN`` and ``finding/statistic``), so it works across
-models (a shallower model has NaN in the deeper rows), checkpoints and corpora.
+(``finding/statistic/LNN`` and ``finding/statistic``), and layer means a run
+did not log (``stats.per_layer``) from its ``tables/<finding>_heads.csv`` as
+the nanmean over each layer's heads (:mod:`attnsim.analysis.runs`), so it
+works across models (a shallower model has NaN in the deeper rows),
+checkpoints and corpora.
 
 Comparability: two runs' statistics mean the same thing only when they were
 measured on windows of the same length (tag ``attnsim.seq_len``: CSM values,
@@ -109,10 +112,12 @@ def _label_runs(runs: Sequence[Any], by_step: bool) -> List[str]:
     return out
 
 
-def statistics_table(runs: Sequence[Any], labels: Sequence[str]):
+def statistics_table(runs: Sequence[Any], labels: Sequence[str], client: Any = None):
     """Per-layer and model-mean statistics of ``runs`` side by side.
 
-    Only metrics of the findings a run lists in its ``findings`` param are read.
+    Only metrics of the findings a run lists in its ``findings`` param are read. Layer means a run
+    did not log as metrics (``stats.per_layer``) are read from its heads tables through ``client``
+    (:meth:`attnsim.analysis.runs.LoggedRun.means`); without ``client``, metrics only.
 
     Returns:
         DataFrame with index (``statistic`` = ``finding/stat``, ``layer`` = ``L00``.. or ``mean``)
@@ -125,11 +130,10 @@ def statistics_table(runs: Sequence[Any], labels: Sequence[str]):
 
     columns: Dict[str, Dict[Tuple[str, str], float]] = {}
     for run, label in zip(runs, labels):
-        logged = LoggedRun.of(run)
+        logged = LoggedRun.of(run, client)
         values: Dict[Tuple[str, str], float] = {}
-        for key, value in logged.statistics(logged.findings).items():
-            if key.head is None:
-                values[(key.name, f"L{key.layer:02d}" if key.layer is not None else MEAN_ROW)] = value
+        for key, value in logged.means().items():
+            values[(key.name, f"L{key.layer:02d}" if key.layer is not None else MEAN_ROW)] = value
         if not any(layer != MEAN_ROW for _, layer in values):
             raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') has no per-layer statistics (no finding/statistic/LNN metrics of its findings). Give runs of `attnsim run` or `attnsim sweep` children.")
         columns[label] = values
@@ -276,7 +280,7 @@ def compare(
     for line in differences:
         log.warning("compared anyway (--force): %s", line)
     labels = _label_runs(runs, by_step=parent is not None)
-    table = statistics_table(runs, labels)
+    table = statistics_table(runs, labels, tracker.client)
     legend = _runs_legend(runs, labels)
     table.attrs["runs"] = legend.to_dict("records")
     table.attrs["differences"] = differences

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import io
 import math
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
@@ -71,12 +70,20 @@ class RunData:
 
     @property
     def n_layers(self) -> int:
-        """Number of layers, from the layer-mean metric keys (``.../L03``)."""
-        return logged.n_layers(self.metrics)
+        """Number of layers: from the layer-mean metric keys (``.../L03``), else from the heads table of
+        the first of the run's findings (param ``findings``) that has one."""
+        count = logged.n_layers(self.metrics)
+        for finding in [f for f in self.params.get("findings", "").split(",") if f] if not count else ():
+            count = logged.table_layers(self.head_table(finding))
+            if count:
+                break
+        return count
 
     def layer_values(self, stat: str) -> Optional[List[float]]:
-        """Layer means of ``finding/stat`` for every layer (NaN where not logged), None when absent."""
-        return logged.layer_values(self.metrics, stat)
+        """Layer means of ``finding/stat`` for every layer (NaN where undefined), None when absent: the logged
+        ``finding/stat/LNN`` metrics, else the nanmean of each layer's heads in the run's heads table
+        (:func:`attnsim.analysis.runs.layer_means`; ``paper`` logs layer means of its headline statistics only)."""
+        return logged.layer_means(self.metrics, stat, self.head_table, self.n_layers)
 
     def first_layer_values(self, *stats: str) -> Tuple[Optional[str], Optional[List[float]]]:
         """The first of ``stats`` the run logged, and its layer means."""
@@ -87,17 +94,9 @@ class RunData:
         return None, None
 
     def head_table(self, finding: str) -> Optional["pd.DataFrame"]:
-        """The per-head table ``tables/<finding>_heads.csv`` of the run, None when it has none."""
+        """The per-head table ``tables/<finding>_heads.csv`` of the run (downloaded once), None when it has none."""
         if finding not in self._tables:
-            self._tables[finding] = None
-            try:
-                import pandas as pd
-
-                with tempfile.TemporaryDirectory() as folder:
-                    path = self.client.download_artifacts(self.run_id, f"tables/{finding}_heads.csv", folder)
-                    self._tables[finding] = pd.read_csv(path)
-            except Exception:  # noqa: BLE001 - a run without this finding simply lacks the table
-                self._tables[finding] = None
+            self._tables[finding] = logged.download_head_table(self.client, self.run_id, finding) if self.client is not None else None
         return self._tables[finding]
 
 

@@ -151,11 +151,13 @@ def headline_metrics(summaries: Dict[str, Any]) -> Dict[str, float]:
     return metrics
 
 
-def headline_from_run(run: Any, findings: Iterable[str]) -> Dict[str, float]:
-    """The model and layer means a finished child logged (``finding/stat`` and ``finding/stat/LNN``)."""
-    from attnsim.analysis.runs import headline
+def headline_from_run(run: Any, findings: Iterable[str], client: Any = None) -> Dict[str, float]:
+    """The model and layer means of a finished child (``finding/stat`` and ``finding/stat/LNN``): as logged,
+    and the layer means it did not log (``stats.per_layer``) from its heads tables through ``client``
+    (:meth:`attnsim.analysis.runs.LoggedRun.means`), so a resumed sweep's parent gets every layer mean."""
+    from attnsim.analysis.runs import LoggedRun
 
-    return headline(run.data.metrics, findings)
+    return {key.format(): value for key, value in LoggedRun.of(run, client).means(findings).items()}
 
 
 def _with_model(cfg: Any, path: str) -> Any:
@@ -316,7 +318,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
         for step, path in entries:
             if step in done:
                 child_id, status = done[step].info.run_id, "skipped"
-                metrics = headline_from_run(done[step], cfg.findings) if step not in logged else {}
+                metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
             else:
                 note = run_note(cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
                 extra = {
