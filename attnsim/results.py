@@ -23,7 +23,8 @@ class Summary:
     Attributes:
         finding: the finding's name (the first part of its metric keys, :class:`~attnsim.keys.MetricKey`).
         scalars: statistic -> (layer, head) float tensor; logged per head (when listed in
-            ``stats.per_head``), as layer means and model means, and in the per-head table
+            ``stats.per_head``), as layer means (when listed in ``stats.per_layer`` or
+            ``stats.per_head``), as model means, and in the per-head table
             ``tables/<finding>_heads.csv``. NaN where a head's statistic is undefined.
         profiles: name -> (layer, head, K) float tensor (e.g. K distances); logged as the long
             table ``tables/<finding>_<name>.csv``.

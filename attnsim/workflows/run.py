@@ -67,9 +67,10 @@ class RunResult:
             statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
         windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
         timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
-        metrics: what the run logged per statistic, without the per-head values: model means
-            (``csm/mean``: mean over layers and heads), layer means (``csm/mean/L03``, layers
-            0-indexed, mean over heads) and a finding's corpus-level numbers; NaN where undefined.
+        metrics: per statistic, without the per-head values: model means (``csm/mean``: mean
+            over layers and heads), layer means (``csm/mean/L03``, layers 0-indexed, mean over heads)
+            of every statistic (logged only for ``stats.per_layer``; the rest are in the heads tables)
+            and a finding's corpus-level numbers; NaN where undefined.
         status: the MLflow run status, ``FINISHED``.
         run_name: the MLflow run name (``tracking.run_name``, else the experiment's name).
         experiment: name of the MLflow experiment (``tracking.experiment``).
