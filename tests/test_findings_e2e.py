@@ -3,12 +3,15 @@ and every finding's statistics are logged for every layer and head."""
 
 from __future__ import annotations
 
+import fnmatch
 import io
+import re
 
 import pandas as pd
 import pytest
 
 import attnsim.workflows.run as runner
+from attnsim.analysis.runs import LoggedRun
 from attnsim.capture.module import CaptureModule
 from attnsim.config import load_config
 from attnsim.findings.registry import FINDINGS
@@ -54,15 +57,13 @@ def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracki
     assert run.info.status == "FINISHED" and run.info.run_id == result.run_id
     metrics = run.data.metrics
     layers, heads = 2, 4
-    missing = [
-        f"{name}/{stat}/L{layer:02d}"
-        for name in PAPER
-        for stat in FINDINGS[name].statistics
-        for layer in range(layers)
-        if f"{name}/{stat}/L{layer:02d}" not in metrics
-    ]
-    assert missing == []
     cfg = load_config("paper", overrides)
+    assert [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if f"{name}/{stat}" not in metrics] == []  # every model mean
+    layered = {f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if any(fnmatch.fnmatchcase(f"{name}/{stat}", p) for p in cfg.stats.per_layer)}
+    assert len(layered) == 14 and {k.rsplit("/", 1)[0] for k in metrics if re.fullmatch(r"\w+/\w+/L\d\d", k)} == layered  # layer means: stats.per_layer only
+    logged = LoggedRun.of(run, client)  # the reader gives every layer mean, logged or from the heads table
+    missing = [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if logged.layer_values(f"{name}/{stat}") is None]
+    assert missing == [] and logged.n_layers == layers
     for name in cfg.stats.per_head:  # headline statistics per head
         assert all(f"{name}/L{layer:02d}/H{head:02d}" in metrics for layer in range(layers) for head in range(heads)), name
     for name in PAPER:  # every statistic of every head in the per-head table
