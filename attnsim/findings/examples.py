@@ -23,7 +23,6 @@ class Examples:
         sentence_ids: (E, T), -1 for special tokens and padding.
         valid: (E, T) bool, tokens entering statistics.
         doc_ids: E document ids.
-        high: (layer, E, head, P) bool high-CSM pairs in pair space.
     """
 
     csm: Optional[torch.Tensor] = None
@@ -32,7 +31,6 @@ class Examples:
     sentence_ids: Optional[torch.Tensor] = None
     valid: Optional[torch.Tensor] = None
     doc_ids: List[str] = field(default_factory=list)
-    high: Optional[torch.Tensor] = None
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -60,7 +58,6 @@ class ExampleRecorder(pl.Callback):
 
         # only the windows kept are computed or stacked: the view never builds the batch's CSM or attention
         ex.csm = cat(ex.csm, outputs.csm_windows(take), 1)
-        ex.high = cat(ex.high, outputs.high[:, :take], 1)
         if outputs.has_attention:
             ex.attention = cat(ex.attention, outputs.attention_windows(take), 1)
         ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)
