@@ -29,7 +29,7 @@ from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Finding, Summary
+from attnsim.findings.base import Finding, Summary, view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
 from attnsim.tracking import summaries as tables
@@ -146,10 +146,10 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         if target is not None and target >= model.config.num_labels:
             raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {model.config.num_labels} classes (0..{model.config.num_labels - 1}).")
         model_tags["attnsim.target_class"] = "predicted" if target is None else str(target)
-        module = GradientModule(model, info, cfg.model.vector, cfg.stats, target)
+        module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
-        module = CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
+        module = CaptureModule(model, info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats))
     if info.arch.vision:
         from attnsim.capture.vision import check_layout
 
