@@ -97,7 +97,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
     if info.arch.vision or c.source == "images":
-        from attnsim.data.images import prepare_images
+        from attnsim.capture.vision import prepare_images
 
         tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
     else:
