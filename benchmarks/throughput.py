@@ -44,6 +44,7 @@ from attnsim.capture.load import load_model  # noqa: E402
 from attnsim.capture.module import CaptureModule  # noqa: E402
 from attnsim.config import load_config  # noqa: E402
 from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
+from attnsim.findings.base import view_factory  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
@@ -84,7 +85,7 @@ def attnsim_pass(prepared, model, device: str, windows=None):
     cfg = prepared.cfg
     findings = build_findings(prepared)
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
-    module = CaptureModule(model, prepared.info, any(f.needs_attention for f in findings), cfg.model.vector, cfg.stats)
+    module = CaptureModule(model, prepared.info, any(f.needs_attention for f in findings), cfg.model.vector, view_factory(findings, cfg.stats))
     trainer = make_trainer(cfg, list(findings) + ([recorder] if recorder else []))
     datamodule = WindowDataModule(windows if windows is not None else prepared.corpus.windows, cfg.trainer.batch_size, 0, prepared.corpus.unk_token_id)
     sync(device)
@@ -99,7 +100,7 @@ def stage_profile(prepared, plain, captured, device: str, batch_size: int) -> Di
     cfg = prepared.cfg
     findings = build_findings(prepared)
     needs_attention = any(f.needs_attention for f in findings)
-    module = CaptureModule(captured, prepared.info, needs_attention, cfg.model.vector, cfg.stats).to(device)
+    module = CaptureModule(captured, prepared.info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats)).to(device)
     times: Dict[str, List[float]] = {"plain": [], "forward": [], "capture": [], "statistics": []}
 
     def timed(name: str, fn):

@@ -3,7 +3,8 @@
 Two kinds:
 
 - :func:`view_from_csm`: a view whose CSM is written by hand (the statistics
-  only read CSM values, high pairs and the batch), for hand-worked tests.
+  only read CSM values, high pairs and the batch), for hand-worked tests
+  (:class:`tests.reference.HandView`).
 - :func:`random_windows` / :func:`random_view`: windows of given lengths with
   random vectors and model-like attention (rows are softmax distributions
   over the real keys, exactly 0 on padded keys); padded positions hold large
@@ -18,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from attnsim.stats.pairs import PairView
+from tests.reference import HandView
 
 CLS, SEP, PAD = 101, 102, 0
 PERIOD, COMMA = 1012, 1010
@@ -48,12 +50,9 @@ def batch_of(input_ids: torch.Tensor, sentence_ids: Optional[torch.Tensor] = Non
     }
 
 
-def view_from_csm(csm: torch.Tensor, batch: Dict[str, torch.Tensor], attention: Optional[torch.Tensor] = None, top_fraction: float = 0.02, include_special: bool = True) -> PairView:
+def view_from_csm(csm: torch.Tensor, batch: Dict[str, torch.Tensor], attention: Optional[torch.Tensor] = None, top_fraction: float = 0.02, include_special: bool = True, **settings) -> PairView:
     """A PairView whose CSM is ``csm`` (layer, batch, head, T, T) instead of z zᵀ."""
-    n_layers, batch_size, n_heads, seq_len, _ = csm.shape
-    view = PairView(torch.zeros(n_layers, batch_size, n_heads, seq_len, 1), batch, attention, top_fraction=top_fraction, include_special=include_special)
-    view.csm = csm  # replaces the cached property: the statistics read CSM values, not vectors
-    return view
+    return HandView(csm, batch, attention, top_fraction=top_fraction, include_special=include_special, **settings)
 
 
 def random_windows(lengths: Sequence[int], seq_len: int, n_layers: int = 2, n_heads: int = 3, d_head: int = 4, seed: int = 0) -> List[dict]:
@@ -79,14 +78,14 @@ def random_windows(lengths: Sequence[int], seq_len: int, n_layers: int = 2, n_he
     return windows
 
 
-def stack_view(windows: Sequence[dict], seq_len: Optional[int] = None, top_fraction: float = 0.1, include_special: bool = True) -> PairView:
+def stack_view(windows: Sequence[dict], seq_len: Optional[int] = None, top_fraction: float = 0.1, include_special: bool = True, **settings) -> PairView:
     """A PairView of ``windows`` (from :func:`random_windows`), cut or kept at ``seq_len`` tokens."""
     seq_len = seq_len or windows[0]["ids"].shape[0]
     ids = torch.stack([w["ids"][:seq_len] for w in windows])
     sentence = torch.stack([w["sentence"][:seq_len] for w in windows])
     z = torch.stack([w["z"][:, :, :seq_len] for w in windows], 1)  # (L, B, H, T, d)
     attention = torch.stack([w["attention"][:, :, :seq_len, :seq_len] for w in windows], 1)  # (L, B, H, T, T)
-    return PairView(z, batch_of(ids, sentence), attention, top_fraction=top_fraction, include_special=include_special)
+    return PairView(z, batch_of(ids, sentence), attention, top_fraction=top_fraction, include_special=include_special, **settings)
 
 
 def assert_same(left: Dict[str, torch.Tensor], right: Dict[str, torch.Tensor], rtol: float = 1e-5, atol: float = 1e-7) -> None:

@@ -100,10 +100,11 @@ def test_each_batch_view_is_released_after_every_callback_read_it(tiny_bert):
     from attnsim.capture.load import inspect_model, load_model
     from attnsim.capture.module import CaptureModule
     from attnsim.config import load_config
+    from attnsim.findings.base import view_factory
 
     info = inspect_model(str(tiny_bert), seq_len=16)
     model, _ = load_model(info, needs_attention=True)
-    module = CaptureModule(model, info, True, "z", load_config("csm", []).stats)
+    module = CaptureModule(model, info, True, "z", view_factory([], load_config("csm", []).stats))
 
     class Keep(pl.Callback):
         def __init__(self):
@@ -128,3 +129,25 @@ def test_each_batch_view_is_released_after_every_callback_read_it(tiny_bert):
     assert len(keep.seen) == 2 and all(torch.isfinite(torch.tensor(keep.seen)))
     for view in keep.views:  # released after the callbacks: no tensor left
         assert not any(torch.is_tensor(v) or isinstance(v, (tuple, dict)) for v in vars(view).values())
+
+
+@pytest.mark.parametrize("vector", ["z", "result"])
+def test_predict_step_returns_the_raw_capture_or_what_the_injected_factory_builds(tiny_bert, vector):
+    from attnsim.capture.hooks import BatchCapture
+    from attnsim.capture.load import inspect_model, load_model
+    from attnsim.capture.module import CaptureModule
+
+    info = inspect_model(str(tiny_bert), seq_len=16)
+    model, _ = load_model(info, needs_attention=True)
+    batch = {"input_ids": torch.randint(5, 90, (2, 16)), "attention_mask": torch.ones(2, 16, dtype=torch.long)}
+    with torch.no_grad():
+        raw = CaptureModule(model, info, True, vector).predict_step(batch, 0)
+        built = CaptureModule(model, info, True, vector, view_factory=lambda capture, b: ("view", capture, b)).predict_step(batch, 0)
+        _, reference = forward_with_capture(model, info.arch, info.n_heads, batch, True)
+    assert isinstance(raw, BatchCapture) and raw.vector == vector
+    width = info.d_head if vector == "z" else info.d_model
+    assert len(raw.vectors) == info.n_layers and raw.vectors[0].shape == (2, info.n_heads, 16, width)
+    want = reference.z_layers if vector == "z" else head_results(reference.z, output_projections(model, info.arch, info.n_heads)).unbind(0)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(raw.vectors, want))
+    assert all(torch.equal(a, b) for a, b in zip(raw.attention, reference.attention_layers))
+    assert built[0] == "view" and isinstance(built[1], BatchCapture) and built[2] is batch

@@ -178,10 +178,9 @@ def test_token_count_must_match_the_batch():
 
 
 def test_error_is_raised_before_any_statistic_runs(tiny_bert):
-    """Through CaptureModule.predict_step: the batch never reaches a PairView."""
+    """Through CaptureModule.predict_step: the batch never reaches a view."""
     from attnsim.capture.load import inspect_model, load_model
     from attnsim.capture.module import CaptureModule
-    from attnsim.config import StatsConfig
 
     info = inspect_model(str(tiny_bert), 16)
     model, _ = load_model(info, needs_attention=True)
@@ -193,7 +192,7 @@ def test_error_is_raised_before_any_statistic_runs(tiny_bert):
         return out
 
     model.forward = pooled
-    module = CaptureModule(model, info, True, "z", StatsConfig())
+    module = CaptureModule(model, info, True, "z", view_factory=lambda capture, batch: pytest.fail("a view was built"))
     batch = _inputs(2, 16)
     with pytest.raises(ModelError, match=r"Layer 0: the attention probabilities have shape \(2, 2, 16, 16\)"), torch.no_grad():
         module.predict_step(batch, 0)

@@ -26,8 +26,12 @@ def hand_view():
     return view_from_csm(csm[None], batch_of(IDS), top_fraction=0.2)
 
 
+def anchors_of(view):
+    return window_anchors(view.high_index, view.high_count, view.pairs, view.batch["input_ids"])
+
+
 def test_window_anchors_by_hand():
-    position, token, share, has = window_anchors(hand_view())
+    position, token, share, has = anchors_of(hand_view())
     # window 0: head 0 token 1 in 3 pairs; head 1 token 5 in 2; head 2 as head 0
     # window 1: head 0 token 3 in 2; head 1 token 0 in 3; head 2 token 4 in 2
     assert position[0].tolist() == [[1, 5, 1], [3, 0, 4]]
@@ -38,7 +42,7 @@ def test_window_anchors_by_hand():
 
 def test_degree_ties_go_to_the_lowest_position():
     csm = symmetric(6, {(2, 3): 9.0, (4, 5): 8.0, (0, 1): 7.0})[None, None, None]  # every token in one pair
-    position, _, share, _ = window_anchors(view_from_csm(csm, batch_of(IDS[:1]), top_fraction=0.2))
+    position, _, share, _ = anchors_of(view_from_csm(csm, batch_of(IDS[:1]), top_fraction=0.2))
     assert int(position) == 0 and math.isclose(float(share), 1 / 3, rel_tol=1e-6)
 
 

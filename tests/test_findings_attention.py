@@ -79,3 +79,30 @@ def test_separator_ids_from_the_bundled_tokenizer():
 
     ids = separator_ids(AutoTokenizer.from_pretrained(BUNDLED))
     assert ids == {"cls": [CLS], "sep": [SEP], "period": [PERIOD], "comma": [1010]}
+
+
+def test_region_finding_keeps_the_example_windows_high_attention_pairs():
+    from attnsim.config import StatsConfig
+    from attnsim.findings.attention_regions import AttentionRegionsFinding
+    from attnsim.findings.base import FindingContext
+    from attnsim.stats.pairs import pair_indices
+    from tests.findings_helpers import random_windows, stack_view
+    from tests.reference import attention_pair_values, top_fraction_pairs
+
+    windows = random_windows([12, 7, 12, 9], 12, 2, 3, seed=11)
+    finding = AttentionRegionsFinding(2, 3, 12, StatsConfig(top_fraction=0.1), FindingContext(examples=3))
+    finding.update(stack_view(windows[:2]))
+    finding.update(stack_view(windows[2:]))  # one more example window from the second batch, then none
+    attention = torch.stack([w["attention"] for w in windows[:3]], 1)  # (L, E, H, T, T)
+    pairs = pair_indices(12)
+    real = torch.stack([w["ids"] for w in windows[:3]]) != 0
+    want = top_fraction_pairs(attention_pair_values(attention), (real[:, pairs[0]] & real[:, pairs[1]])[None, :, None], 0.1)
+    assert finding.regions.shape == (2, 3, 3, 66) and torch.equal(finding.regions, want)
+
+
+def test_region_figure_outlines_the_pairs_it_is_given():
+    from attnsim.plots.regions import region_matrix
+
+    region = torch.tensor([[False, True, False, False, True, False]])  # T = 4: pairs (0,2) and (1,3)
+    matrix = region_matrix(region, 4)[0]
+    assert matrix.nonzero().tolist() == [[0, 2], [1, 3], [2, 0], [3, 1]]

@@ -35,15 +35,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("cli", ("attnsim.cli",)),
 ]
 
-# Imports against the flow that other branches of issue 12 remove (config, data, capture, stats):
-# (importing module, imported module). Empty it once they are merged; nothing may be added.
-ALLOWED: Set[Tuple[str, str]] = {
-    ("attnsim.capture.module", "attnsim.stats.pairs"),  # capture builds PairView (pairs/capture split branch)
-    ("attnsim.capture.gradients", "attnsim.stats.pairs"),  # same
-    ("attnsim.capture.gradients", "attnsim.stats.gradmaps"),  # same
-    ("attnsim.data.images", "attnsim.capture.load"),  # image windows read the model's processor (data/capture)
-    ("attnsim.data.images", "attnsim.capture.vision"),  # same
-}
+# Imports against the flow that are tolerated: none. Nothing may be added.
+ALLOWED: Set[Tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:

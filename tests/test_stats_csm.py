@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from attnsim.stats.csm import CSMAccumulator
+from attnsim.stats.csm import CSMAccumulator, _csm_compute, _csm_update
 from attnsim.stats.distance import DistanceAccumulator
-from attnsim.stats.pairs import PairView, context_similarity, high_pairs_top_fraction, high_pairs_zscore
+from attnsim.stats.pairs import PairView, context_similarity, dense_pairs, select_top, top_fraction_counts, zscore_pairs
+from tests.reference import pair_values, top_fraction_pairs
 
 # One layer, one head, T = 4, d_head = 2.
 Z = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0]])
@@ -63,25 +64,59 @@ def test_cosine_normalisation():
 
 def test_pair_values_and_top_fraction_high_pairs():
     view = view_of([Z], [4], 4)
-    assert view.values[0, 0, 0].tolist() == VALUES
+    assert pair_values(CSM).tolist() == VALUES
     assert view.distance.tolist() == [1, 2, 3, 1, 2, 1]
     # k = round(0.34 * 6) = 2: the two pairs with CSM 2, (0,3) and (2,3)
-    assert view.high[0, 0, 0].tolist() == [False, False, True, False, False, True]
+    assert view.high_index[0, 0, 0].tolist() == [2, 5]
+    assert dense_pairs(view.high_index, 6)[0, 0, 0].tolist() == [False, False, True, False, False, True]
 
 
 def test_top_fraction_counts_only_valid_pairs():
     values = torch.tensor([[[[5.0, 4.0, 3.0, 2.0, 1.0, 9.0]]]])  # (1, 1, 1, 6), T = 4
     pair_mask = torch.tensor([[True, True, False, True, False, False]])  # 3 valid pairs
-    high = high_pairs_top_fraction(values, pair_mask, 0.5)  # round(1.5) = 2 of the 3 valid
-    assert high[0, 0, 0].tolist() == [True, True, False, False, False, False]
+    k = top_fraction_counts(pair_mask, 0.5).tolist()  # round(1.5) = 2 of the 3 valid
+    assert k == [2]
+    assert select_top(values, k, pair_mask[:, None, None, :], 6).tolist() == [[[[0, 1]]]]
+    assert top_fraction_pairs(values, pair_mask, 0.5)[0, 0, 0].tolist() == [True, True, False, False, False, False]  # the dense reference agrees
 
 
 def test_zscore_rule():
     values = torch.tensor([[[[0.0, 0.0, 0.0, 10.0]]]])
-    pair_mask = torch.ones(1, 4, dtype=torch.bool)
+    pair_mask = torch.ones(1, 1, 1, 4, dtype=torch.bool)
     # mean 2.5, population std = sqrt((3 * 6.25 + 56.25) / 4) = 4.33; z of 10 = 1.73
-    assert high_pairs_zscore(values, pair_mask, 1.5)[0, 0, 0].tolist() == [False, False, False, True]
-    assert not high_pairs_zscore(values, pair_mask, 1.8).any()
+    assert zscore_pairs(values, pair_mask, 1.5)[0, 0, 0].tolist() == [False, False, False, True]
+    assert not zscore_pairs(values, pair_mask, 1.8).any()
+
+
+def test_zscore_rule_through_the_view():
+    # window 0: CSM values 0, 1, 2, 1, 0, 2 (mean 1, std sqrt(2/3) = 0.816): z of 2 = 1.22 -> (0,3) and (2,3) at 1.0
+    # window 1: only tokens 0..2 real, pairs (0,1) (0,2) (1,2) = 0, 1, 1 (mean 2/3, std 0.471): z of 1 = 0.71
+    view = PairView(torch.stack([Z, Z])[None, :, None], batch_of([4, 3], 4), high_rule="zscore", zscore=0.7)
+    assert view.high_index[:, 0, 0].tolist() == [[2, 5], [1, 3]]  # window 1: (0,2) and (1,2); slots padded to 2
+    assert view.high_count[0, :, 0].tolist() == [2, 2]
+    strict = PairView(torch.stack([Z, Z])[None, :, None], batch_of([4, 3], 4), high_rule="zscore", zscore=1.0)
+    assert strict.high_index[:, 0, 0].tolist() == [[2, 5], [6, 6]]  # window 1 has no pair above 1.0: sentinel P = 6
+    assert strict.high_count[0, :, 0].tolist() == [2, 0]
+
+
+def test_functional_update_and_compute_with_hand_made_tensors():
+    # one layer, one head, T = 3: pairs (0,1) (0,2) (1,2) at distances 1 2 1; one window, all valid
+    by_pair = torch.tensor([[[2.0, -1.0, 4.0]]])
+    squares = torch.tensor([[[4.0 + 1.0 + 16.0]]])  # (L, B, H)
+    valid = torch.ones(1, 3)
+    onehot = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    high = torch.tensor([[[0.0, 1.0, 0.0]]])  # one high pair, at distance 1
+    chance = torch.tensor([[[0.0, 2 / 3, 1 / 3]]])
+    state = _csm_update(by_pair, squares, valid, onehot, high, chance)
+    assert state["pair_count"].item() == 3 and state["csm_sum"].tolist() == [[5.0]]
+    assert state["distance_sum"].tolist() == [[[0.0, 6.0, -1.0]]] and state["distance_count"].tolist() == [0.0, 2.0, 1.0]
+    out = _csm_compute(state, 3)
+    assert out["mean"].item() == pytest.approx(5 / 3)
+    assert out["std"].item() == pytest.approx(math.sqrt(21 / 3 - 25 / 9))
+    assert out["distance_mean"][0, 0, 1:].tolist() == [3.0, -1.0]
+    assert out["distance_high_ratio"][0, 0, 1:].tolist() == [pytest.approx(1.5), 0.0]  # 1 / (2/3) at d = 1
+    assert "short_range_share" not in out  # the distance finding's (attnsim.stats.distance)
+    assert out["matrix"][0, 0].nan_to_num(9.0).tolist() == [[9.0, 2.0, -1.0], [2.0, 9.0, 4.0], [-1.0, 4.0, 9.0]]
 
 
 def expected_hand_worked():

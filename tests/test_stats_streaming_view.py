@@ -7,13 +7,21 @@ import numpy as np
 import pytest
 import torch
 
-import attnsim.stats.pairs as pairs
+import attnsim.stats.pairs.view as pairs
 from attnsim.stats.anchors import AnchorAccumulator
 from attnsim.stats.attention_regions import AttentionRegionAccumulator
 from attnsim.stats.csm import CSMAccumulator
 from attnsim.stats.distance import DistanceAccumulator
 from attnsim.stats.noise import NoiseAccumulator
-from attnsim.stats.pairs import PairView, exact_top, exact_top_per_row, partition_top, top_indices
+from attnsim.stats.pairs import (
+    PairView,
+    context_similarity,
+    dense_pairs,
+    exact_top,
+    exact_top_per_row,
+    partition_top,
+    top_indices,
+)
 from attnsim.stats.repetition import RepetitionAccumulator
 from attnsim.stats.sentences import SentenceAccumulator
 from attnsim.stats.separators import SeparatorAccumulator
@@ -88,32 +96,33 @@ def test_a_tie_at_the_kth_value_goes_to_the_lowest_positions():
     assert sorted(index[0].tolist()) == [1, 2, 3] and sorted(index[1].tolist()) == [1, 8, 8]
 
 
-def test_window_passes_do_not_depend_on_chunks_or_layout(monkeypatch):
+@pytest.mark.parametrize("rule", ["top_fraction", "zscore"])
+def test_window_passes_do_not_depend_on_chunks_or_layout(monkeypatch, rule):
     windows = random_windows([20, 11, 17, 20, 6], T, L, H, seed=3)
-    reference = computed(stack_view(windows))
+    reference = computed(stack_view(windows, high_rule=rule, zscore=1.0))
     monkeypatch.setattr(pairs, "CHUNK_ELEMENTS_CPU", 1)  # one window per chunk
-    assert_same(computed(stack_view(windows)), reference)
-    monkeypatch.setattr(PairView, "_on_accelerator", lambda self: True)  # whole batch, batched products, several k
-    assert_same(computed(stack_view(windows)), reference)
+    assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference)
+    monkeypatch.setattr(PairView, "on_accelerator", lambda self: True)  # whole batch, batched products, several k
+    assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference)
 
 
 def test_per_layer_inputs_equal_stacked_tensors():
     windows = random_windows([20, 13], T, L, H, seed=4)
     stacked = stack_view(windows)
-    layers = PairView(tuple(stacked.vectors.unbind(0)), stacked.batch, tuple(stacked.attention.unbind(0)), top_fraction=stacked.top_fraction)
+    z = torch.stack([w["z"] for w in windows], 1)  # (L, B, H, T, d)
+    layers = PairView(tuple(z.unbind(0)), stacked.batch, tuple(stacked.attention.unbind(0)), top_fraction=stacked.top_fraction)
     assert_same(computed(layers), computed(stacked))
-    assert torch.equal(layers.high, stacked.high) and torch.equal(layers.high_attention, stacked.high_attention)
-    assert torch.equal(layers.csm_windows(1), stacked.csm[:, :1]) and torch.equal(layers.attention_windows(1), stacked.attention[:, :1])
+    assert torch.equal(layers.high_index, stacked.high_index) and torch.equal(layers.attention_index, stacked.attention_index)
+    assert torch.equal(layers.csm_windows(1), context_similarity(z[:, :1])) and torch.equal(layers.attention_windows(1), stacked.attention[:, :1])
 
 
-def test_dense_views_match_the_indices():
+def test_high_and_high_attention_indices_list_valid_pairs_and_their_overlap():
     view = stack_view(random_windows([20, 9], T, L, H, seed=5))
-    counts = view.high.sum(-1)  # (L, B, H)
-    assert torch.equal(counts, view.high_count)
-    assert not (view.high & ~view.pair_mask[None, :, None, :]).any()  # never an invalid pair
-    assert torch.equal(view.high_attention.sum(-1).float(), view.high_attention_count)
-    both = (view.high & view.high_attention).sum(-1).float()
-    assert torch.equal(both, view.high_in_attention)
+    high, high_attention = dense_pairs(view.high_index, view.n_pairs).transpose(0, 1), dense_pairs(view.attention_index, view.n_pairs).transpose(0, 1)
+    assert torch.equal(high.sum(-1), view.high_count)
+    assert not (high & ~view.pair_mask[None, :, None, :]).any()  # never an invalid pair
+    assert torch.equal(high_attention.sum(-1).float(), view.high_attention_count)
+    assert torch.equal((high & high_attention).sum(-1).float(), view.high_in_attention)
 
 
 def test_mask_edges_outline_a_block():

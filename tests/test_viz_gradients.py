@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnsim.capture.gradients import GradientModule, load_classifier
+from attnsim.capture.gradients import GradientCapture, GradientModule, load_classifier, select_target
 from attnsim.capture.load import inspect_model
-from attnsim.config import StatsConfig
 from attnsim.errors import ModelError
-from attnsim.stats.gradmaps import GradientMapAccumulator, cdam, gradient_rollout, gradient_weighted_attention, select_target
+from attnsim.stats.gradmaps import GradientMapAccumulator, cdam, gradient_rollout, gradient_weighted_attention
 
 D = torch.float64
 
@@ -118,7 +117,7 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
     model, tags = load_classifier(info, seed=1)
     assert tags["attnsim.classifier_head"] == "checkpoint" and model.config.num_labels == 3
     model = model.double()
-    module = GradientModule(model, info, "z", StatsConfig(), target_class=None)
+    module = GradientModule(model, info, "z", target_class=None)
     batch = {
         "input_ids": torch.tensor([[101, 2054, 2003, 1996, 3007, 1029, 102, 0], [101, 7592, 2088, 102, 0, 0, 0, 0]]),
         "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0, 0, 0]]),
@@ -128,10 +127,11 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
         model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
     before = _hooks(model)
     with torch.no_grad():
-        view = module.predict_step(batch, 0)
+        capture = module.predict_step(batch, 0)
     assert _hooks(model) == before  # no hook outlives the call
-    assert view.attention_gradients.shape == view.attention.shape == (2, 2, 2, 8, 8)
-    target = view.target
+    assert isinstance(capture, GradientCapture)  # without a view factory, the raw capture
+    assert capture.attention_gradients.shape == capture.attention.shape == (2, 2, 2, 8, 8)
+    target = capture.target
 
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
@@ -144,7 +144,7 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         return logits.gather(1, target[:, None])[:, 0]
 
-    assert torch.allclose(target_logits(), view.logits.gather(1, target[:, None])[:, 0], atol=1e-10)
+    assert torch.allclose(target_logits(), capture.logits.gather(1, target[:, None])[:, 0], atol=1e-10)
     eps = 1e-6
     for layer, item, head, query, key in [(0, 0, 0, 1, 2), (1, 0, 1, 0, 3), (1, 1, 0, 0, 1), (0, 1, 1, 2, 3)]:
         delta = torch.zeros(2, 2, 8, 8, dtype=D)
@@ -155,7 +155,7 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
         down = target_logits()[item]
         DELTA.clear()
         numeric = float((up - down) / (2 * eps))
-        analytic = float(view.attention_gradients[layer, item, head, query, key])
+        analytic = float(capture.attention_gradients[layer, item, head, query, key])
         assert abs(analytic) > 1e-4  # a gradient that matters, not 0 = 0
         assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (layer, item, head, query, key, numeric, analytic)
 
@@ -176,11 +176,11 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
             finally:
                 handle.remove()
         numeric = float((values[0] - values[1]) / (2 * eps))
-        analytic = float(view.final_gradients[item, position, dim])
+        analytic = float(capture.final_gradients[item, position, dim])
         assert abs(analytic) > 1e-4
         assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (item, position, dim, numeric, analytic)
     # CDAM is gradient x token summed over d_model
-    assert torch.allclose(cdam(view.final_tokens, view.final_gradients), (view.final_tokens * view.final_gradients).sum(-1))
+    assert torch.allclose(cdam(capture.final_tokens, capture.final_gradients), (capture.final_tokens * capture.final_gradients).sum(-1))
 
 
 def test_random_head_is_seeded_and_tagged(tiny_bert):
@@ -197,7 +197,7 @@ def test_random_head_is_seeded_and_tagged(tiny_bert):
 def test_gradient_capture_refuses_inference_mode(tiny_bert):
     info = inspect_model(str(tiny_bert), 16)
     model, _ = load_classifier(info, seed=0)
-    module = GradientModule(model, info, "z", StatsConfig())
+    module = GradientModule(model, info, "z")
     batch = {"input_ids": torch.tensor([[101, 2054, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long), "special_mask": torch.zeros(1, 3, dtype=torch.bool)}
     with torch.inference_mode(), pytest.raises(ModelError, match="inference_mode=False"):
         module.predict_step(batch, 0)

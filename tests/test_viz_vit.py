@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnsim.capture.vision import PatchLabeler, TokenLayout, check_layout, grid_distance, token_layout
+from attnsim.capture.vision import check_layout
+from attnsim.data.layout import PatchLabeler, TokenLayout, token_layout
 from attnsim.errors import ConfigError, CorpusError, ModelError
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import PairView, grid_distance
 from tests.conftest import runs_of
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, attn_implementation="eager")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import pytorch_lightning as pl
@@ -34,21 +35,21 @@ import torch
 import torch.nn as nn
 
 from attnsim.capture.architectures import Architecture, layer_modules
-from attnsim.capture.hooks import capture_heads, check_shapes, head_results, output_projections
+from attnsim.capture.hooks import BatchCapture, capture_heads, check_shapes, head_results, output_projections
 from attnsim.capture.load import BUILD, ModelInfo
+from attnsim.capture.module import ViewFactory, release_view
 from attnsim.errors import ModelError
-from attnsim.stats.gradmaps import select_target
-from attnsim.stats.pairs import PairView
 
 log = logging.getLogger(__name__)
 
 _HEAD_ARCHITECTURES = ("ForSequenceClassification", "ForImageClassification")
 
 
-class GradientView(PairView):
-    """A :class:`~attnsim.stats.pairs.PairView` with a classifier's gradients.
+@dataclass
+class GradientCapture(BatchCapture):
+    """A :class:`~attnsim.capture.hooks.BatchCapture` with a classifier's gradients for one class per item.
 
-    Extra attributes:
+    Attributes (besides ``vectors``, ``attention`` (layer, batch, head, T, T) and ``vector``):
         attention_gradients: (layer, batch, head, query_pos, key_pos) ∂y_c/∂A (logit units).
         final_tokens: (batch, pos, d_model) tokens entering the final transformer block.
         final_gradients: (batch, pos, d_model) ∂y_c/∂final_tokens.
@@ -56,13 +57,31 @@ class GradientView(PairView):
         target: (batch,) int64 class explained per item.
     """
 
-    def __init__(self, *args: Any, attention_gradients: torch.Tensor, final_tokens: torch.Tensor, final_gradients: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.attention_gradients = attention_gradients
-        self.final_tokens = final_tokens
-        self.final_gradients = final_gradients
-        self.logits = logits
-        self.target = target
+    attention_gradients: Optional[torch.Tensor] = None
+    final_tokens: Optional[torch.Tensor] = None
+    final_gradients: Optional[torch.Tensor] = None
+    logits: Optional[torch.Tensor] = None
+    target: Optional[torch.Tensor] = None
+
+
+def select_target(logits: torch.Tensor, target_class: Optional[int] = None) -> torch.Tensor:
+    """Class explained for each item: ``target_class`` when given, else the predicted (argmax) class.
+
+    Args:
+        logits: (batch, classes).
+
+    Returns:
+        (batch,) int64.
+
+    Raises:
+        ValueError: ``target_class`` is not a class of the model.
+    """
+    n_classes = logits.shape[-1]
+    if target_class is None:
+        return logits.argmax(-1)
+    if not 0 <= target_class < n_classes:
+        raise ValueError(f"target class {target_class} does not exist: the classifier has {n_classes} classes (0..{n_classes - 1})")
+    return torch.full(logits.shape[:1], int(target_class), dtype=torch.long, device=logits.device)
 
 
 def _hidden_states(args: tuple, kwargs: dict) -> torch.Tensor:
@@ -148,22 +167,23 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
 
 
 class GradientModule(pl.LightningModule):
-    """Wraps a classifier; ``predict_step`` returns a :class:`GradientView`.
+    """Wraps a classifier; ``predict_step`` returns the batch's raw :class:`GradientCapture`, or what
+    ``view_factory`` builds from it (as :class:`~attnsim.capture.module.CaptureModule` does).
 
     Args:
         model: a classifier from :func:`load_classifier`.
         info: its :class:`~attnsim.capture.load.ModelInfo`.
-        vector: ``z`` or ``result`` (per-head vectors of the view, as in the plain capture).
-        stats_cfg: :class:`attnsim.config.StatsConfig`.
+        vector: ``z`` or ``result`` (per-head vectors of the capture, as in the plain capture).
+        view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
         target_class: class explained for every item; None: each item's predicted class.
     """
 
-    def __init__(self, model: nn.Module, info: ModelInfo, vector: str, stats_cfg: Any, target_class: Optional[int] = None):
+    def __init__(self, model: nn.Module, info: ModelInfo, vector: str, view_factory: Optional[ViewFactory] = None, target_class: Optional[int] = None):
         super().__init__()
         self.model = model
         self.info = info
         self.vector = vector
-        self.stats_cfg = stats_cfg
+        self.view_factory = view_factory
         self.target_class = target_class
         if vector == "result":
             self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
@@ -175,7 +195,7 @@ class GradientModule(pl.LightningModule):
             return vision_inputs(batch["pixel_values"], self.info.config, self.info.arch)
         return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
-    def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> GradientView:
+    def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> Any:
         """One forward and one backward pass of the batch's summed target logits.
 
         Raises:
@@ -199,23 +219,20 @@ class GradientModule(pl.LightningModule):
         attention = torch.stack([m.detach() for m in maps])  # (L, B, H, T, T)
         z = torch.stack([s.detach() for s in store])  # (L, B, H, T, d_head)
         vectors = head_results(z, self.w_o) if self.vector == "result" else z
-        s = self.stats_cfg
-        return GradientView(
+        raw = GradientCapture(
             vectors,
-            batch,
             attention,
-            s.top_fraction,
-            s.high_rule,
-            s.zscore,
-            s.include_special,
-            s.normalise,
-            positions=batch.get("positions"),
+            self.vector,
             attention_gradients=torch.stack(grads[:-1]),
             final_tokens=found["final"].detach(),
             final_gradients=grads[-1],
             logits=logits.detach(),
             target=target,
         )
+        return raw if self.view_factory is None else self.view_factory(raw, batch)
+
+    def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        release_view(outputs)
 
 
-__all__ = ["GradientView", "GradientModule", "load_classifier", "layer_inputs"]
+__all__ = ["GradientCapture", "GradientModule", "load_classifier", "layer_inputs", "select_target"]

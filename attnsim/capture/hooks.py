@@ -38,8 +38,8 @@ class HeadCapture:
     """Per-head internals of one batch, kept as the model's per-layer tensors.
 
     Stacking the layers copies ~75 MB (z) and ~150 MB (attention) per batch of 32 windows of
-    MiniLM; the statistics read the layers directly (:class:`attnsim.stats.pairs.PairView`), so
-    the stacked tensors are built only when asked for.
+    MiniLM; the statistics read the layers directly, so the stacked tensors are built only when
+    asked for.
 
     Attributes:
         z_layers: L tensors (batch, head, pos, d_head), per-head outputs before W_O.
@@ -58,6 +58,25 @@ class HeadCapture:
     def attention(self) -> Optional[torch.Tensor]:
         """(layer, batch, head, query_pos, key_pos) attention probabilities, or None (stacked on first use)."""
         return torch.stack(self.attention_layers) if self.attention_layers is not None else None
+
+
+@dataclass
+class BatchCapture:
+    """What a capture module's ``predict_step`` hands on (to the view factory the workflow injects):
+    one batch's raw per-head tensors, as the model's per-layer tensors.
+
+    Attributes:
+        vectors: L tensors (batch, head, pos, d) (or one stacked (layer, batch, head, pos, d) tensor) of the
+            per-head vectors the statistics read: ``z`` (before W_O, d = d_head) or ``result`` (z · W_O[h],
+            d = d_model), as ``vector`` says.
+        attention: L tensors (batch, head, query_pos, key_pos) (or one stacked tensor) of attention
+            probabilities, or None when not requested.
+        vector: ``z`` or ``result``.
+    """
+
+    vectors: Tuple[torch.Tensor, ...]
+    attention: Optional[Tuple[torch.Tensor, ...]] = None
+    vector: str = "z"
 
 
 def _projection_input(where: str, args: tuple, kwargs: dict) -> torch.Tensor:

@@ -2,35 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 import pytorch_lightning as pl
 import torch
 
-from attnsim.capture.hooks import forward_with_capture, head_results, output_projections
+from attnsim.capture.hooks import BatchCapture, forward_with_capture, head_results, output_projections
 from attnsim.capture.load import ModelInfo
 from attnsim.capture.vision import vision_inputs
-from attnsim.stats.pairs import PairView
+
+ViewFactory = Callable[[BatchCapture, Dict[str, Any]], Any]
+"""``(capture, batch) -> view``: builds what the finding callbacks receive from one batch's raw capture."""
 
 
 class CaptureModule(pl.LightningModule):
-    """Wraps a Hugging Face encoder; ``predict_step`` returns a :class:`~attnsim.stats.pairs.PairView`.
+    """Wraps a Hugging Face encoder; ``predict_step`` returns the batch's raw :class:`~attnsim.capture.hooks.BatchCapture`,
+    or what ``view_factory`` builds from it (the workflow injects one that builds the statistics' per-batch view).
 
     Args:
         model: the loaded encoder (eval mode).
         info: its :class:`~attnsim.capture.load.ModelInfo`.
         needs_attention: capture attention probabilities as well as per-head outputs.
         vector: ``z`` (per-head outputs before W_O) or ``result`` (z · W_O[h]).
-        stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
+        view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
     """
 
-    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, stats_cfg: Any):
+    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, view_factory: Optional[ViewFactory] = None):
         super().__init__()
         self.model = model
         self.info = info
         self.needs_attention = needs_attention
         self.vector = vector
-        self.stats_cfg = stats_cfg
+        self.view_factory = view_factory
         self.forward_calls = 0
         if vector == "result":
             self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
@@ -45,18 +48,26 @@ class CaptureModule(pl.LightningModule):
         _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention, seq_len=int(batch["input_ids"].shape[1]))
         return capture
 
-    def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> PairView:
+    def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> Any:
         capture = self(batch)
-        # per-layer tensors: the view reads them window by window and never needs them stacked
+        # per-layer tensors: the statistics read them window by window and never need them stacked
         vectors = capture.z_layers
         if self.vector == "result":
             vectors = tuple(head_results(z[None], self.w_o[layer : layer + 1])[0] for layer, z in enumerate(capture.z_layers))
-        s = self.stats_cfg
-        return PairView(vectors, batch, capture.attention_layers, s.top_fraction, s.high_rule, s.zscore, s.include_special, s.normalise, positions=batch.get("positions"))
+        raw = BatchCapture(vectors, capture.attention_layers, self.vector)
+        return raw if self.view_factory is None else self.view_factory(raw, batch)
 
     def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
-        # Lightning calls this after every callback's on_predict_batch_end, so every finding has folded
-        # the batch in. The loop keeps its reference to `outputs` until the next predict_step returns:
-        # releasing the view's tensors here keeps one batch's capture alive at a time, not two.
-        if isinstance(outputs, PairView):
-            outputs.release()
+        release_view(outputs)
+
+
+def release_view(outputs: Any) -> None:
+    """Release a batch's view (its ``release()``, when it has one) once every callback has read it.
+
+    Lightning calls a module's ``on_predict_batch_end`` after every callback's, so every finding has
+    folded the batch in. The loop keeps its reference to ``outputs`` until the next ``predict_step``
+    returns: releasing the view's tensors here keeps one batch's capture alive at a time, not two.
+    """
+    release = getattr(outputs, "release", None)
+    if callable(release):
+        release()

@@ -11,14 +11,14 @@ its own image processor (``AutoImageProcessor``) is used; otherwise each image
 is resized (bilinear) to ``config.image_size`` and scaled to [0, 1], then
 normalised with mean 0.5 and standard deviation 0.5 per channel (the ViT
 convention). The patch grid follows from the processed image size and the
-patch size (:mod:`attnsim.capture.vision`): a processor may resize to another
+patch size (:mod:`attnsim.data.layout`): a processor may resize to another
 size than ``config.image_size`` (ViT, DeiT and DINOv2 then resample their
 position embeddings), and a size the model cannot take is refused before any
-weights load.
+weights load (:func:`attnsim.capture.vision.prepare_images`).
 
 A batch holds what every finding expects of a text batch, with image
 meanings: ``input_ids`` are token positions 0..T-1 (labels come from
-:class:`~attnsim.capture.vision.PatchLabeler`), ``attention_mask`` is all
+:class:`~attnsim.data.layout.PatchLabeler`), ``attention_mask`` is all
 ones, ``special_mask`` marks the extra tokens, ``sentence_ids`` are -1; plus
 ``pixel_values`` (B, C, H, W), ``images`` (B, H, W, 3) uint8 (the model input
 shown as a picture, for overlays) and ``positions`` (T, 2) grid positions.
@@ -36,7 +36,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from attnsim.capture.vision import PatchLabeler, TokenLayout, check_image_size, token_layout
+from attnsim.data.layout import PatchLabeler, TokenLayout, token_layout
 from attnsim.data.module import Batch
 from attnsim.errors import CorpusError
 
@@ -226,27 +226,6 @@ def build_image_corpus(model_dir: Optional[str], config, path: Optional[str] = N
     return ImageCorpus(items, layout, len(items), len(items))
 
 
-def prepare_images(info, cfg) -> Tuple[PatchLabeler, ImageCorpus]:  # noqa: ANN001 - ModelInfo, run config
-    """The image corpus of a run and its token labeler, after checking that model and corpus match.
-
-    Raises:
-        ConfigError: images with a text model, or a Vision Transformer with a text corpus.
-        CorpusError, ModelError: see :func:`build_image_corpus`.
-        ModelError: the processed images have a size the model cannot take (:func:`~attnsim.capture.vision.check_image_size`).
-    """
-    from attnsim.capture.load import BUILD
-    from attnsim.errors import ConfigError
-
-    if not info.arch.vision:
-        raise ConfigError(f"corpus.source=images needs a Vision Transformer (model types vit, deit, dinov2, dinov2_with_registers); model '{info.name}' is '{info.model_type}'. Set model.path to a ViT directory, or use a text corpus.")
-    if cfg.corpus.source != "images":
-        raise ConfigError(f"Model '{info.name}' is a Vision Transformer ('{info.model_type}'); it needs corpus.source=images (corpus.path: an image file or directory, or empty for scikit-image's sample photographs).")
-    c = cfg.corpus
-    corpus = build_image_corpus(None if info.path == BUILD else info.path, info.config, c.path, c.limit, c.shuffle, cfg.seed)
-    check_image_size(info.config, info.arch, corpus.layout.image)  # before any weights load
-    return corpus.labeler, corpus
-
-
 def collate_images(items: Sequence[Tuple[int, ImageItem]], layout: TokenLayout) -> Batch:
     """Stack ``(corpus index, image)`` items into a :class:`~attnsim.data.module.Batch` (keys: the module docstring)."""
     images = [item for _, item in items]
@@ -300,4 +279,4 @@ class ImageDataModule(pl.LightningDataModule):
         return DataLoader(_Indexed(self.corpus.windows), batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers, collate_fn=_Collate(self.corpus.layout))
 
 
-__all__ = ["SAMPLES", "ImageItem", "ImageCorpus", "Preprocessor", "sample_images", "file_images", "build_image_corpus", "prepare_images", "collate_images", "ImageDataModule"]
+__all__ = ["SAMPLES", "ImageItem", "ImageCorpus", "Preprocessor", "sample_images", "file_images", "build_image_corpus", "collate_images", "ImageDataModule"]

@@ -1,16 +1,21 @@
 """Finding ``attention_regions``: high-CSM pairs against the high-attention region (arXiv:2512.21956).
 
-Definitions: :mod:`attnsim.stats.attention_regions`.
+Definitions: :mod:`attnsim.stats.attention_regions`. For the example figures the
+finding also keeps the high-attention region of the first ``plots.examples``
+windows (the windows the example recorder keeps), as the view computed it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, Optional, Tuple
+
+import torch
 
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.heads import scalar_mosaic
 from attnsim.plots.regions import example_regions
 from attnsim.stats.attention_regions import SCALARS, AttentionRegionAccumulator
+from attnsim.stats.pairs import PairView, dense_pairs
 
 
 class AttentionRegionsFinding(Finding):
@@ -22,7 +27,17 @@ class AttentionRegionsFinding(Finding):
     needs_attention = True
 
     def build(self):
+        self.max_examples = int(self.context.examples)
+        self.regions: Optional[torch.Tensor] = None  # (L, E, H, P) bool, the example windows' high-attention pairs
         return {"attention_regions": AttentionRegionAccumulator(self.n_layers, self.n_heads)}
+
+    def update(self, view: PairView) -> None:
+        super().update(view)
+        have = 0 if self.regions is None else self.regions.shape[1]
+        take = min(self.max_examples - have, view.batch_size)
+        if take > 0:
+            region = dense_pairs(view.attention_index[:take], view.n_pairs).transpose(0, 1).cpu()  # (L, take, H, P)
+            self.regions = region if self.regions is None else torch.cat([self.regions, region], 1)
 
     def summarise(self) -> Summary:
         out = self.accumulators["attention_regions"].compute()
@@ -30,4 +45,4 @@ class AttentionRegionsFinding(Finding):
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/attention_regions/heads.png", scalar_mosaic(summary.scalars, self.name)
-        yield from example_regions(examples, summary.scalars["jaccard"], self.cfg.top_fraction, plots_cfg.max_tokens)
+        yield from example_regions(examples, self.regions, summary.scalars["jaccard"], self.cfg.top_fraction, plots_cfg.max_tokens)

@@ -9,15 +9,16 @@ re-exported here) and hands it to the tracking module.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import pytorch_lightning as pl
 
 from attnsim.results import Summary  # noqa: F401 - re-exported: findings import it from here
 from attnsim.stats.base import Accumulator
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import ChunkReducer, PairView
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,11 @@ class Finding(pl.Callback):
     def build(self) -> Dict[str, Accumulator]:
         return {}
 
+    def reducers(self) -> List[Type[ChunkReducer]]:
+        """The per-chunk reducers this finding's statistics read (each accumulator's ``reducers``), to be
+        registered with every batch's view before the first statistic reads it (see :func:`view_factory`)."""
+        return [kind for acc in self.accumulators.values() for kind in getattr(acc, "reducers", ())]
+
     def metric_names(self) -> List[str]:
         """Every model-mean metric name this finding logs (``finding/statistic``)."""
         return [f"{self.name}/{s}" for s in self.statistics]
@@ -119,3 +125,34 @@ class Finding(pl.Callback):
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         """Yield ``(artifact path, matplotlib figure)`` pairs, one figure alive at a time (none by default)."""
         return iter(())
+
+
+def view_factory(findings: Sequence[Finding], stats_cfg: Any) -> Callable[[Any, Dict[str, Any]], PairView]:
+    """The per-batch view builder the workflow gives the capture module: ``(capture, batch) -> PairView``.
+
+    Every finding's reducers are registered with each view up front, so that one walk over the
+    batch's windows folds the sums of every statistic (:class:`~attnsim.stats.pairs.ChunkReducer`).
+
+    Args:
+        findings: the run's finding callbacks.
+        stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
+
+    Returns:
+        :meth:`PairView.from_capture <attnsim.stats.pairs.PairView.from_capture>` with the run's settings
+        (picklable, for DataLoader workers and DDP).
+    """
+    kinds: List[Type[ChunkReducer]] = []
+    for finding in findings:
+        for kind in finding.reducers():
+            if kind not in kinds:  # a reducer shared by two findings runs once
+                kinds.append(kind)
+    s = stats_cfg
+    return functools.partial(
+        PairView.from_capture,
+        top_fraction=s.top_fraction,
+        high_rule=s.high_rule,
+        zscore=s.zscore,
+        include_special=s.include_special,
+        normalise=s.normalise,
+        reducers=tuple(kinds),
+    )

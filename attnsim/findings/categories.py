@@ -45,7 +45,7 @@ class TokenCategories:
     """Category masks of a batch (module docstring).
 
     Args:
-        tokenizer: the run's tokenizer (text) or :class:`~attnsim.capture.vision.PatchLabeler` (images).
+        tokenizer: the run's tokenizer (text) or :class:`~attnsim.data.layout.PatchLabeler` (images).
         vision: inputs are images.
         extra_names: the extra-token names of a ViT (``[CLS]``, ``[DIST]``, ``[REG0]`` ...).
     """

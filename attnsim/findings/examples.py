@@ -23,7 +23,6 @@ class Examples:
         sentence_ids: (E, T), -1 for special tokens and padding.
         valid: (E, T) bool, tokens entering statistics.
         doc_ids: E document ids.
-        high: (layer, E, head, P) bool high-CSM pairs in pair space.
         labels: E names of the windows, ``<doc id> #<k>`` with k the window's index within its
             document, from 0 in corpus order (``bbc/business/351 #0``, ``bbc/business/351 #1``):
             figure titles and the explorer's example menu.
@@ -35,7 +34,6 @@ class Examples:
     sentence_ids: Optional[torch.Tensor] = None
     valid: Optional[torch.Tensor] = None
     doc_ids: List[str] = field(default_factory=list)
-    high: Optional[torch.Tensor] = None
     labels: List[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -75,7 +73,6 @@ class ExampleRecorder(pl.Callback):
 
         # only the windows kept are computed or stacked: the view never builds the batch's CSM or attention
         ex.csm = cat(ex.csm, outputs.csm_windows(take), 1)
-        ex.high = cat(ex.high, outputs.high[:, :take], 1)
         if outputs.has_attention:
             ex.attention = cat(ex.attention, outputs.attention_windows(take), 1)
         ex.sentence_ids = cat(ex.sentence_ids, batch["sentence_ids"][:take], 0)

@@ -2,7 +2,8 @@
 
 Needs a classifier and gradients: the runner then uses
 :class:`~attnsim.capture.gradients.GradientModule` with a Trainer whose
-``inference_mode`` is off. The class explained is ``maps.target_class``, or
+``inference_mode`` is off; the gradients are read from the raw capture the
+batch's view was built from (:attr:`~attnsim.stats.pairs.PairView.capture`). The class explained is ``maps.target_class``, or
 each window's predicted class.
 
 Per layer and head: ``head_relevance`` and ``relevance_share`` (see
@@ -33,6 +34,7 @@ from attnsim.findings.rollout import depth_panels
 from attnsim.plots import maps as plots
 from attnsim.plots.csm import scalar_heatmaps
 from attnsim.stats.gradmaps import GradientMapAccumulator, cdam, gradient_rollout, gradient_weighted_attention
+from attnsim.stats.pairs import PairView
 
 SCALARS = ("head_relevance", "relevance_share")
 
@@ -64,27 +66,29 @@ class GradientMapsFinding(Finding):
     def metric_names(self) -> List[str]:
         return [f"{self.name}/{s}" for s in (*self.statistics, *self.corpus_metric_names())]
 
-    def update(self, view) -> None:  # noqa: ANN001 - a GradientView
-        if not hasattr(view, "attention_gradients"):
+    def update(self, view: PairView) -> None:
+        grads = view.capture  # the raw gradient capture the view was built from
+        if grads is None or getattr(grads, "attention_gradients", None) is None:
             raise RuntimeError("gradient_maps needs the gradient capture (GradientModule); the runner selects it for findings with needs_gradients")
         batch = view.batch
         valid = batch["attention_mask"].bool()
-        relevance = gradient_weighted_attention(view.attention, view.attention_gradients, valid)  # (L, B, H, T, T)
+        relevance = gradient_weighted_attention(view.attention, grads.attention_gradients, valid)  # (L, B, H, T, T)
         rollout = gradient_rollout(relevance)  # (L, B, T, T)
         index = torch.arange(view.batch_size, device=valid.device)
         readout = self.categories.readout(batch)
         rows = rollout[:, index, readout].clone()  # (L, B, T) readout rows
         rows[:, index, readout] = 0  # its own entry holds the identity
         rows = rows * valid.to(rows.dtype)[None]
-        scores = cdam(view.final_tokens, view.final_gradients, valid)  # (B, T)
-        probability = view.logits.float().softmax(-1)[index, view.target]
-        predicted = view.logits.argmax(-1) == view.target
+        scores = cdam(grads.final_tokens, grads.final_gradients, valid)  # (B, T)
+        probability = grads.logits.float().softmax(-1)[index, grads.target]
+        predicted = grads.logits.argmax(-1) == grads.target
         self.accumulators["gradients"].update(relevance, rows[-1], scores, self.categories.masks(batch), probability, predicted)
         self._record(view, rows, scores, valid, probability)
         self.windows += view.batch_size
 
-    def _record(self, view, rows: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor, probability: torch.Tensor) -> None:  # noqa: ANN001
+    def _record(self, view: PairView, rows: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor, probability: torch.Tensor) -> None:
         tokenizer = self.context.tokenizer
+        grads = view.capture
         for b in range(view.batch_size):
             if len(self.examples) >= self.max_examples:
                 return
@@ -94,8 +98,8 @@ class GradientMapsFinding(Finding):
                 "labels": batch_labels(tokenizer, view.batch, b, length),
                 "rollout": rows[:, b, :length].detach().double().cpu().numpy(),  # (L, n)
                 "cdam": scores[b, :length].detach().double().cpu().numpy(),  # (n,)
-                "target": int(view.target[b]),
-                "predicted": int(view.logits[b].argmax()),
+                "target": int(grads.target[b]),
+                "predicted": int(grads.logits[b].argmax()),
                 "probability": float(probability[b]),
             }
             if "images" in view.batch:

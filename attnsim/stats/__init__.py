@@ -2,16 +2,16 @@
 
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.csm import CSMAccumulator
-from attnsim.stats.pairs import PairView, context_similarity, high_pairs_top_fraction, high_pairs_zscore, pair_indices, token_mask
+from attnsim.stats.pairs import ChunkReducer, PairView, context_similarity, pair_indices, token_mask, zscore_pairs
 
 __all__ = [
     "Accumulator",
     "safe_divide",
     "CSMAccumulator",
+    "ChunkReducer",
     "PairView",
     "context_similarity",
-    "high_pairs_top_fraction",
-    "high_pairs_zscore",
     "pair_indices",
     "token_mask",
+    "zscore_pairs",
 ]

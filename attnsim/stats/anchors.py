@@ -52,21 +52,86 @@ def token_degree(index: torch.Tensor, pairs: torch.Tensor, seq_len: int) -> torc
     return degree[..., :seq_len]
 
 
-def window_anchors(view: PairView) -> tuple:
+def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: torch.Tensor, input_ids: torch.Tensor) -> tuple:
     """Each window's anchor per layer and head.
+
+    Args:
+        high_index: (batch, layer, head, S) int64 pair indices of the high pairs, P in unused slots.
+        high_count: (layer, batch, head) number of high pairs k.
+        pairs: (2, P) rows and columns of the pairs i < j.
+        input_ids: (batch, T) token ids.
 
     Returns:
         (position, token_id, share, has_anchor), each (layer, batch, head): the
         anchor's position (int64), its token id (int64), its degree / k
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
-    degree = token_degree(view.high_index, view.pairs, view.seq_len).transpose(0, 1)  # (L, B, H, T)
+    degree = token_degree(high_index, pairs, input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
     top_degree, position = degree.max(-1)  # first maximum: ties go to the lowest position
-    k = view.high_count.float()  # (L, B, H)
-    ids = view.batch["input_ids"]  # (B, T)
-    token = ids[torch.arange(ids.shape[0], device=ids.device)[None, :, None], position]  # (L, B, H)
+    k = high_count.float()  # (L, B, H)
+    token = input_ids[torch.arange(input_ids.shape[0], device=input_ids.device)[None, :, None], position]  # (L, B, H)
     has = k > 0
     return position, token, safe_divide(top_degree, k), has
+
+
+def _anchor_update(high_index: torch.Tensor, high_count: torch.Tensor, pairs: torch.Tensor, input_ids: torch.Tensor, vocab_size: int) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`AnchorAccumulator` states.
+
+    Args: as :func:`window_anchors`; ``vocab_size`` is the number of token ids counted (every id must be below it).
+
+    Returns:
+        ``share_sum`` and ``windows`` (L, H) float64 increments, and ``anchor_cells`` (N,) int64: for each of
+        the N windows and heads with an anchor, its cell ``(layer * H + head) * vocab_size + token id`` of the
+        flattened ``token_counts`` state, which gains 1 per listed cell (a sparse increment: the dense one
+        would be a (L, H, vocab) tensor per batch).
+    """
+    _, token, share, has = window_anchors(high_index, high_count, pairs, input_ids)
+    n_layers, _, n_heads = token.shape
+    layer = torch.arange(n_layers, device=token.device)[:, None, None]
+    head = torch.arange(n_heads, device=token.device)[None, None, :]
+    cells = ((layer * n_heads + head) * vocab_size + token)[has]  # (windows with an anchor,)
+    return {"share_sum": share.nan_to_num(0.0).sum(1).double(), "windows": has.sum(1).double(), "anchor_cells": cells}
+
+
+def _anchor_compute(share_sum: torch.Tensor, windows: torch.Tensor, token_counts: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """Scalars from the :class:`AnchorAccumulator` states, each (layer, head) float64 (NaN for a head
+    without windows), and ``top_anchor`` (layer, head) int64 (-1 without windows)."""
+    ids, counts = top_anchors(token_counts, 1)
+    top = torch.where(windows > 0, ids[..., 0], torch.full_like(ids[..., 0], -1))  # (L, H)
+    defined = top >= 0
+    same = (top[:, :, None] == top[:, None, :]) & defined[:, :, None] & defined[:, None, :]  # (L, H, H)
+    unique = (same.sum(-1) == 1).double().masked_fill(~defined, float("nan"))
+    # distinct defined ids per layer: sort, then count changes of value
+    ordered = top.sort(-1).values
+    changes = ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(-1)
+    distinct = changes + (ordered[:, :1] >= 0).squeeze(-1).long()  # (L,)
+    distinct = distinct.double()[:, None].expand_as(unique).clone()
+    distinct = distinct.masked_fill(~defined.any(-1, keepdim=True).expand_as(distinct), float("nan"))
+    return {
+        "anchor_share": safe_divide(share_sum, windows),
+        "anchor_consistency": safe_divide(counts[..., 0], windows),
+        "anchor_unique": unique,
+        "distinct_anchors": distinct,
+        "top_anchor": top,
+    }
+
+
+def top_anchors(token_counts: torch.Tensor, count: int = 5) -> tuple:
+    """The ``count`` most frequent anchor token ids of each head.
+
+    Args:
+        token_counts: (layer, head, vocab) windows with each token id as anchor.
+        count: ids per head (at most the vocabulary size).
+
+    Returns:
+        (ids, windows), each (layer, head, count): token ids (int64) and the
+        number of windows with that anchor (float64), most frequent first;
+        ties by lowest id.
+    """
+    count = min(count, token_counts.shape[-1])
+    # a stable descending sort breaks ties by lowest id
+    order = token_counts.argsort(dim=-1, descending=True, stable=True)[..., :count]
+    return order, token_counts.gather(-1, order)
 
 
 class AnchorAccumulator(Accumulator):
@@ -90,46 +155,16 @@ class AnchorAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)
             raise ValueError(f"token id {view.max_token_id} is outside the vocabulary of {self.vocab_size} ids given to the anchors accumulator")
-        _, token, share, has = window_anchors(view)
-        self.share_sum += share.nan_to_num(0.0).sum(1).double()
-        self.windows += has.sum(1).double()
-        layer = torch.arange(self.n_layers, device=token.device)[:, None, None]
-        head = torch.arange(self.n_heads, device=token.device)[None, None, :]
-        flat = ((layer * self.n_heads + head) * self.vocab_size + token)[has]  # (windows with an anchor,)
-        self.token_counts.view(-1).index_add_(0, flat, torch.ones_like(flat, dtype=self.token_counts.dtype))
+        increments = _anchor_update(view.high_index, view.high_count, view.pairs, view.batch["input_ids"], self.vocab_size)
+        cells = increments.pop("anchor_cells")
+        self.fold(increments)
+        self.token_counts.view(-1).index_add_(0, cells, torch.ones_like(cells, dtype=self.token_counts.dtype))
 
     def top_anchors(self, count: int = 5) -> tuple:
-        """The ``count`` most frequent anchor token ids of each head.
-
-        Returns:
-            (ids, windows), each (layer, head, count): token ids (int64) and the
-            number of windows with that anchor (float64), most frequent first;
-            ties by lowest id.
-        """
-        counts = self.token_counts
-        count = min(count, self.vocab_size)
-        # a stable descending sort breaks ties by lowest id
-        order = counts.argsort(dim=-1, descending=True, stable=True)[..., :count]
-        return order, counts.gather(-1, order)
+        """The ``count`` most frequent anchor token ids of each head (see :func:`top_anchors`)."""
+        return top_anchors(self.token_counts, count)
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64 (NaN for a head without windows), and
         ``top_anchor`` (layer, head) int64 (-1 without windows)."""
-        ids, counts = self.top_anchors(1)
-        top = torch.where(self.windows > 0, ids[..., 0], torch.full_like(ids[..., 0], -1))  # (L, H)
-        defined = top >= 0
-        same = (top[:, :, None] == top[:, None, :]) & defined[:, :, None] & defined[:, None, :]  # (L, H, H)
-        unique = (same.sum(-1) == 1).double().masked_fill(~defined, float("nan"))
-        # distinct defined ids per layer: sort, then count changes of value
-        ordered = top.sort(-1).values
-        changes = ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(-1)
-        distinct = changes + (ordered[:, :1] >= 0).squeeze(-1).long()  # (L,)
-        distinct = distinct.double()[:, None].expand_as(unique).clone()
-        distinct = distinct.masked_fill(~defined.any(-1, keepdim=True).expand_as(distinct), float("nan"))
-        return {
-            "anchor_share": safe_divide(self.share_sum, self.windows),
-            "anchor_consistency": safe_divide(counts[..., 0], self.windows),
-            "anchor_unique": unique,
-            "distinct_anchors": distinct,
-            "top_anchor": top,
-        }
+        return _anchor_compute(self.share_sum, self.windows, self.token_counts)

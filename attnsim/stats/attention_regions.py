@@ -20,12 +20,12 @@ floor(top_fraction * n + 0.5))`` (rounded half up) as the top-fraction rule for 
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import ChunkReducer, PairView
 
 SCALARS = (
     "jaccard",
@@ -35,6 +35,80 @@ SCALARS = (
     "csm_outside_mean",
     "csm_inside_outside_ratio",
 )
+
+
+class RegionInsideSums(ChunkReducer):
+    """CSM summed over each window's high-attention region, folded in the view's CSM walk.
+
+    Attributes:
+        inside: (batch, layer, head) float32 CSM summed over the high-attention pairs (valid pairs only).
+
+    Raises:
+        ValueError: the batch was captured without attention probabilities.
+    """
+
+    source = "csm"
+
+    def __init__(self, view: PairView) -> None:
+        self.region = view.attention_index  # (B, L, H, S) with the sentinel P in unused slots
+        self.inside = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+
+    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
+        n_pairs = view.n_pairs
+        part = self.region[start:stop]  # (c, L, H, S)
+        picked = chunk.gather(-1, part.clamp_max(max(n_pairs - 1, 0))) if n_pairs else chunk[..., :0]
+        self.inside[start:stop] = torch.where(part < n_pairs, picked, 0.0).sum(-1)
+
+
+def _region_update(
+    both: torch.Tensor,
+    high_count: torch.Tensor,
+    region_count: torch.Tensor,
+    valid: torch.Tensor,
+    inside: torch.Tensor,
+    valid_sums: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`AttentionRegionAccumulator` states.
+
+    Args:
+        both: (L, B, H) number of pairs both high-CSM and high-attention.
+        high_count: (L, B, H) number of high-CSM pairs; region_count: (L, B, H) of high-attention pairs.
+        valid: (B, P) float 0/1 valid pairs.
+        inside: (L, B, H) CSM summed over the high-attention pairs; valid_sums: (L, B, H) over all valid pairs.
+
+    Returns:
+        State name -> float64 increment.
+    """
+    k_csm = high_count.float()  # (L, B, H)
+    n = valid.sum(-1)  # (B,) valid pairs
+    union = k_csm + region_count - both
+    counted = union > 0
+    expected = safe_divide(k_csm * region_count, n[None, :, None].expand_as(k_csm)).nan_to_num(0.0)
+    return {
+        "jaccard_sum": safe_divide(both, union).nan_to_num(0.0).sum(1).double(),
+        "jaccard_chance_sum": safe_divide(expected, k_csm + region_count - expected).nan_to_num(0.0).sum(1).double(),
+        "windows": counted.sum(1).double(),
+        "high_inside": both.sum(1).double(),
+        "high": k_csm.sum(1).double(),
+        "csm_inside_sum": inside.sum(1).double(),
+        "csm_outside_sum": (valid_sums - inside).sum(1).double(),
+        "n_inside": region_count.sum(1).double(),
+        "n_outside": (n[None, :, None] - region_count).sum(1).double(),
+    }
+
+
+def _region_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Scalars from the :class:`AttentionRegionAccumulator` states, each (layer, head) float64; NaN where undefined."""
+    inside = safe_divide(state["csm_inside_sum"], state["n_inside"])
+    outside = safe_divide(state["csm_outside_sum"], state["n_outside"])
+    return {
+        "jaccard": safe_divide(state["jaccard_sum"], state["windows"]),
+        "jaccard_chance": safe_divide(state["jaccard_chance_sum"], state["windows"]),
+        "high_in_region_share": safe_divide(state["high_inside"], state["high"]),
+        "csm_inside_mean": inside,
+        "csm_outside_mean": outside,
+        "csm_inside_outside_ratio": safe_divide(inside, outside),
+    }
 
 
 class AttentionRegionAccumulator(Accumulator):
@@ -48,40 +122,18 @@ class AttentionRegionAccumulator(Accumulator):
     pair counts inside and outside the region.
     """
 
+    reducers = (RegionInsideSums,)
+
     def __init__(self, n_layers: int, n_heads: int):
         super().__init__()
         for name in ("jaccard_sum", "jaccard_chance_sum", "windows", "high_inside", "high", "csm_inside_sum", "csm_outside_sum", "n_inside", "n_outside"):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        both = view.high_in_attention  # (L, B, H)
-        k_csm = view.high_count.float()  # (L, B, H)
-        k_region = view.high_attention_count  # (L, B, H)
-        n = view.pair_weights[..., 0].sum(-1)  # (B,) valid pairs
-        union = k_csm + k_region - both
-        counted = union > 0
-        expected = safe_divide(k_csm * k_region, n[None, :, None].expand_as(k_csm)).nan_to_num(0.0)
-        self.jaccard_sum += safe_divide(both, union).nan_to_num(0.0).sum(1).double()
-        self.jaccard_chance_sum += safe_divide(expected, k_csm + k_region - expected).nan_to_num(0.0).sum(1).double()
-        self.windows += counted.sum(1).double()
-        self.high_inside += both.sum(1).double()
-        self.high += k_csm.sum(1).double()
-        inside = view.attention_value_sums  # (L, B, H) CSM summed over the region (valid pairs only)
-        total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs
-        self.csm_inside_sum += inside.sum(1).double()
-        self.csm_outside_sum += (total - inside).sum(1).double()
-        self.n_inside += k_region.sum(1).double()
-        self.n_outside += (n[None, :, None] - k_region).sum(1).double()
+        inside = view.reduced(RegionInsideSums).inside.transpose(0, 1)  # (L, B, H)
+        total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs, shared with other statistics
+        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, view.pair_weights[..., 0], inside, total))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined."""
-        inside = safe_divide(self.csm_inside_sum, self.n_inside)
-        outside = safe_divide(self.csm_outside_sum, self.n_outside)
-        return {
-            "jaccard": safe_divide(self.jaccard_sum, self.windows),
-            "jaccard_chance": safe_divide(self.jaccard_chance_sum, self.windows),
-            "high_in_region_share": safe_divide(self.high_inside, self.high),
-            "csm_inside_mean": inside,
-            "csm_outside_mean": outside,
-            "csm_inside_outside_ratio": safe_divide(inside, outside),
-        }
+        return _region_compute(self.metric_state)

@@ -10,22 +10,38 @@ summation.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Tuple
 
 import torch
 from torchmetrics import Metric
 
 
 class Accumulator(Metric):
-    """A streaming statistic: ``update(view)``, ``merge(other)``, ``compute() -> dict of tensors``."""
+    """A streaming statistic: ``update(view)``, ``merge(other)``, ``compute() -> dict of tensors``.
+
+    Subclasses follow torchmetrics' functional pattern: a plain ``_<stat>_update`` function turns
+    one batch's tensors into increments of the sum states and a plain ``_<stat>_compute`` turns the
+    states into statistics (both callable with hand-made tensors); ``update(view)`` reads the
+    tensors from the batch's :class:`~attnsim.stats.pairs.PairView` and :meth:`fold` s the increments.
+    """
 
     full_state_update = False
     higher_is_better = None
     is_differentiable = False
 
+    reducers: Tuple[type, ...] = ()
+    """:class:`~attnsim.stats.pairs.ChunkReducer` classes whose per-batch sums :meth:`update` reads:
+    the finding registers them with the view so that they run in its single window walk."""
+
     def add_sum(self, name: str, *shape: int, dtype: torch.dtype = torch.float64) -> None:
         """Register a zero-initialised sum state of ``shape``."""
         self.add_state(name, default=torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")
+
+    def fold(self, increments: Mapping[str, torch.Tensor]) -> None:
+        """Add each increment into the sum state of the same name (in place, as ``state += increment``)."""
+        for name, value in increments.items():
+            state = getattr(self, name)
+            state += value
 
     def _wrap_compute(self, compute: Callable) -> Callable:
         # Like torchmetrics' wrapper (cache, DDP sync), minus its squeeze of

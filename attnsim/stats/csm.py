@@ -20,14 +20,92 @@ the ``csm`` experiment runs both findings.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import ChunkReducer, PairView
 
 SCALARS = ("mean", "std")
+
+
+class CSMPairSums(ChunkReducer):
+    """Per-batch CSM sums of the ``csm`` statistics, folded in the view's CSM walk.
+
+    Attributes:
+        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
+        squares: (batch, layer, head) float32 sum of squared CSM values over each window's valid pairs.
+    """
+
+    source = "csm"
+
+    def __init__(self, view: PairView) -> None:
+        self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
+        self.squares = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+
+    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
+        self.by_pair += chunk.sum(0)
+        self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
+
+
+def _csm_update(
+    by_pair: torch.Tensor,
+    squares: torch.Tensor,
+    valid: torch.Tensor,
+    distance_onehot: torch.Tensor,
+    high_by_distance: torch.Tensor,
+    chance_by_distance: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`CSMAccumulator` states.
+
+    Args:
+        by_pair: (L, H, P) CSM of each pair summed over the batch's windows (invalid pairs 0).
+        squares: (L, B, H) sum of squared CSM values over each window's valid pairs.
+        valid: (B, P) float 0/1 valid pairs.
+        distance_onehot: (P, T) one-hot of each pair's distance.
+        high_by_distance, chance_by_distance: (L, H, T) high pairs by distance and their chance value.
+
+    Returns:
+        State name -> float64 increment.
+    """
+    return {
+        "pair_count": valid.sum().double(),
+        "matrix_sum": by_pair.double(),
+        "matrix_count": valid.sum(0).double(),
+        "csm_sum": by_pair.sum(-1).double(),
+        "csm_sq_sum": squares.sum(1).double(),
+        "distance_sum": (by_pair @ distance_onehot).double(),  # (L, H, P) @ (P, T)
+        "distance_count": (valid.sum(0) @ distance_onehot).double(),  # valid pairs at each distance
+        "high_by_distance": high_by_distance.double(),
+        "chance_by_distance": chance_by_distance.double(),
+    }
+
+
+def _csm_matrix(matrix_sum: torch.Tensor, matrix_count: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """(L, H, T, T) float64 corpus-mean CSM from its pair-space sums (L, H, P) and counts (P,): written at
+    (i, j) and (j, i); NaN on the diagonal and wherever no window had both positions valid."""
+    mean = safe_divide(matrix_sum, matrix_count.expand_as(matrix_sum))  # (L, H, P)
+    rows, cols = torch.triu_indices(seq_len, seq_len, 1, device=mean.device)
+    matrix = torch.full((*mean.shape[:-1], seq_len, seq_len), float("nan"), dtype=mean.dtype, device=mean.device)
+    matrix[..., rows, cols] = mean
+    matrix[..., cols, rows] = mean
+    return matrix
+
+
+def _csm_compute(state: Mapping[str, torch.Tensor], seq_len: int) -> Dict[str, torch.Tensor]:
+    """Statistics from the :class:`CSMAccumulator` states: ``mean`` and ``std`` (L, H), ``matrix`` (L, H, T, T),
+    ``distance_mean`` and ``distance_high_ratio`` (L, H, T) indexed by distance (index 0 is NaN); float64."""
+    mean = safe_divide(state["csm_sum"], state["pair_count"])
+    var = (safe_divide(state["csm_sq_sum"], state["pair_count"]) - mean**2).clamp_min(0)
+    high, chance = state["high_by_distance"], state["chance_by_distance"]
+    return {
+        "mean": mean,
+        "std": var.sqrt(),
+        "matrix": _csm_matrix(state["matrix_sum"], state["matrix_count"], seq_len),
+        "distance_mean": safe_divide(state["distance_sum"], state["distance_count"]),
+        "distance_high_ratio": safe_divide(high, chance),
+    }
 
 
 class CSMAccumulator(Accumulator):
@@ -44,6 +122,8 @@ class CSMAccumulator(Accumulator):
     their chance (L, H, T).
     """
 
+    reducers = (CSMPairSums,)
+
     def __init__(self, n_layers: int, n_heads: int, seq_len: int):
         super().__init__()
         self.seq_len = seq_len
@@ -59,38 +139,10 @@ class CSMAccumulator(Accumulator):
         self.add_sum("chance_by_distance", n_layers, n_heads, seq_len)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
+        sums = view.reduced(CSMPairSums)
         valid = view.pair_weights[..., 0]  # (B, P)
-        by_pair = view.value_by_pair  # (L, H, P): this batch's CSM summed over windows (invalid pairs add 0)
-        self.pair_count += valid.sum().double()
-        self.matrix_sum += by_pair.double()
-        self.matrix_count += valid.sum(0).double()
-        self.csm_sum += by_pair.sum(-1).double()
-        self.csm_sq_sum += view.value_squares.sum(1).double()
-        onehot = view.distance_onehot  # (P, T)
-        self.distance_sum += (by_pair @ onehot).double()  # (L, H, P) @ (P, T)
-        self.distance_count += (valid.sum(0) @ onehot).double()  # valid pairs at each distance
-        self.high_by_distance += view.high_by_distance.double()
-        self.chance_by_distance += view.chance_by_distance.double()
-
-    def matrix(self) -> torch.Tensor:
-        """(L, H, T, T) float64 corpus-mean CSM: the pair-space means written at (i, j) and (j, i); NaN on
-        the diagonal and wherever no window had both positions valid."""
-        mean = safe_divide(self.matrix_sum, self.matrix_count.expand_as(self.matrix_sum))  # (L, H, P)
-        rows, cols = torch.triu_indices(self.seq_len, self.seq_len, 1, device=mean.device)
-        matrix = torch.full((*mean.shape[:-1], self.seq_len, self.seq_len), float("nan"), dtype=mean.dtype, device=mean.device)
-        matrix[..., rows, cols] = mean
-        matrix[..., cols, rows] = mean
-        return matrix
+        self.fold(_csm_update(sums.by_pair, sums.squares.transpose(0, 1), valid, view.distance_onehot, view.high_by_distance, view.chance_by_distance))
 
     def compute(self) -> Dict[str, torch.Tensor]:
-        """Statistics as float64 tensors: ``mean`` and ``std`` (L, H), ``matrix`` (L, H, T, T),
-        ``distance_mean`` and ``distance_high_ratio`` (L, H, T) indexed by distance (index 0 is NaN)."""
-        mean = safe_divide(self.csm_sum, self.pair_count)
-        var = (safe_divide(self.csm_sq_sum, self.pair_count) - mean**2).clamp_min(0)
-        return {
-            "mean": mean,
-            "std": var.sqrt(),
-            "matrix": self.matrix(),
-            "distance_mean": safe_divide(self.distance_sum, self.distance_count),
-            "distance_high_ratio": safe_divide(self.high_by_distance, self.chance_by_distance),
-        }
+        """Statistics as float64 tensors (see :func:`_csm_compute`)."""
+        return _csm_compute(self.metric_state, self.seq_len)

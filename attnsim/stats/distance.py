@@ -56,15 +56,43 @@ def entropy(counts: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1)
 
 
-def distance_update(view: PairView) -> tuple:
-    """High pairs and their chance value by distance, summed over the batch.
+def _distance_update(high_by_distance: torch.Tensor, chance_by_distance: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`DistanceAccumulator` states.
+
+    Args:
+        high_by_distance, chance_by_distance: (layer, head, T) high pairs at each distance d = j - i summed
+            over the batch, and their chance value (the view's shared
+            :attr:`~attnsim.stats.pairs.PairView.high_by_distance` and
+            :attr:`~attnsim.stats.pairs.PairView.chance_by_distance`, also read by the ``csm`` statistics).
 
     Returns:
-        (high_by_distance, chance_by_distance), each (layer, head, T) float64, index d = j - i
-        (the view's shared :attr:`~attnsim.stats.pairs.PairView.high_by_distance` and
-        :attr:`~attnsim.stats.pairs.PairView.chance_by_distance`, also used by the ``csm`` profile).
+        State name -> float64 increment.
     """
-    return view.high_by_distance.double(), view.chance_by_distance.double()
+    return {"high_by_distance": high_by_distance.double(), "chance_by_distance": chance_by_distance.double()}
+
+
+def _distance_compute(high: torch.Tensor, chance: torch.Tensor, seq_len: int, short_range: int) -> Dict[str, torch.Tensor]:
+    """Scalars (layer, head) float64 and the profile ``distance_high_ratio`` (layer, head, T), index 0 NaN.
+
+    Args:
+        high, chance: (layer, head, T) high pairs by distance and their chance value, summed over windows.
+        seq_len: T (long range is d >= T/2).
+        short_range: largest distance counted as short range (tokens).
+    """
+    distances = torch.arange(seq_len, dtype=torch.float64, device=high.device)
+    short = (distances >= 1) & (distances <= short_range)
+    long = distances >= seq_len / 2
+    n_high, n_chance = high.sum(-1), chance.sum(-1)
+    return {
+        "high_mean_distance": safe_divide((high * distances).sum(-1), n_high),
+        "high_mean_distance_chance": safe_divide((chance * distances).sum(-1), n_chance),
+        "short_range_share": safe_divide(high[..., short].sum(-1), n_high),
+        "short_range_share_chance": safe_divide(chance[..., short].sum(-1), n_chance),
+        "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
+        "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
+        "distance_spread": safe_divide(entropy(high), entropy(chance)),
+        "distance_high_ratio": safe_divide(high, chance),
+    }
 
 
 class DistanceAccumulator(Accumulator):
@@ -86,24 +114,8 @@ class DistanceAccumulator(Accumulator):
         self.add_sum("chance_by_distance", n_layers, n_heads, seq_len)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        high, chance = distance_update(view)
-        self.high_by_distance += high
-        self.chance_by_distance += chance
+        self.fold(_distance_update(view.high_by_distance, view.chance_by_distance))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars (layer, head) float64 and the profile ``distance_high_ratio`` (layer, head, T), index 0 NaN."""
-        high, chance = self.high_by_distance, self.chance_by_distance
-        distances = torch.arange(self.seq_len, dtype=torch.float64, device=high.device)
-        short = (distances >= 1) & (distances <= self.short_range)
-        long = distances >= self.seq_len / 2
-        n_high, n_chance = high.sum(-1), chance.sum(-1)
-        return {
-            "high_mean_distance": safe_divide((high * distances).sum(-1), n_high),
-            "high_mean_distance_chance": safe_divide((chance * distances).sum(-1), n_chance),
-            "short_range_share": safe_divide(high[..., short].sum(-1), n_high),
-            "short_range_share_chance": safe_divide(chance[..., short].sum(-1), n_chance),
-            "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
-            "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
-            "distance_spread": safe_divide(entropy(high), entropy(chance)),
-            "distance_high_ratio": safe_divide(high, chance),
-        }
+        return _distance_compute(self.high_by_distance, self.chance_by_distance, self.seq_len, self.short_range)

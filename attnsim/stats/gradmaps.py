@@ -96,26 +96,6 @@ def cdam(tokens: torch.Tensor, gradients: torch.Tensor, valid: Optional[torch.Te
     return scores
 
 
-def select_target(logits: torch.Tensor, target_class: Optional[int] = None) -> torch.Tensor:
-    """Class explained for each item: ``target_class`` when given, else the predicted (argmax) class.
-
-    Args:
-        logits: (batch, classes).
-
-    Returns:
-        (batch,) int64.
-
-    Raises:
-        ValueError: ``target_class`` is not a class of the model.
-    """
-    n_classes = logits.shape[-1]
-    if target_class is None:
-        return logits.argmax(-1)
-    if not 0 <= target_class < n_classes:
-        raise ValueError(f"target class {target_class} does not exist: the classifier has {n_classes} classes (0..{n_classes - 1})")
-    return torch.full(logits.shape[:1], int(target_class), dtype=torch.long, device=logits.device)
-
-
 class GradientMapAccumulator(Accumulator):
     """Corpus-level summaries of gradient-weighted maps.
 
@@ -213,4 +193,4 @@ class GradientMapAccumulator(Accumulator):
         return out
 
 
-__all__ = ["gradient_weighted_attention", "gradient_rollout", "cdam", "select_target", "GradientMapAccumulator"]
+__all__ = ["gradient_weighted_attention", "gradient_rollout", "cdam", "GradientMapAccumulator"]

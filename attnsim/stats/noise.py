@@ -17,12 +17,12 @@ and head h, pooled over windows:
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import PairView, head_sums
 
 SCALARS = (
     "explained_short",
@@ -32,6 +32,67 @@ SCALARS = (
     "unexplained_share",
     "unexplained_share_chance",
 )
+
+
+def _noise_update(
+    high_index: torch.Tensor,
+    high_count: torch.Tensor,
+    attention_index: torch.Tensor,
+    both_index: torch.Tensor,
+    both_count: torch.Tensor,
+    pair_weights: torch.Tensor,
+    distance: torch.Tensor,
+    short_range: int,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`NoiseAccumulator` states.
+
+    Args:
+        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
+        high_count: (L, B, H) number of high pairs k.
+        attention_index: (B, L, H, S') pair indices of the high-attention pairs, P in unused slots.
+        both_index: (B, L, H, S) the high pairs that are also high-attention pairs, P elsewhere.
+        both_count: (L, B, H) their number.
+        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
+        distance: (P,) int64 distance of each pair (-1: none, never short).
+        short_range: largest distance counted as short (tokens).
+
+    Returns:
+        State name -> float64 increment.
+    """
+    valid, same, identical = pair_weights[..., 0], pair_weights[..., 1], pair_weights[..., 3]
+    short = valid * ((distance >= 0) & (distance <= short_range)).float()  # (B, P); -1: pair without a distance
+    static = torch.maximum(torch.maximum(short, same), identical)  # (B, P): explained without attention
+    # not explained by the static rules: (1 - static) on valid pairs
+    rest = valid - static  # (B, P) 0/1
+    counts = head_sums(high_index, torch.stack([short, same, identical, rest], -1))  # (L, B, H, 4)
+    # high pairs in the rest that are also high-attention; high-attention pairs in the rest
+    high_rest_region = head_sums(both_index, rest[..., None])[..., 0]  # (L, B, H)
+    region_rest = head_sums(attention_index, rest[..., None])[..., 0]  # (L, B, H)
+    k = high_count.float()  # (L, B, H)
+    n = valid.sum(-1)  # (B,)
+    unexplained_pairs = rest.sum(-1)[None, :, None] - region_rest  # (L, B, H): u
+    return {
+        "high": k.sum(1).double(),
+        "short": counts[..., 0].sum(1).double(),
+        "sentence": counts[..., 1].sum(1).double(),
+        "identical": counts[..., 2].sum(1).double(),
+        "attention": both_count.sum(1).double(),
+        "unexplained": (counts[..., 3] - high_rest_region).sum(1).double(),
+        "unexplained_chance": (k * safe_divide(unexplained_pairs, n[None, :, None].expand_as(k)).nan_to_num(0.0)).sum(1).double(),
+    }
+
+
+def _noise_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Scalars from the :class:`NoiseAccumulator` states, each (layer, head) float64; NaN without high pairs."""
+    high = state["high"]
+    return {
+        "explained_short": safe_divide(state["short"], high),
+        "explained_sentence": safe_divide(state["sentence"], high),
+        "explained_identical": safe_divide(state["identical"], high),
+        "explained_attention": safe_divide(state["attention"], high),
+        "unexplained_share": safe_divide(state["unexplained"], high),
+        "unexplained_share_chance": safe_divide(state["unexplained_chance"], high),
+    }
 
 
 class NoiseAccumulator(Accumulator):
@@ -52,34 +113,12 @@ class NoiseAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
-        valid, same, identical = weights[..., 0], weights[..., 1], weights[..., 3]
-        short = valid * ((view.distance >= 0) & (view.distance <= self.short_range)).float()  # (B, P); -1: pair without a distance
-        static = torch.maximum(torch.maximum(short, same), identical)  # (B, P): explained without attention
-        # not explained by the static rules: (1 - static) on valid pairs
-        rest = valid - static  # (B, P) 0/1
-        counts = view.high_sums(torch.stack([short, same, identical, rest], -1))  # (L, B, H, 4)
-        # high pairs in the rest that are also high-attention; high-attention pairs in the rest
-        high_rest_region = view.high_in_attention_sums(rest[..., None])[..., 0]  # (L, B, H)
-        region_rest = view.attention_sums(rest[..., None])[..., 0]  # (L, B, H)
-        k = view.high_count.float()  # (L, B, H)
-        n = valid.sum(-1)  # (B,)
-        unexplained_pairs = rest.sum(-1)[None, :, None] - region_rest  # (L, B, H): u
-        self.high += k.sum(1).double()
-        self.short += counts[..., 0].sum(1).double()
-        self.sentence += counts[..., 1].sum(1).double()
-        self.identical += counts[..., 2].sum(1).double()
-        self.attention += view.high_in_attention.sum(1).double()
-        self.unexplained += (counts[..., 3] - high_rest_region).sum(1).double()
-        self.unexplained_chance += (k * safe_divide(unexplained_pairs, n[None, :, None].expand_as(k)).nan_to_num(0.0)).sum(1).double()
+        self.fold(
+            _noise_update(
+                view.high_index, view.high_count, view.attention_index, view.high_in_attention_index, view.high_in_attention, view.pair_weights, view.distance, self.short_range
+            )
+        )
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN without high pairs."""
-        return {
-            "explained_short": safe_divide(self.short, self.high),
-            "explained_sentence": safe_divide(self.sentence, self.high),
-            "explained_identical": safe_divide(self.identical, self.high),
-            "explained_attention": safe_divide(self.attention, self.high),
-            "unexplained_share": safe_divide(self.unexplained, self.high),
-            "unexplained_share_chance": safe_divide(self.unexplained_chance, self.high),
-        }
+        return _noise_compute(self.metric_state)

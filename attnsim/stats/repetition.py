@@ -24,12 +24,12 @@ per window):
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import PairView, head_sums
 
 SCALARS = (
     "identical_high_share",
@@ -41,6 +41,68 @@ SCALARS = (
     "other_csm_mean",
     "identical_csm_ratio",
 )
+
+
+def _repetition_update(
+    high_index: torch.Tensor,
+    high_count: torch.Tensor,
+    pair_weights: torch.Tensor,
+    distance: torch.Tensor,
+    seq_len: int,
+    class_value_sums: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`RepetitionAccumulator` states.
+
+    Args:
+        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
+        high_count: (L, B, H) number of high pairs k.
+        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
+        distance: (P,) int64 distance of each pair; long identical pairs have distance >= seq_len / 2.
+        seq_len: T, the window length (also for a padded tail window).
+        class_value_sums: (L, B, H, 5) CSM summed over the pairs of each class.
+
+    Returns:
+        State name -> float64 increment.
+    """
+    valid, identical, other = pair_weights[..., 0], pair_weights[..., 3], pair_weights[..., 4]
+    long = identical * (distance >= seq_len / 2).float()  # (B, P)
+    counts = head_sums(high_index, torch.stack([identical, long], -1))  # (L, B, H, 2)
+    k = high_count.float()  # (L, B, H)
+    rate = safe_divide(k, valid.sum(-1)[:, None].expand_as(k)).nan_to_num(0.0)  # (L, B, H): k / n
+    return {
+        "high_identical": counts[..., 0].sum(1).double(),
+        "high_long": counts[..., 1].sum(1).double(),
+        "chance_identical": (rate * identical.sum(-1)[:, None]).sum(1).double(),
+        "chance_long": (rate * long.sum(-1)[:, None]).sum(1).double(),
+        "csm_identical_sum": class_value_sums[..., 3].sum(1).double(),
+        "csm_other_sum": class_value_sums[..., 4].sum(1).double(),
+        "n_identical": identical.sum().double(),
+        "n_long": long.sum().double(),
+        "n_other": other.sum().double(),
+    }
+
+
+def _repetition_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Scalars from the :class:`RepetitionAccumulator` states, each (layer, head) float64; NaN where
+    undefined (e.g. no identical pairs)."""
+
+    def per_pair(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return safe_divide(total, count.expand_as(total))
+
+    long_share = per_pair(state["high_long"], state["n_long"])
+    long_chance = per_pair(state["chance_long"], state["n_long"])
+    identical_mean = per_pair(state["csm_identical_sum"], state["n_identical"])
+    other_mean = per_pair(state["csm_other_sum"], state["n_other"])
+    return {
+        "identical_high_share": per_pair(state["high_identical"], state["n_identical"]),
+        "identical_high_share_chance": per_pair(state["chance_identical"], state["n_identical"]),
+        "long_identical_high_share": long_share,
+        "long_identical_high_share_chance": long_chance,
+        "repetition_score": safe_divide(long_share, long_chance),
+        "identical_csm_mean": identical_mean,
+        "other_csm_mean": other_mean,
+        "identical_csm_ratio": safe_divide(identical_mean, other_mean),
+    }
 
 
 class RepetitionAccumulator(Accumulator):
@@ -62,40 +124,9 @@ class RepetitionAccumulator(Accumulator):
             self.add_sum(name)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
-        valid, identical, other = weights[..., 0], weights[..., 3], weights[..., 4]
-        long = identical * (view.distance >= view.seq_len / 2).float()  # (B, P)
-        counts = view.high_sums(torch.stack([identical, long], -1))  # (L, B, H, 2)
-        k = view.high_count.float()  # (L, B, H)
-        rate = safe_divide(k, valid.sum(-1)[:, None].expand_as(k)).nan_to_num(0.0)  # (L, B, H): k / n
-        self.high_identical += counts[..., 0].sum(1).double()
-        self.high_long += counts[..., 1].sum(1).double()
-        self.chance_identical += (rate * identical.sum(-1)[:, None]).sum(1).double()
-        self.chance_long += (rate * long.sum(-1)[:, None]).sum(1).double()
-        csm = view.class_value_sums  # (L, B, H, 5), shared with the sentence and region statistics
-        self.csm_identical_sum += csm[..., 3].sum(1).double()
-        self.csm_other_sum += csm[..., 4].sum(1).double()
-        self.n_identical += identical.sum().double()
-        self.n_long += long.sum().double()
-        self.n_other += other.sum().double()
+        # the class sums are shared with the sentence and region statistics
+        self.fold(_repetition_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.seq_len, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined (e.g. no identical pairs)."""
-
-        def per_pair(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-            return safe_divide(total, count.expand_as(total))
-
-        long_share = per_pair(self.high_long, self.n_long)
-        long_chance = per_pair(self.chance_long, self.n_long)
-        identical_mean = per_pair(self.csm_identical_sum, self.n_identical)
-        other_mean = per_pair(self.csm_other_sum, self.n_other)
-        return {
-            "identical_high_share": per_pair(self.high_identical, self.n_identical),
-            "identical_high_share_chance": per_pair(self.chance_identical, self.n_identical),
-            "long_identical_high_share": long_share,
-            "long_identical_high_share_chance": long_chance,
-            "repetition_score": safe_divide(long_share, long_chance),
-            "identical_csm_mean": identical_mean,
-            "other_csm_mean": other_mean,
-            "identical_csm_ratio": safe_divide(identical_mean, other_mean),
-        }
+        return _repetition_compute(self.metric_state)

@@ -33,12 +33,12 @@ valid pairs, n_s its same-sentence pairs):
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Mapping
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import PairView, head_sums
 
 SCALARS = (
     "same_sentence_share",
@@ -51,6 +51,70 @@ SCALARS = (
     "csm_same_mean",
     "csm_cross_mean",
 )
+
+
+def _sentence_update(
+    high_index: torch.Tensor,
+    high_count: torch.Tensor,
+    pair_weights: torch.Tensor,
+    distance: torch.Tensor,
+    distance_onehot: torch.Tensor,
+    class_value_sums: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`SentenceAccumulator` states.
+
+    Args:
+        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
+        high_count: (L, B, H) number of high pairs k.
+        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
+        distance: (P,) int64 distance of each pair; distance_onehot: (P, T) its one-hot.
+        class_value_sums: (L, B, H, 5) CSM summed over the pairs of each class.
+
+    Returns:
+        State name -> float64 increment.
+    """
+    valid, same, cross = pair_weights[..., 0], pair_weights[..., 1], pair_weights[..., 2]
+    length = distance.float()  # (P,)
+    # share of same-sentence pairs among valid pairs at each distance, per window: (B, T)
+    same_at = safe_divide(same @ distance_onehot, valid @ distance_onehot).nan_to_num(0.0)
+    matched = same_at[:, distance] * valid  # (B, P): n_s,d / n_d at the pair's distance
+    counts = head_sums(high_index, torch.stack([same, same * length, matched], -1))  # (L, B, H, 3)
+    k = high_count.float()  # (L, B, H)
+    n = valid.sum(-1)  # (B,)
+    n_same = same.sum(-1)  # (B,)
+    share = safe_divide(n_same, n).nan_to_num(0.0)  # (B,)
+    mean_same_distance = safe_divide((same * length).sum(-1), n_same).nan_to_num(0.0)  # (B,)
+    return {
+        "high": k.sum(1).double(),
+        "high_same": counts[..., 0].sum(1).double(),
+        "chance_same": (k * share[:, None]).sum(1).double(),
+        "matched_same": counts[..., 2].sum(1).double(),
+        "high_same_distance": counts[..., 1].sum(1).double(),
+        "chance_same_distance": (counts[..., 0] * mean_same_distance[:, None]).sum(1).double(),
+        "csm_same_sum": class_value_sums[..., 1].sum(1).double(),
+        "csm_cross_sum": class_value_sums[..., 2].sum(1).double(),
+        "n_same": n_same.sum().double(),
+        "n_cross": cross.sum().double(),
+    }
+
+
+def _sentence_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Scalars from the :class:`SentenceAccumulator` states, each (layer, head) float64; NaN where
+    undefined (no high pairs, no same-sentence pairs)."""
+    share = safe_divide(state["high_same"], state["high"])
+    chance = safe_divide(state["chance_same"], state["high"])
+    matched = safe_divide(state["matched_same"], state["high"])
+    return {
+        "same_sentence_share": share,
+        "same_sentence_share_chance": chance,
+        "same_sentence_preference": share - chance,
+        "same_sentence_ratio": safe_divide(share, chance),
+        "same_sentence_share_distance_matched": matched,
+        "boundary_contrast": safe_divide(share, matched),
+        "within_sentence_spread": safe_divide(state["high_same_distance"], state["chance_same_distance"]),
+        "csm_same_mean": safe_divide(state["csm_same_sum"], state["n_same"].expand_as(state["csm_same_sum"])),
+        "csm_cross_mean": safe_divide(state["csm_cross_sum"], state["n_cross"].expand_as(state["csm_cross_sum"])),
+    }
 
 
 class SentenceAccumulator(Accumulator):
@@ -73,44 +137,9 @@ class SentenceAccumulator(Accumulator):
         self.add_sum("n_cross")
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        weights = view.pair_weights  # (B, P, 5): valid, same, cross, identical, other
-        valid, same, cross = weights[..., 0], weights[..., 1], weights[..., 2]
-        distance = view.distance.float()  # (P,)
-        onehot = view.distance_onehot  # (P, T)
-        # share of same-sentence pairs among valid pairs at each distance, per window: (B, T)
-        same_at = safe_divide(same @ onehot, valid @ onehot).nan_to_num(0.0)
-        matched = same_at[:, view.distance] * valid  # (B, P): n_s,d / n_d at the pair's distance
-        counts = view.high_sums(torch.stack([same, same * distance, matched], -1))  # (L, B, H, 3)
-        k = view.high_count.float()  # (L, B, H)
-        n = valid.sum(-1)  # (B,)
-        n_same = same.sum(-1)  # (B,)
-        share = safe_divide(n_same, n).nan_to_num(0.0)  # (B,)
-        mean_same_distance = safe_divide((same * distance).sum(-1), n_same).nan_to_num(0.0)  # (B,)
-        self.high += k.sum(1).double()
-        self.high_same += counts[..., 0].sum(1).double()
-        self.chance_same += (k * share[:, None]).sum(1).double()
-        self.matched_same += counts[..., 2].sum(1).double()
-        self.high_same_distance += counts[..., 1].sum(1).double()
-        self.chance_same_distance += (counts[..., 0] * mean_same_distance[:, None]).sum(1).double()
-        csm = view.class_value_sums  # (L, B, H, 5), shared with the repetition and region statistics
-        self.csm_same_sum += csm[..., 1].sum(1).double()
-        self.csm_cross_sum += csm[..., 2].sum(1).double()
-        self.n_same += n_same.sum().double()
-        self.n_cross += cross.sum().double()
+        # the class sums are shared with the repetition and region statistics
+        self.fold(_sentence_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.distance_onehot, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined (no high pairs, no same-sentence pairs)."""
-        share = safe_divide(self.high_same, self.high)
-        chance = safe_divide(self.chance_same, self.high)
-        matched = safe_divide(self.matched_same, self.high)
-        return {
-            "same_sentence_share": share,
-            "same_sentence_share_chance": chance,
-            "same_sentence_preference": share - chance,
-            "same_sentence_ratio": safe_divide(share, chance),
-            "same_sentence_share_distance_matched": matched,
-            "boundary_contrast": safe_divide(share, matched),
-            "within_sentence_spread": safe_divide(self.high_same_distance, self.chance_same_distance),
-            "csm_same_mean": safe_divide(self.csm_same_sum, self.n_same.expand_as(self.csm_same_sum)),
-            "csm_cross_mean": safe_divide(self.csm_cross_sum, self.n_cross.expand_as(self.csm_cross_sum)),
-        }
+        return _sentence_compute(self.metric_state)

@@ -25,14 +25,19 @@ computed per query and averaged over every query of the corpus:
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Mapping, Sequence
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView
+from attnsim.stats.pairs import ChunkReducer, PairView
 
 CATEGORIES = ("cls", "sep", "period", "comma")
+
+# Smallest normal float32. Attention probabilities are clamped to it before the log of the entropy:
+# log(0) and logs of subnormals take a slow path on x86 (several times the cost of a normal log),
+# and p * log(max(p, tiny)) differs from p * log(p) by less than 1e-36 for p below it.
+TINY = torch.finfo(torch.float32).tiny
 
 
 def scalar_names(categories: Sequence[str] = CATEGORIES) -> tuple:
@@ -63,6 +68,106 @@ def key_categories(input_ids: torch.Tensor, keys: torch.Tensor, category_ids: Se
     return torch.cat([member, member.amax(-1, keepdim=True)], -1)
 
 
+class SeparatorSums(ChunkReducer):
+    """Per-window attention sums of the separator statistics, folded in the view's attention walk.
+
+    Queries are the tokens that enter statistics, keys every real token (see the module docstring).
+
+    Attributes:
+        key_mass: (batch, layer * head, T) float32 attention each key receives, summed over the queries:
+            ``sum_i query[i] A[i, j]``.
+        distance: (batch, layer * head) float32 ``sum_i sum_j A[i, j] |i - j|`` over queries i and keys j (tokens).
+        entropy: (batch, layer * head) float32 ``-sum_i sum_j A[i, j] ln A[i, j]`` over queries i and keys j
+            (nats; 0 ln 0 = 0: probabilities are clamped to :data:`TINY` inside the log).
+
+    Raises:
+        ValueError: the batch was captured without attention probabilities.
+    """
+
+    source = "attention"
+
+    def __init__(self, view: PairView) -> None:
+        heads = view.n_layers * view.n_heads
+        self.key_mass = torch.empty(view.batch_size, heads, view.seq_len, device=view.device)
+        self.distance = torch.empty(view.batch_size, heads, device=view.device)
+        self.entropy = torch.zeros(view.batch_size, heads, device=view.device)
+        self.queries = view.tokens.float()  # (B, T)
+        self.keys = view.batch["attention_mask"].float()  # (B, T)
+        position = torch.arange(view.seq_len, device=view.device, dtype=torch.float32)
+        self.gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
+
+    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
+        count, heads, seq_len = stop - start, chunk.shape[1], view.seq_len
+        q, k = self.queries[start:stop], self.keys[start:stop]
+        self.key_mass[start:stop] = (q[:, None, None, :] @ chunk)[..., 0, :]  # (c, L*H, T): sum_i q_i A[i, j]
+        query_key = q[:, :, None] * k[:, None, :]  # (c, T, T): statistic query i, real key j
+        cells = chunk.view(count, heads, seq_len * seq_len)  # query-major cells i * T + j
+        self.distance[start:stop] = torch.bmm(cells, (query_key * self.gap).reshape(count, -1, 1))[..., 0]
+        # the entropy's log is the costliest step: only the span of real tokens is taken (outside it
+        # every query or key weight is 0)
+        first, last = view.real_span(start, stop)
+        if last > first:
+            span = chunk[..., first:last, first:last]  # (c, L*H, n, n)
+            plogp = span.clamp_min(TINY).log_().mul_(span)
+            weight = query_key[:, first:last, first:last].reshape(count, -1, 1)
+            self.entropy[start:stop] = -torch.bmm(plogp.reshape(count, heads, -1), weight)[..., 0]
+
+
+def _separator_update(
+    key_mass: torch.Tensor,
+    entropy_sums: torch.Tensor,
+    distance_sums: torch.Tensor,
+    input_ids: torch.Tensor,
+    keys: torch.Tensor,
+    queries: torch.Tensor,
+    category_ids: Sequence[Sequence[int]],
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`SeparatorAccumulator` states.
+
+    Args:
+        key_mass: (L, B, H, T) attention each key receives, summed over the statistic queries.
+        entropy_sums, distance_sums: (L, B, H) attention entropy (nats) and distance (tokens) summed over queries.
+        input_ids: (B, T) token ids.
+        keys: (B, T) float 0/1 real key tokens; queries: (B, T) float 0/1 tokens that enter statistics.
+        category_ids: C lists of token ids.
+
+    Returns:
+        State name -> float64 increment.
+    """
+    member = key_categories(input_ids, keys, category_ids)  # (B, T, C+1)
+    # mass on a category = the attention each key receives from the queries, summed over its keys
+    mass = torch.einsum("lbhj,bjc->lbhc", key_mass, member)  # (L, B, H, C+1)
+    seq_len = keys.shape[-1]
+    position = torch.arange(seq_len, device=keys.device, dtype=keys.dtype)
+    gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
+    n_keys = keys.sum(-1)  # (B,)
+    n_queries = queries.sum(-1)  # (B,)
+    distance_chance = safe_divide(keys @ gap, n_keys[:, None].expand_as(queries)).nan_to_num(0.0)  # (B, T): mean |i - j| over real keys
+    return {
+        "mass_sum": mass.double().sum(1),
+        "entropy_sum": entropy_sums.double().sum(1),
+        "distance_sum": distance_sums.double().sum(1),
+        "queries": n_queries.sum().double(),
+        "separators_chance_sum": (n_queries * safe_divide(member[..., -1].sum(-1), n_keys).nan_to_num(0.0)).sum().double(),
+        "entropy_chance_sum": (n_queries * torch.log(n_keys.clamp_min(1.0))).sum().double(),
+        "distance_chance_sum": (queries * distance_chance).sum().double(),
+    }
+
+
+def _separator_compute(state: Mapping[str, torch.Tensor], categories: Sequence[str]) -> Dict[str, torch.Tensor]:
+    """Scalars (see :func:`scalar_names`) from the :class:`SeparatorAccumulator` states, each (layer, head) float64; NaN without queries."""
+    shape = state["entropy_sum"].shape
+    queries = state["queries"].expand(shape)
+    out = {f"attention_{c}": safe_divide(state["mass_sum"][..., i], queries) for i, c in enumerate(categories)}
+    out["attention_separators"] = safe_divide(state["mass_sum"][..., -1], queries)
+    out["attention_separators_chance"] = safe_divide(state["separators_chance_sum"].expand(shape), queries)
+    out["attention_entropy"] = safe_divide(state["entropy_sum"], queries)
+    out["attention_entropy_chance"] = safe_divide(state["entropy_chance_sum"].expand(shape), queries)
+    out["attention_distance"] = safe_divide(state["distance_sum"], queries)
+    out["attention_distance_chance"] = safe_divide(state["distance_chance_sum"].expand(shape), queries)
+    return out
+
+
 class SeparatorAccumulator(Accumulator):
     """Streaming attention mass on separator tokens, entropy and distance per layer and head.
 
@@ -74,6 +179,8 @@ class SeparatorAccumulator(Accumulator):
     (L, H, C + 1), entropy and distance (L, H), summed over queries; the
     number of queries and the uniform-attention (chance) sums ().
     """
+
+    reducers = (SeparatorSums,)
 
     def __init__(self, n_layers: int, n_heads: int, category_ids: Dict[str, Sequence[int]]):
         super().__init__()
@@ -90,34 +197,13 @@ class SeparatorAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if not view.has_attention:
             raise ValueError("The separators statistics need attention probabilities; the finding must set needs_attention = True.")
-        keys = view.batch["attention_mask"].float()  # (B, T)
-        queries = view.tokens.float()  # (B, T)
-        member = key_categories(view.batch["input_ids"], keys, self.category_ids)  # (B, T, C+1)
-        # mass on a category = the attention each key receives from the queries, summed over its keys
-        mass = torch.einsum("lbhj,bjc->lbhc", view.attention_key_mass, member)  # (L, B, H, C+1)
-        self.mass_sum += mass.double().sum(1)
-        self.entropy_sum += view.attention_entropy_sums.double().sum(1)
-        self.distance_sum += view.attention_distance_sums.double().sum(1)
-        seq_len = keys.shape[-1]
-        position = torch.arange(seq_len, device=keys.device, dtype=keys.dtype)
-        gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
-        n_keys = keys.sum(-1)  # (B,)
-        n_queries = queries.sum(-1)  # (B,)
-        self.queries += n_queries.sum().double()
-        self.separators_chance_sum += (n_queries * safe_divide(member[..., -1].sum(-1), n_keys).nan_to_num(0.0)).sum().double()
-        self.entropy_chance_sum += (n_queries * torch.log(n_keys.clamp_min(1.0))).sum().double()
-        distance_chance = safe_divide(keys @ gap, n_keys[:, None].expand_as(queries)).nan_to_num(0.0)  # (B, T): mean |i - j| over real keys
-        self.distance_chance_sum += (queries * distance_chance).sum().double()
+        sums = view.reduced(SeparatorSums)
+        shape = (view.batch_size, view.n_layers, view.n_heads)
+        key_mass = sums.key_mass.reshape(*shape, -1).transpose(0, 1)  # (L, B, H, T)
+        entropy = sums.entropy.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
+        distance = sums.distance.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
+        self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars (see :func:`scalar_names`), each (layer, head) float64; NaN without queries."""
-        shape = self.entropy_sum.shape
-        queries = self.queries.expand(shape)
-        out = {f"attention_{c}": safe_divide(self.mass_sum[..., i], queries) for i, c in enumerate(self.categories)}
-        out["attention_separators"] = safe_divide(self.mass_sum[..., -1], queries)
-        out["attention_separators_chance"] = safe_divide(self.separators_chance_sum.expand(shape), queries)
-        out["attention_entropy"] = safe_divide(self.entropy_sum, queries)
-        out["attention_entropy_chance"] = safe_divide(self.entropy_chance_sum.expand(shape), queries)
-        out["attention_distance"] = safe_divide(self.distance_sum, queries)
-        out["attention_distance_chance"] = safe_divide(self.distance_chance_sum.expand(shape), queries)
-        return out
+        return _separator_compute(self.metric_state, self.categories)

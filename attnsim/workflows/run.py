@@ -26,7 +26,7 @@ from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Finding, FindingContext
+from attnsim.findings.base import Finding, FindingContext, view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
 from attnsim.keys import RunKind, Tag
@@ -124,7 +124,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
     if info.arch.vision or c.source == "images":
-        from attnsim.data.images import prepare_images
+        from attnsim.capture.vision import prepare_images
 
         tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
     else:
@@ -151,7 +151,7 @@ def build_findings(prepared: Prepared) -> List[Finding]:
     return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, context) for kind in prepared.finding_types]
 
 
-def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig) -> CaptureModule:
+def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig, findings: List[Finding]) -> CaptureModule:
     """The plain capture's LightningModule around ``model`` (the one place a :class:`CaptureModule` is constructed).
 
     Args:
@@ -159,8 +159,10 @@ def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention
         info: its :class:`~attnsim.capture.load.ModelInfo`.
         needs_attention: whether a finding reads attention probabilities.
         cfg: the resolved config (``model.vector``, ``stats``).
+        findings: the run's findings, whose per-chunk reducers the injected view factory registers
+            (:func:`~attnsim.findings.base.view_factory`: one walk per window source per batch).
     """
-    return CaptureModule(model, info, needs_attention, cfg.model.vector, cfg.stats)
+    return CaptureModule(model, info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats))
 
 
 def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
@@ -184,10 +186,10 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         if target is not None and target >= model.config.num_labels:
             raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {model.config.num_labels} classes (0..{model.config.num_labels - 1}).")
         model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
-        module = GradientModule(model, info, cfg.model.vector, cfg.stats, target)
+        module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
-        module = make_capture_module(model, info, needs_attention, cfg)
+        module = make_capture_module(model, info, needs_attention, cfg, findings)
     if info.arch.vision:
         from attnsim.capture.vision import check_layout
 

@@ -1,0 +1,77 @@
+"""Token pairs: their geometry, the exact top-k selection of high pairs, and the per-batch view of shared quantities.
+
+- :mod:`attnsim.stats.pairs.geometry`: pair space, distances, the CSM, pair masks and classes.
+- :mod:`attnsim.stats.pairs.selection`: the high-pair rules (top fraction, z-score) and their tie rule.
+- :mod:`attnsim.stats.pairs.view`: :class:`PairView`, the quantities several findings share, computed
+  in one walk over the batch that also runs the findings' own :class:`ChunkReducer` s.
+"""
+
+from attnsim.stats.pairs.geometry import (
+    PAIR_CLASSES,
+    context_similarity,
+    cross_sentence_pairs,
+    distance_onehot,
+    grid_distance,
+    identical_pairs,
+    pair_classes,
+    pair_distance,
+    pair_indices,
+    same_sentence_pairs,
+    token_mask,
+    valid_pairs,
+)
+from attnsim.stats.pairs.selection import (
+    SELECTION_BLOCK,
+    dense_pairs,
+    exact_top,
+    exact_top_per_row,
+    mask_index,
+    pad_slots,
+    partition_top,
+    select_top,
+    top_fraction_counts,
+    top_indices,
+    zscore_pairs,
+)
+from attnsim.stats.pairs.view import (
+    CHUNK_ELEMENTS_ACCELERATOR,
+    CHUNK_ELEMENTS_CPU,
+    SOURCES,
+    ChunkReducer,
+    PairView,
+    head_sums,
+    indexed_sums,
+)
+
+__all__ = [
+    "PAIR_CLASSES",
+    "context_similarity",
+    "cross_sentence_pairs",
+    "distance_onehot",
+    "grid_distance",
+    "identical_pairs",
+    "pair_classes",
+    "pair_distance",
+    "pair_indices",
+    "same_sentence_pairs",
+    "token_mask",
+    "valid_pairs",
+    "SELECTION_BLOCK",
+    "dense_pairs",
+    "exact_top",
+    "exact_top_per_row",
+    "mask_index",
+    "pad_slots",
+    "partition_top",
+    "select_top",
+    "top_fraction_counts",
+    "top_indices",
+    "zscore_pairs",
+    "CHUNK_ELEMENTS_ACCELERATOR",
+    "CHUNK_ELEMENTS_CPU",
+    "SOURCES",
+    "ChunkReducer",
+    "PairView",
+    "head_sums",
+    "indexed_sums",
+]

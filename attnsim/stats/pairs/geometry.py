@@ -1,0 +1,207 @@
+"""Pair space and its masks: which token pairs exist, how far apart they are, which class they fall in.
+
+Pair space: the P = T(T-1)/2 unordered pairs (i, j), i < j, of a window of T
+tokens, in ``torch.triu_indices(T, T, 1)`` order. A pair is *valid* when both
+tokens are real (not padding) and, unless ``include_special``, not special
+tokens.
+
+Pair classes shared by several findings (:data:`PAIR_CLASSES`):
+
+- *same-sentence* pairs: valid pairs whose two tokens carry the same sentence
+  id >= 0 (a token with id -1, i.e. a special token or padding, is in no
+  sentence, so a pair holding one is never "same sentence");
+- *cross-sentence* pairs: valid pairs of two tokens in different sentences (both ids >= 0);
+- *identical-token* pairs: valid pairs of two occurrences of one token id,
+  neither of them a special token, an unknown token or padding (Halevi et al., repetition);
+- *other* pairs: valid pairs that are not identical-token pairs.
+
+Distance of a pair: ``j - i`` in tokens, or, for images, the rounded Euclidean
+distance of the two patches on the patch grid (:func:`grid_distance`).
+
+All functions are pure: tensors in, tensors out.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+
+_EPS = 1e-12
+
+PAIR_CLASSES = ("valid", "same", "cross", "identical", "other")
+"""Columns of :func:`pair_classes` (and of :attr:`~attnsim.stats.pairs.PairView.pair_weights`)."""
+
+
+def context_similarity(z: torch.Tensor, normalise: str = "none") -> torch.Tensor:
+    """Context Similarity Matrix (CSM) of per-head vectors (Halevi et al., arXiv:2512.21956).
+
+    Args:
+        z: (..., pos, d) per-head vectors (``z`` or ``result``), e.g. (layer, batch, head, T, d_head).
+        normalise: ``none`` (dot products, units of z²) or ``cosine`` (divided by both norms, unitless).
+
+    Returns:
+        (..., pos, pos) with a zero diagonal.
+
+    Raises:
+        ValueError: ``normalise`` is neither ``none`` nor ``cosine``.
+    """
+    csm = z @ z.transpose(-1, -2)  # (..., T, T)
+    if normalise == "cosine":
+        norm = z.norm(dim=-1).clamp_min(_EPS)  # (..., T)
+        csm = csm / (norm.unsqueeze(-1) * norm.unsqueeze(-2))
+    elif normalise != "none":
+        raise ValueError(f"normalise must be 'none' or 'cosine', not {normalise!r}")
+    csm.diagonal(dim1=-2, dim2=-1).zero_()
+    return csm
+
+
+def token_mask(attention_mask: torch.Tensor, special_mask: torch.Tensor, include_special: bool = True) -> torch.Tensor:
+    """(batch, pos) bool: tokens that enter statistics (real tokens; specials only if ``include_special``)."""
+    valid = attention_mask.bool()
+    if not include_special:
+        valid = valid & ~special_mask.bool()
+    return valid
+
+
+def pair_indices(seq_len: int, device: Optional[torch.device] = None) -> torch.Tensor:
+    """(2, P) int64 row and column of every pair i < j, in ``triu_indices`` order."""
+    return torch.triu_indices(seq_len, seq_len, 1, device=device)
+
+
+def valid_pairs(tokens: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """(batch, P) bool: pairs whose two tokens both enter statistics.
+
+    Args:
+        tokens: (batch, pos) bool, from :func:`token_mask`.
+        pairs: (2, P) from :func:`pair_indices`.
+    """
+    return tokens[:, pairs[0]] & tokens[:, pairs[1]]
+
+
+def grid_distance(positions: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Distance on an image's patch grid of token pairs, for CSM distance statistics on images.
+
+    Args:
+        positions: (T, 2) (row, col) per token in patches, NaN for tokens without a grid position
+            (a Vision Transformer's extra tokens; see :meth:`attnsim.data.layout.TokenLayout.positions`).
+        rows, cols: (P,) token indices of each pair.
+
+    Returns:
+        (P,) int64: Euclidean distance in patches rounded to the nearest integer (half up),
+        -1 where either token has no grid position.
+    """
+    delta = positions[rows] - positions[cols]  # (P, 2)
+    distance = delta.pow(2).sum(-1).sqrt()
+    out = torch.floor(distance + 0.5)
+    return torch.where(torch.isnan(out), torch.full_like(out, -1), out).long()
+
+
+def pair_distance(pairs: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(P,) int64 distance of each pair: ``j - i`` in tokens (1..T-1), or with ``positions`` (T, 2)
+    the grid distance in patches (:func:`grid_distance`), -1 for pairs without one."""
+    if positions is not None:
+        return grid_distance(positions.to(pairs.device), pairs[0], pairs[1])
+    return pairs[1] - pairs[0]
+
+
+def distance_onehot(distance: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """(P, T) float32 one-hot of each pair's distance: sums over pairs by distance are ``x @ onehot``.
+
+    Args:
+        distance: (P,) int64 from :func:`pair_distance`; a pair with distance -1 gets an all-zero
+            row and so enters no distance statistic.
+        seq_len: T (distances 0..T-1).
+    """
+    onehot = torch.zeros(distance.shape[0], seq_len, dtype=torch.float32, device=distance.device)
+    placed = (distance >= 0).nonzero().squeeze(-1)
+    onehot[placed, distance[placed]] = 1
+    return onehot
+
+
+def same_sentence_pairs(sentence_ids: torch.Tensor, pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """Valid pairs whose two tokens lie in the same sentence.
+
+    Args:
+        sentence_ids: (batch, pos) int64 sentence index of each token, -1 for special tokens and padding.
+        pair_mask: (batch, P) bool, valid pairs.
+        pairs: (2, P) rows and columns of the pairs i < j.
+
+    Returns:
+        (batch, P) bool; a pair holding a token with sentence id -1 is never in the same sentence.
+    """
+    first, second = sentence_ids[:, pairs[0]], sentence_ids[:, pairs[1]]  # (B, P) each
+    return (first == second) & (first >= 0) & pair_mask
+
+
+def cross_sentence_pairs(sentence_ids: torch.Tensor, pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """(batch, P) bool: valid pairs of two tokens in different sentences (both sentence ids >= 0).
+
+    Args: as :func:`same_sentence_pairs`.
+    """
+    first, second = sentence_ids[:, pairs[0]], sentence_ids[:, pairs[1]]  # (B, P) each
+    return (first != second) & (first >= 0) & (second >= 0) & pair_mask
+
+
+def identical_pairs(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special_mask: torch.Tensor,
+    pair_mask: torch.Tensor,
+    pairs: torch.Tensor,
+    unknown_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Valid pairs of two occurrences of the same token id (i != j), special tokens, unknown tokens and padding excluded.
+
+    The unknown token ([UNK]) stands for any text the vocabulary cannot spell (an emoji and a
+    snowman share it), so two of them are not known to be the same token and never form an
+    identical pair.
+
+    Args:
+        input_ids, attention_mask, special_mask: (batch, pos).
+        pair_mask: (batch, P) bool, valid pairs.
+        pairs: (2, P) rows and columns of the pairs i < j.
+        unknown_mask: (batch, pos) bool, True at unknown tokens; None when the batch has none marked.
+
+    Returns:
+        (batch, P) bool.
+    """
+    content = attention_mask.bool() & ~special_mask.bool()  # (B, T)
+    if unknown_mask is not None:
+        content = content & ~unknown_mask.bool()
+    same_id = input_ids[:, pairs[0]] == input_ids[:, pairs[1]]  # (B, P)
+    return same_id & content[:, pairs[0]] & content[:, pairs[1]] & pair_mask
+
+
+def pair_classes(batch: Dict[str, torch.Tensor], pair_mask: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """(batch, P, 5) float32 0/1 masks of the pair classes :data:`PAIR_CLASSES`.
+
+    Args:
+        batch: dict with ``sentence_ids``, ``input_ids``, ``attention_mask``, ``special_mask`` (batch, pos)
+            and optionally ``unknown_mask``.
+        pair_mask: (batch, P) bool, valid pairs (:func:`valid_pairs`).
+        pairs: (2, P) from :func:`pair_indices`.
+
+    Returns:
+        Columns: valid, same-sentence, cross-sentence, identical-token and other (valid, not identical) pairs.
+    """
+    same = same_sentence_pairs(batch["sentence_ids"], pair_mask, pairs)
+    cross = cross_sentence_pairs(batch["sentence_ids"], pair_mask, pairs)
+    identical = identical_pairs(batch["input_ids"], batch["attention_mask"], batch["special_mask"], pair_mask, pairs, batch.get("unknown_mask"))
+    return torch.stack([pair_mask, same, cross, identical, pair_mask & ~identical], -1).float()
+
+
+__all__ = [
+    "PAIR_CLASSES",
+    "context_similarity",
+    "token_mask",
+    "pair_indices",
+    "valid_pairs",
+    "grid_distance",
+    "pair_distance",
+    "distance_onehot",
+    "same_sentence_pairs",
+    "cross_sentence_pairs",
+    "identical_pairs",
+    "pair_classes",
+]

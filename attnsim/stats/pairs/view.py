@@ -1,0 +1,557 @@
+"""The per-batch view of the token-pair quantities shared by several findings, and its window pass.
+
+Source: Halevi et al., "Self-attention vector output similarities reveal how
+machines pay attention", arXiv:2512.21956. For layer l, head h and one window
+of T tokens with per-head outputs Z (T x d_head), the Context Similarity
+Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0
+(:func:`~attnsim.stats.pairs.geometry.context_similarity`). Pair space, pair
+classes and distances: :mod:`attnsim.stats.pairs.geometry`; the high-pair
+rules and their tie rule: :mod:`attnsim.stats.pairs.selection`.
+
+Shared quantities (:class:`PairView`, each computed once per batch on first use):
+
+- pair masks: valid pairs, the pair classes (same-sentence, cross-sentence,
+  identical-token, other) and each pair's distance;
+- *high* pairs: per window, layer and head, the top ``k = max(1, floor(top_fraction
+  * n + 0.5))`` (rounded half up) valid pairs by CSM (``top_fraction`` rule; ties at
+  the k-th value to the lowest pair index), or the valid pairs whose CSM z-score
+  within the window exceeds ``zscore`` (``zscore`` rule);
+- *high-attention* pairs: per window, layer and head, the top ``k`` valid pairs
+  (the same ``k`` as the ``top_fraction`` rule, whatever ``high_rule`` is) by
+  ``max(A[i, j], A[j, i])``, the attention probability between the two tokens in
+  either direction (ties at the k-th value to the lowest pair index);
+- CSM sums over each pair class, the high pairs that are also high-attention
+  pairs, and high pairs by distance with their chance value. Weighted counts
+  of any set of pairs kept as indices are :func:`head_sums`.
+
+How a batch is computed (why the view is built the way it is): the (layer,
+batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
+32 windows of MiniLM, far beyond the CPU cache, and every statistic would
+read them again from memory. The view therefore walks the batch a few windows
+at a time (a *chunk*, a few MB), once for the CSM and once for the attention:
+it computes a window's CSM and gathers its pair values, or assembles its
+attention from the layers, while they are in cache, and hands each chunk to
+every :class:`ChunkReducer` of that walk: the view's own (the high pairs, the
+high-attention pairs, the CSM sums per pair class) and those that findings
+register for their own sums (e.g. the separators' attention mass and entropy,
+:mod:`attnsim.stats.separators`), so that one walk serves every statistic.
+Neither batch-wide tensor is materialised unless a caller asks for it
+(:attr:`PairView.attention`). High pairs and high-attention pairs are kept as
+their pair indices per window and head (2% of the pairs, padded with the
+sentinel index P); counting them against a pair weighting gathers k weights
+instead of reading all P.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
+
+import torch
+
+from attnsim.stats.pairs.geometry import (
+    PAIR_CLASSES,
+    context_similarity,
+    distance_onehot,
+    pair_classes,
+    pair_distance,
+    pair_indices,
+    token_mask,
+    valid_pairs,
+)
+from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
+
+# Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
+# a CPU, about the size of its last-level cache per core; an accelerator takes the whole batch at once.
+CHUNK_ELEMENTS_CPU = 1 << 21
+CHUNK_ELEMENTS_ACCELERATOR = 1 << 28
+
+SOURCES = ("csm", "attention")
+"""The two window walks of a view: what a :class:`ChunkReducer` receives per chunk."""
+
+Layers = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+def indexed_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted counts of a set of pairs given by indices: ``sum_s weights[b, index[b, n, s], k]``.
+
+    Args:
+        index: (batch, N, S) int64 pair indices, P (the sentinel) for slots that hold no pair.
+        weights: (batch, P, K) per-window pair weights.
+
+    Returns:
+        (batch, N, K) float32.
+    """
+    batch, n, slots = index.shape
+    # a zero row P per window takes the sentinel slots: (B, P+1, K) flattened to rows b * (P+1) + p
+    padded = torch.nn.functional.pad(weights.float(), (0, 0, 0, 1))
+    rows = (index + torch.arange(batch, device=index.device)[:, None, None] * padded.shape[1]).reshape(-1)
+    picked = padded.reshape(-1, padded.shape[-1]).index_select(0, rows)  # (B*N*S, K)
+    return picked.reshape(batch, n, slots, -1).sum(-2)
+
+
+def head_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted counts per layer and head of the pairs listed in ``index``: ``sum_s weights[b, index[b, l, h, s], k]``.
+
+    Args:
+        index: (batch, layer, head, S) int64 pair indices (e.g. :attr:`PairView.high_index`), P in unused slots.
+        weights: (batch, P, K) per-window pair weights, e.g. a stack of pair masks.
+
+    Returns:
+        (layer, batch, head, K) float32.
+    """
+    batch, layers, heads = index.shape[:3]
+    sums = indexed_sums(index.reshape(batch, layers * heads, index.shape[-1]), weights)  # (B, L*H, K)
+    return sums.reshape(batch, layers, heads, -1).transpose(0, 1)
+
+
+def _layers(tensor: Layers) -> Tuple[torch.Tensor, ...]:
+    """A (layer, ...) tensor or a sequence of per-layer tensors as a tuple of per-layer tensors."""
+    return tuple(tensor.unbind(0)) if isinstance(tensor, torch.Tensor) else tuple(tensor)
+
+
+class ChunkReducer:
+    """Per-batch sums folded chunk by chunk in one of the view's window walks.
+
+    A statistic whose sums need the CSM or the attention of every pair defines a reducer next
+    to it and lists it in its accumulator's ``reducers``; the finding registers it with the view
+    (through the view factory), so that the single walk of :data:`SOURCES` ``source`` serves it
+    along with every other statistic. A reducer not registered in time still gets its sums,
+    from a walk of its own (correct, only slower).
+
+    Subclasses set :attr:`source` and implement ``__init__(view)`` (allocate per-batch results on
+    ``view.device``) and :meth:`update`.
+    """
+
+    source: str = "csm"
+    """``csm``: :meth:`update` receives the chunk's CSM in pair space, (c, layer, head, P) float32, 0 at
+    invalid pairs. ``attention``: the chunk's attention probabilities, (c, layer * head, T, T) float32,
+    query-major (row i holds query i)."""
+
+    def __init__(self, view: "PairView") -> None:
+        pass
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        """Fold windows ``start..stop-1`` (``chunk``, see :attr:`source`) into the reducer's sums."""
+        raise NotImplementedError
+
+
+class _ClassSums(ChunkReducer):
+    """CSM summed over the pairs of each class of :data:`PAIR_CLASSES`: (B, L*H, 5) float32."""
+
+    source = "csm"
+
+    def __init__(self, view: "PairView") -> None:
+        self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, len(PAIR_CLASSES), device=view.device)
+        # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
+        # products (several times faster on a CPU than (L*H, P) @ (P, 5))
+        self.rows = [w.t().contiguous() for w in view.pair_weights] if not view.on_accelerator() else None
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
+        if self.rows is not None:
+            for window in range(start, stop):
+                # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
+                # rounds a product differently with the operands' alignment and batch layout, so a
+                # window's sums would depend on its batch-mates, which ratios of near-cancelling sums
+                # (e.g. the repetition statistics' CSM ratio) amplify. Only windows after the first
+                # of a chunk need the copy (a chunk is one window for the usual model sizes).
+                part = flat[window - start] if window == start else flat[window - start].clone()
+                self.sums[window] = (self.rows[window] @ part.t()).t()
+        else:  # one batched product for the whole chunk (the batch) on an accelerator
+            self.sums[start:stop] = torch.bmm(flat, view.pair_weights[start:stop])
+
+
+class _HighPairs(ChunkReducer):
+    """Indices of the high-CSM pairs (:attr:`index`)."""
+
+    source = "csm"
+
+    def __init__(self, view: "PairView") -> None:
+        self.zscore = view.high_rule == "zscore"
+        self.sentinel = view.n_pairs
+        slots = 0 if self.zscore else max(view.host["k"], default=0)
+        self.selected = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
+        self.parts: List[torch.Tensor] = []  # zscore rule: each chunk's (c, L, H, S_chunk) indices
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        if self.zscore:
+            valid = view.pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
+            self.parts.append(mask_index(zscore_pairs(chunk, valid, view.zscore), view.n_pairs))
+            return
+        chosen = select_top(chunk, view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim()), view.n_pairs)
+        self.selected[start:stop, ..., : chosen.shape[-1]] = chosen
+
+    @property
+    def index(self) -> torch.Tensor:
+        """(B, L, H, S) int64 ascending, P in unused slots (under the zscore rule S is the batch's most high pairs)."""
+        return pad_slots(self.parts, self.sentinel) if self.zscore else self.selected
+
+
+class _HighAttentionPairs(ChunkReducer):
+    """Indices of the high-attention pairs: (B, L, H, S) int64, ascending, P in unused slots."""
+
+    source = "attention"
+
+    def __init__(self, view: "PairView") -> None:
+        slots = max(view.host["k"], default=0)
+        self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
+        self.backward = view.pairs[1] * view.seq_len + view.pairs[0]  # A[j, i] of pair (i, j)
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        count = stop - start
+        pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
+        pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
+        valid = view.valid_chunk(start, stop, 4)
+        if valid is not None:  # a temporary: mask it in place rather than in a copy
+            pair_values.masked_fill_(~valid, float("-inf"))
+        chosen = select_top(pair_values, view.host["k"][start:stop], None, view.n_pairs)
+        self.index[start:stop, ..., : chosen.shape[-1]] = chosen
+
+
+_SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}
+
+
+class PairView:
+    """Per-batch quantities shared by several findings, each computed once on first use.
+
+    Built from one forward pass and its batch, usually by :meth:`from_capture` in the view
+    factory that the workflow gives the capture module.
+
+    Args:
+        vectors: per-head vectors (z or result): a (layer, batch, head, T, d) tensor or a sequence of
+            L (batch, head, T, d) tensors (the capture's layers, never stacked on the hot path).
+        batch: dict with ``attention_mask``, ``special_mask``, ``sentence_ids`` and ``input_ids``
+            (batch, T), optionally ``unknown_mask`` (batch, T) and ``positions`` (T, 2).
+        attention: attention probabilities, a (layer, batch, head, T, T) tensor or a sequence of L
+            (batch, head, T, T) tensors, or None.
+        top_fraction, high_rule, zscore, include_special, normalise: see :class:`attnsim.config.StatsConfig`.
+        positions: optional (T, 2) (row, col) of each token on an image's patch grid, NaN for tokens
+            without one (a ViT's extra tokens); when given, :attr:`distance` is the grid distance
+            (:func:`~attnsim.stats.pairs.geometry.grid_distance`) instead of j - i.
+        reducers: :class:`ChunkReducer` classes to run in the window walks (see :meth:`register`).
+        capture: the raw capture the view was built from, kept for findings that read more than
+            the shared quantities (e.g. a classifier's gradients); None when built from tensors.
+
+    Shapes below use B windows, L layers, H heads, T tokens, P = T(T-1)/2 pairs and S slots
+    (the batch's largest number of high pairs). Statistics are float32 (the model's dtype is
+    converted chunk by chunk); accumulators sum batches in float64.
+    """
+
+    def __init__(
+        self,
+        vectors: Layers,
+        batch: Dict[str, torch.Tensor],
+        attention: Optional[Layers] = None,
+        top_fraction: float = 0.02,
+        high_rule: str = "top_fraction",
+        zscore: float = 2.0,
+        include_special: bool = True,
+        normalise: str = "none",
+        positions: Optional[torch.Tensor] = None,
+        reducers: Sequence[Type[ChunkReducer]] = (),
+        capture: Any = None,
+    ):
+        self.positions = positions
+        self._stacked_vectors = vectors if isinstance(vectors, torch.Tensor) else None
+        self._vector_layers = _layers(vectors)
+        self._stacked_attention = attention if isinstance(attention, torch.Tensor) else None
+        self._attention_layers = _layers(attention) if attention is not None else None
+        self.batch = batch
+        self.capture = capture
+        self.top_fraction = top_fraction
+        self.high_rule = high_rule
+        self.zscore = zscore
+        self.include_special = include_special
+        self.normalise = normalise
+        self.n_layers = len(self._vector_layers)
+        self.batch_size, self.n_heads, self.seq_len = self._vector_layers[0].shape[:3]
+        self.n_pairs = self.seq_len * (self.seq_len - 1) // 2
+        self.device = self._vector_layers[0].device
+        self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(_SHARED[source]) for source in SOURCES}
+        self._reduced: Dict[Type[ChunkReducer], ChunkReducer] = {}
+        self._walked: set = set()
+        self.register(*reducers)
+
+    @classmethod
+    def from_capture(cls, capture: Any, batch: Dict[str, torch.Tensor], **settings: Any) -> "PairView":
+        """The view of one captured batch.
+
+        Args:
+            capture: the capture module's raw output: ``vectors`` (L per-layer (batch, head, T, d) tensors
+                or one stacked tensor) and ``attention`` (likewise, or None); kept as :attr:`capture`.
+            batch: the batch dict (see the class docstring); its ``positions`` place image tokens.
+            settings: keyword arguments of the constructor (``top_fraction``, ``high_rule``, ``zscore``,
+                ``include_special``, ``normalise``, ``reducers``).
+        """
+        return cls(capture.vectors, batch, capture.attention, positions=batch.get("positions"), capture=capture, **settings)
+
+    def release(self) -> None:
+        """Drop every tensor the view holds (the captured layers, the batch, the raw capture and every
+        cached quantity), once all statistics have read the batch; the view cannot be used afterwards."""
+        self.__dict__.clear()
+
+    # -- reducers -----------------------------------------------------------------------------------
+    def register(self, *kinds: Type[ChunkReducer]) -> None:
+        """Run these reducers in the walks of their sources (once each, however often registered).
+
+        Register before the first statistic reads the batch: a reducer registered after its source
+        was walked gets a walk of its own when :meth:`reduced` asks for it.
+
+        Raises:
+            ValueError: a reducer's ``source`` is not one of :data:`SOURCES`.
+        """
+        for kind in kinds:
+            if kind.source not in SOURCES:
+                raise ValueError(f"Reducer {kind.__name__} has source {kind.source!r}; a view walks only {', '.join(SOURCES)}.")
+            if kind not in self._registered[kind.source]:
+                self._registered[kind.source].append(kind)
+
+    def reduced(self, kind: Type[ChunkReducer]) -> ChunkReducer:
+        """The reducer ``kind`` after it has seen every window of the batch (walking the batch if needed).
+
+        Raises:
+            ValueError: ``kind`` reads attention and the batch was captured without it.
+        """
+        if kind not in self._reduced:
+            self.register(kind)
+            self._walk(kind.source, [kind] if kind.source in self._walked else self._registered[kind.source])
+        return self._reduced[kind]
+
+    def _walk(self, source: str, kinds: Sequence[Type[ChunkReducer]]) -> None:
+        # One walk over the windows: each chunk's CSM (in pair space) or attention is computed while it is
+        # in cache and handed to every reducer of the walk.
+        if source == "attention":
+            self._need_attention()
+        self._walked.add(source)
+        reducers = [kind(self) for kind in kinds]
+        heads = self.n_layers * self.n_heads
+        for start, stop in self._chunks():
+            if source == "csm":
+                chunk = self.pair_values(self._csm_chunk(start, stop))  # (c, L, H, P)
+                valid = self.valid_chunk(start, stop, chunk.dim())
+                if valid is not None:
+                    chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
+            else:
+                chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
+            for reducer in reducers:
+                reducer.update(self, start, stop, chunk)
+        self._reduced.update(zip(kinds, reducers))
+
+    # -- the captured tensors, stacked only on request -------------------------------------
+    @cached_property
+    def attention(self) -> Optional[torch.Tensor]:
+        """(layer, batch, head, T, T) attention probabilities, or None (stacked on first use when given by layer)."""
+        if self._attention_layers is None or self._stacked_attention is not None:
+            return self._stacked_attention
+        return torch.stack(self._attention_layers, 1).transpose(0, 1)
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the batch was captured with attention probabilities."""
+        return self._attention_layers is not None
+
+    def _need_attention(self) -> None:
+        if not self.has_attention:
+            raise ValueError("This statistic needs attention probabilities; the finding must set needs_attention = True.")
+
+    def _vector_chunk(self, start: int, stop: int) -> torch.Tensor:
+        # (c, L, H, T, d) float32 vectors of windows start..stop-1
+        if self._stacked_vectors is not None:
+            return self._stacked_vectors.transpose(0, 1)[start:stop].float()
+        return torch.stack([v[start:stop] for v in self._vector_layers], 1).float()
+
+    def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
+        # (c, L, H, T, T) float32 CSM of windows start..stop-1
+        return context_similarity(self._vector_chunk(start, stop), self.normalise)
+
+    def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
+        # (c, L, H, T, T) float32 attention of windows start..stop-1
+        stacked = self.__dict__.get("attention", self._stacked_attention)
+        if stacked is not None:
+            return stacked.transpose(0, 1)[start:stop].float()
+        return torch.stack([a[start:stop] for a in self._attention_layers], 1).float()
+
+    def on_accelerator(self) -> bool:
+        """Whether the batch lives on an accelerator: it then takes the whole batch as one chunk and
+        batched products (few, large kernels); a CPU walks cache-sized chunks with per-window products."""
+        return self.device.type != "cpu"
+
+    def _chunks(self) -> List[Tuple[int, int]]:
+        # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
+        budget = CHUNK_ELEMENTS_ACCELERATOR if self.on_accelerator() else CHUNK_ELEMENTS_CPU
+        step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
+        return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
+
+    def csm_windows(self, stop: int) -> torch.Tensor:
+        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures)."""
+        return self._csm_chunk(0, stop).transpose(0, 1)
+
+    def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
+        """(layer, stop, head, T, T) float32 attention of the first ``stop`` windows only, or None."""
+        return self._attention_chunk(0, stop).transpose(0, 1) if self.has_attention else None
+
+    def pair_values(self, matrices: torch.Tensor, index: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(..., T, T) -> (..., P): the entries (i, j), i < j, of each matrix (or the flat cells ``index``, (P,)).
+
+        index_select on a 2-D (rows, T*T) view is several times faster than advanced indexing.
+        """
+        rows = matrices.reshape(-1, self.seq_len * self.seq_len)
+        return rows.index_select(1, self._flat_pairs if index is None else index).view(*matrices.shape[:-2], self.n_pairs)
+
+    # -- tokens and pairs ------------------------------------------------------------------
+    @cached_property
+    def tokens(self) -> torch.Tensor:
+        """(batch, T) bool, tokens that enter statistics."""
+        return token_mask(self.batch["attention_mask"], self.batch["special_mask"], self.include_special)
+
+    @cached_property
+    def pairs(self) -> torch.Tensor:
+        """(2, P) rows and columns of the pairs i < j."""
+        return pair_indices(self.seq_len, self.device)
+
+    @cached_property
+    def _flat_pairs(self) -> torch.Tensor:
+        # (P,) int64, index i * T + j of each pair in a flattened T x T matrix
+        return self.pairs[0] * self.seq_len + self.pairs[1]
+
+    @cached_property
+    def distance(self) -> torch.Tensor:
+        """(P,) int64, distance j - i of each pair (1..T-1); with ``positions``, the rounded Euclidean
+        distance on the patch grid in patches, -1 for pairs holding a token without a grid position."""
+        return pair_distance(self.pairs, self.positions)
+
+    @cached_property
+    def pair_mask(self) -> torch.Tensor:
+        """(batch, P) bool, valid pairs."""
+        return valid_pairs(self.tokens, self.pairs)
+
+    @cached_property
+    def distance_onehot(self) -> torch.Tensor:
+        """(P, T) float32, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``.
+
+        A pair without a distance (-1, see :attr:`distance`) has an all-zero row: it enters no distance statistic.
+        """
+        return distance_onehot(self.distance, self.seq_len)
+
+    @cached_property
+    def pair_weights(self) -> torch.Tensor:
+        """(batch, P, 5) float32 0/1 masks of the pair classes :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`:
+        valid, same-sentence, cross-sentence, identical-token and other (valid, not identical) pairs."""
+        return pair_classes(self.batch, self.pair_mask, self.pairs)
+
+    @cached_property
+    def _top_k(self) -> torch.Tensor:
+        # (batch,) int64 number of pairs per window chosen by the top-fraction rule (high pairs
+        # under that rule, and high-attention pairs under either rule)
+        return top_fraction_counts(self.pair_mask, self.top_fraction)
+
+    @cached_property
+    def host(self) -> Dict[str, list]:
+        """The numbers that set shapes and loop bounds, read from the device in one transfer (each read
+        waits for the device to finish its queued work): per window its ``k`` (pairs chosen by the top-fraction rule), whether it
+        has invalid pairs (``partial``), the span of its real tokens ``first`` .. ``last`` - 1 (an empty
+        span, T .. 0, without one), and the batch's largest token id ``max_token_id`` (-1 without ids)."""
+        real = self.batch["attention_mask"].bool()  # (B, T)
+        position = torch.arange(self.seq_len, device=real.device)
+        first = torch.where(real, position, self.seq_len).amin(-1)  # T when the window has no real token
+        last = torch.where(real, position + 1, 0).amax(-1)  # 0 then: an empty span
+        ids = self.batch.get("input_ids")
+        max_id = ids.max().reshape(1).long() if ids is not None and ids.numel() else torch.full((1,), -1, device=real.device)
+        partial = (~self.pair_mask).any(-1).long()
+        numbers = torch.cat([self._top_k, partial, first, last, max_id.to(real.device)]).tolist()
+        b = self.batch_size
+        return {
+            "k": numbers[:b],
+            "partial": [bool(x) for x in numbers[b : 2 * b]],
+            "first": numbers[2 * b : 3 * b],
+            "last": numbers[3 * b : 4 * b],
+            "max_token_id": numbers[-1],
+        }
+
+    @property
+    def max_token_id(self) -> int:
+        """The largest token id of the batch (-1 without ``input_ids``)."""
+        return self.host["max_token_id"]
+
+    def real_span(self, start: int, stop: int) -> Tuple[int, int]:
+        """(first, last): positions first .. last - 1 hold every real token of windows start..stop-1 (last <= first: none)."""
+        return min(self.host["first"][start:stop]), max(self.host["last"][start:stop])
+
+    def valid_chunk(self, start: int, stop: int, dims: int) -> Optional[torch.Tensor]:
+        """(c, 1, ..., P) bool valid pairs of windows start..stop-1 with ``dims`` dimensions, to broadcast
+        against a chunk's pair values; None when every pair of those windows is valid."""
+        if not any(self.host["partial"][start:stop]):
+            return None
+        return self.pair_mask[start:stop].view(stop - start, *[1] * (dims - 2), self.n_pairs)
+
+    # -- CSM -------------------------------------------------------------------------------------
+    @property
+    def class_value_sums(self) -> torch.Tensor:
+        """(layer, batch, head, 5) float32 CSM summed over the pairs of each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`."""
+        sums = self.reduced(_ClassSums).sums  # (B, L*H, 5)
+        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1).transpose(0, 1)
+
+    @cached_property
+    def high_index(self) -> torch.Tensor:
+        """(batch, layer, head, S) int64 pair indices of the high-CSM pairs, ascending, P (the sentinel) in unused slots."""
+        return self.reduced(_HighPairs).index
+
+    @cached_property
+    def high_count(self) -> torch.Tensor:
+        """(layer, batch, head) int64 number of high pairs."""
+        if self.high_rule == "zscore":
+            return (self.high_index < self.n_pairs).sum(-1).transpose(0, 1)
+        return self._top_k[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+
+    @cached_property
+    def high_by_distance(self) -> torch.Tensor:
+        """(layer, head, T) float32 number of high pairs at each distance, summed over the batch's windows
+        (pairs without a distance are left out)."""
+        distance = torch.cat([self.distance, self.distance.new_full((1,), -1)])[self.high_index]  # (B, L, H, S); sentinel -> -1
+        counts = torch.zeros(*distance.shape[:-1], self.seq_len + 1, device=self.device)
+        counts.scatter_add_(-1, torch.where(distance >= 0, distance, self.seq_len), torch.ones_like(distance, dtype=torch.float32))
+        return counts[..., : self.seq_len].sum(0)
+
+    @cached_property
+    def chance_by_distance(self) -> torch.Tensor:
+        """(layer, head, T) float32 expected number of high pairs at each distance under a uniform choice
+        of each window's k high pairs among its n valid pairs: ``sum_b k * n_d / n`` (n_d valid pairs at distance d)."""
+        valid = self.pair_weights[..., 0]  # (B, P)
+        by_distance = valid @ self.distance_onehot  # (B, T)
+        n = valid.sum(-1, keepdim=True)  # (B, 1)
+        share = by_distance / n.where(n > 0, torch.ones_like(n))  # (B, T); a window without pairs adds nothing
+        return torch.einsum("lbh,bt->lht", self.high_count.float(), share)
+
+    # -- attention --------------------------------------------------------------------------------------
+    @property
+    def attention_index(self) -> torch.Tensor:
+        """(batch, layer, head, S) int64 pair indices of the high-attention pairs, ascending, P (the sentinel) in unused slots.
+
+        Raises:
+            ValueError: the batch was captured without attention probabilities.
+        """
+        return self.reduced(_HighAttentionPairs).index
+
+    @property
+    def high_attention_count(self) -> torch.Tensor:
+        """(layer, batch, head) float32 number of high-attention pairs (the window's k)."""
+        return self._top_k.float()[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+
+    @cached_property
+    def high_in_attention_index(self) -> torch.Tensor:
+        """(batch, layer, head, S) int64 the high-CSM pairs that are also high-attention pairs (slots of
+        :attr:`high_index`), P (the sentinel) elsewhere."""
+        member = torch.zeros(self.batch_size, self.n_layers, self.n_heads, self.n_pairs + 1, dtype=torch.bool, device=self.device)
+        member.scatter_(-1, self.attention_index, True)
+        member[..., self.n_pairs] = False  # column P, the sentinel, is never a pair
+        inside = member.gather(-1, self.high_index)
+        return self.high_index.masked_fill(~inside, self.n_pairs)
+
+    @cached_property
+    def high_in_attention(self) -> torch.Tensor:
+        """(layer, batch, head) float32 number of pairs both high-CSM and high-attention."""
+        return (self.high_in_attention_index < self.n_pairs).sum(-1).float().transpose(0, 1)
+
+
+__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairView", "indexed_sums", "head_sums"]
