@@ -39,6 +39,7 @@ from attnsim.capture.hooks import BatchCapture, capture_heads, check_shapes, hea
 from attnsim.capture.load import BUILD, ModelInfo
 from attnsim.capture.module import ViewFactory, release_view
 from attnsim.errors import ModelError
+from attnsim.keys import Tag
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
 
     auto = AutoModelForImageClassification if info.arch.vision else AutoModelForSequenceClassification
     has_head = any(name.endswith(_HEAD_ARCHITECTURES) for name in (getattr(info.config, "architectures", None) or []))
-    tags: Dict[str, str] = {"attnsim.attn_implementation": "eager", "attnsim.model_init": init}
+    tags: Dict[str, str] = {Tag.ATTN_IMPLEMENTATION.value: "eager", Tag.MODEL_INIT.value: init}
     try:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
@@ -159,8 +160,8 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
         raise ModelError(f"Could not load '{info.name}' as a classifier: {str(exc).splitlines()[0]}") from exc
     model.eval()
     model.requires_grad_(False)
-    tags["attnsim.classifier_head"] = head
-    tags["attnsim.num_labels"] = str(model.config.num_labels)
+    tags[Tag.CLASSIFIER_HEAD.value] = head
+    tags[Tag.NUM_LABELS.value] = str(model.config.num_labels)
     if head == "random_seeded":
         log.warning("the classification head of %s is randomly initialised (seed %d): gradient maps explain an untrained head", info.name, seed)
     return model, tags

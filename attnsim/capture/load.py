@@ -12,6 +12,7 @@ import torch
 
 from attnsim.capture.architectures import Architecture, architecture_for
 from attnsim.errors import ConfigError, ModelError
+from attnsim.keys import Tag
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
         impl = "eager" if needs_attention else "sdpa"
     elif needs_attention and impl != "eager":
         log.warning("attention probabilities are needed: switching attn_implementation %s -> eager", impl)
-        tags["attnsim.attn_implementation_switched"] = f"{impl}->eager"
+        tags[Tag.ATTN_IMPLEMENTATION_SWITCHED.value] = f"{impl}->eager"
         impl = "eager"
     torch_dtype = _DTYPES[dtype]
     try:
@@ -155,6 +156,6 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     except (OSError, ValueError) as exc:
         raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
     model.eval()
-    tags["attnsim.attn_implementation"] = str(getattr(model.config, "_attn_implementation", impl))
-    tags["attnsim.model_init"] = "random" if info.path == BUILD else init
+    tags[Tag.ATTN_IMPLEMENTATION.value] = str(getattr(model.config, "_attn_implementation", impl))
+    tags[Tag.MODEL_INIT.value] = "random" if info.path == BUILD else init
     return model, tags
