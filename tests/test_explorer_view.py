@@ -4,9 +4,7 @@ and window, and a run without attention shows the CSM panel alone (headless Chro
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,18 +14,10 @@ import pytest
 
 from attnsim.findings.examples import Examples, window_label
 from attnsim.plots.explorer import axis_labels, explorer_data, explorer_html
-from tests.test_viz_explorer import CHROMIUM_FLAGS
+from tests.browser import CHROMIUM_FLAGS
+from tests.browser import chromium as _chromium
 
 TOKENS = [[f"w{i}" for i in range(10)], [f"v{i}" for i in range(10)]]
-
-
-def _chromium() -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (.ci/run does: apt-get install -y chromium)")
-        pytest.skip("headless Chromium is not installed here (Debian package 'chromium'); .ci/run installs it in CI")
-    return chromium
 
 
 class _Page(HTMLParser):

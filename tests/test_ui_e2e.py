@@ -12,7 +12,6 @@ import contextlib
 import io
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,8 +24,9 @@ import pytest
 from mlflow import MlflowClient
 
 from attnsim.cli import main
+from tests.browser import CHROMIUM_FLAGS
+from tests.browser import chromium as _chromium
 from tests.conftest import save_tiny_model
-from tests.test_viz_explorer import CHROMIUM_FLAGS
 
 pytestmark = pytest.mark.e2e
 
@@ -153,15 +153,6 @@ class _Page(HTMLParser):
     def follows(self, first: str, second: str) -> bool:
         """Whether a text node ``first`` is directly followed by the text node ``second``."""
         return any(a == first and b == second for a, b in zip(self.texts, self.texts[1:]))
-
-
-def _chromium() -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (.ci/run does: apt-get install -y chromium)")
-        pytest.skip("headless Chromium is not installed here (Debian package 'chromium'); .ci/run installs it in CI")
-    return chromium
 
 
 def _open(url: str, profile: Path, ready: str) -> _Page:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,17 +12,8 @@ import numpy as np
 import pytest
 
 from attnsim.plots.explorer import explorer_data, explorer_html
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from tests import browser
+from tests.browser import CHROMIUM_FLAGS
 
 
 def _embedded(page: str) -> dict:
@@ -124,11 +113,7 @@ def test_explorer_artifact_is_self_contained_and_small(explorer_page):
 
 
 def test_explorer_renders_in_headless_chromium_and_switches(explorer_page, tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (.ci/run does: apt-get install -y chromium)")
-        pytest.skip("headless Chromium is not installed here (Debian package 'chromium'); .ci/run installs it in CI")
+    chromium = browser.chromium()
     page = explorer_page
     first = _render(chromium, page, "example=0&layer=0&head=0", tmp_path / "profile0")
     second = _render(chromium, page, "example=0&layer=1&head=2", tmp_path / "profile1")
