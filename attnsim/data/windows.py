@@ -282,8 +282,13 @@ def build_corpus(
         windows = windows[:limit]
     if not windows:
         why = "; ".join(f"{n} {reason}" for reason, n in reasons.items()) or "no text"
-        raise CorpusError(
-            f"The corpus yielded no usable window: read {read} document(s), used none ({why}). "
-            f"Give documents with at least corpus.min_tokens={min_tokens} tokens of text, or lower corpus.min_tokens / set corpus.drop_short=false."
-        )
+        fixes = []  # only the fixes that can help the reasons seen
+        if any("empty" in reason for reason in reasons) or not reasons:
+            fixes.append("give documents that hold text (empty and whitespace-only ones are skipped)")
+        if any("min_tokens" in reason for reason in reasons):
+            fixes.append(f"give documents with at least corpus.min_tokens={min_tokens} tokens, or lower corpus.min_tokens (at least 2)")
+        if any("drop_short" in reason for reason in reasons):
+            fixes.append("set corpus.drop_short=false to pad a document's short tail instead of dropping it")
+        fixes = fixes or [f"give documents with at least corpus.min_tokens={min_tokens} tokens of text"]
+        raise CorpusError(f"The corpus yielded no usable window: read {read} document(s), used none ({why}). To fix: {'; '.join(fixes)}.")
     return Corpus(windows, seq_len, read, used, reasons, unk_token_id=getattr(tokenizer, "unk_token_id", None))
