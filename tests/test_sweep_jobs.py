@@ -3,7 +3,7 @@ under one parent, and a sweep run again skips the finished children (issue 16, i
 
 from __future__ import annotations
 
-
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
@@ -60,6 +60,7 @@ def test_two_jobs_give_the_metrics_of_one_nested_under_one_parent(checkpoints, t
     assert again.parent_run_id == p2.info.run_id and list(again.runs["status"]) == ["skipped"] * 3
     assert len(runs_in(client, "two")[1]) == 3
     assert len(client.get_metric_history(p2.info.run_id, "csm/mean")) == 3
+    pd.testing.assert_frame_equal(again.metrics, one.metrics, check_exact=True)  # the parents' curves: the same floats
 
 
 def test_a_failing_child_fails_the_parent_keeps_the_others_and_resume_measures_it(checkpoints, tracking_uri):  # noqa: F811
