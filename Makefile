@@ -1,13 +1,13 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
 #   make test   installs what is missing, then lints (ruff check) and runs the tests
-# Benchmarks (README, "Performance"): make throughput, make memory (ARGS=... passes options)
+# Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make scaling (ARGS=... passes options)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run lint test throughput memory clean
+.PHONY: install run lint test throughput memory scaling clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,9 @@ throughput: install
 
 memory: install
 	$(PY) benchmarks/memory.py $(ARGS)
+
+scaling: install
+	$(PY) benchmarks/scaling.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) mlruns

@@ -91,9 +91,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from attnsim.workflows.sweep import sweep
 
     overrides = list(args.overrides) + list(getattr(args, "trailing_overrides", []) or [])
-    result = sweep(args.experiment, args.checkpoints, overrides, args.base)
+    result = sweep(args.experiment, args.checkpoints, overrides, args.base, args.jobs)
     measured = int((result.runs["status"] == "measured").sum())
-    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now, {len(result.runs) - measured} already finished)")
+    at_once = f", up to {args.jobs} at once" if args.jobs > 1 else ""
+    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured} already finished)")
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
         print(result.runs.to_string(index=False))
         print("\nmodel means by global step (the parent's metric curves):")
@@ -159,6 +160,17 @@ class _CheckpointsAndOverrides(argparse.Action):
         namespace.trailing_overrides = rest
 
 
+def _jobs(text: str) -> int:
+    """argparse type of ``sweep --jobs``: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give the number of children to measure at once, e.g. --jobs 2") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more children to measure at once (1 measures them one after another)")
+    return value
+
+
 def _add_analysis_parsers(sub: Any) -> None:
     """``finetune``, ``sweep``, ``compare`` and ``report``."""
     p = sub.add_parser("finetune", help="fine-tune a classifier (Lightning fit) and save checkpoints for sweeps")
@@ -170,6 +182,7 @@ def _add_analysis_parsers(sub: Any) -> None:
     p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
     p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar=("DIR_OR_RUN_ID", "KEY=VALUE"), help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow")
     p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N", help="measure up to N children at once, each in its own process (one GPU each, round robin, when there are GPUs); default 1")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
     p.set_defaults(func=_cmd_sweep)
 

@@ -41,6 +41,10 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
         ("throughput.py", ["--experiments", "csm", "nosuch"], "Unknown experiment 'nosuch'"),
         ("memory.py", ["--small", "64", "--large", "32"], "--small 64 must be fewer windows than --large 32"),
         ("memory.py", ["corpus.nosuch=1"], "Unknown config key 'corpus.nosuch'"),
+        ("scaling.py", ["--windows", "0"], "0 is not a positive number"),
+        ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),
+        ("scaling.py", ["--experiment", "nosuch"], "Unknown experiment 'nosuch'"),
+        ("scaling.py", ["--device", "gpu"], "'gpu' is not a device; use cpu or cuda"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):

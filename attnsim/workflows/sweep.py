@@ -34,6 +34,22 @@ every checkpoint that already has a FINISHED child, and measures the rest;
 a crash (or Ctrl-C) ends the parent FAILED (KILLED) with its finished children
 kept. Children that a killed process (SIGKILL) left RUNNING are ended as
 KILLED when the sweep is resumed.
+
+Fanning out (``jobs`` > 1, ``attnsim sweep ... --jobs N``): up to N children are
+measured at once, each in its own process (``concurrent.futures.ProcessPoolExecutor``
+with the ``spawn`` start method), on the windows built once here. Each worker
+process opens the tracking store itself and creates its child under the same
+parent (tag ``mlflow.parentRunId``). The parent logs the children's curves only
+after all of them end, in step order whatever the finish order, so a sweep
+with ``--jobs 2`` logs what ``--jobs 1`` logs, to the float. With CUDA GPUs,
+worker i sees one GPU, ``CUDA_VISIBLE_DEVICES`` = GPU ``i % n_gpus`` (of those
+visible to the sweep). A child that fails lets the others that are running
+finish (their results are kept and logged on the parent), cancels those not
+started, and ends the parent FAILED with the child's error (KILLED for Ctrl-C
+or SIGTERM, which also stops the workers); running the sweep again measures
+the rest. The workers share the CPU cores: on a CPU-only machine, set
+``trainer.threads`` to cores / N to avoid oversubscription (this may change
+the last bits of the statistics against a run with other thread counts).
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +81,17 @@ def child_name(step: int) -> str:
 
 class SweepError(AttnsimError):
     """The sweep's checkpoints, base model or earlier attempt do not fit together."""
+
+
+def check_jobs(jobs: Any) -> int:
+    """``jobs`` as an int >= 1 (the number of children measured at once).
+
+    Raises:
+        SweepError: ``jobs`` is not a whole number of at least 1.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SweepError(f"jobs={jobs!r}: the number of children measured at once must be a whole number of at least 1 (e.g. --jobs 2); use 1 to measure them one after another.")
+    return jobs
 
 
 @dataclass
@@ -222,7 +250,130 @@ def _log_figures(sink: Any, curves: Any, findings: Iterable[str], title: str, dp
             sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi, fixed_layout=has_fixed_layout(figure))
 
 
-def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None) -> SweepResult:
+# -- children: measured here, or in worker processes (jobs > 1) -----------------------------------
+
+_QUIET = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic")
+
+
+def _note(prepared: Any, parent_id: str, step: int, path: str) -> str:
+    """A child's description; made in the sweep's process, which knows how the sweep was started."""
+    from attnsim.tracking.store import run_note
+
+    return run_note(prepared.cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
+
+
+def _measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
+    """Measure one checkpoint as a child of ``parent_id``; return (child run id, its headline metrics)."""
+    from attnsim.tracking.store import NOTE_TAG
+    from attnsim.workflows.run import execute
+
+    extra = {
+        Tag.KIND.value: RunKind.SWEEP_CHILD.value, Tag.SWEEP_KEY.value: key, Tag.SWEEP_STEP.value: str(step),
+        Tag.GLOBAL_STEP.value: str(step), Tag.CHECKPOINT.value: path, NOTE_TAG: note,
+    }
+    result = execute(
+        prepared, parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
+        step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
+    )
+    return result.run_id, headline_metrics(result.summaries)
+
+
+def _worker_init(slots: Any, gpus: List[str], levels: Dict[str, int], hf_verbosity: Optional[int]) -> None:
+    """A worker process's set-up: its GPU (worker slot i: ``gpus[i % len(gpus)]``) and the sweep's log levels."""
+    slot = slots.get()
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=levels.get("", logging.WARNING), format="%(levelname)s %(name)s: %(message)s")
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    if hf_verbosity is not None:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity(hf_verbosity)
+        hf_logging.disable_progress_bar()
+
+
+def _worker_measure(prepared: Any, uri: str, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
+    """:func:`_measure` in a worker process, on its own connection to the tracking store ``uri``."""
+    from attnsim.tracking.store import Tracker
+
+    return _measure(dataclasses.replace(prepared, tracker=Tracker(uri)), parent_id, step, path, key, note)
+
+
+def visible_gpus() -> List[str]:
+    """The CUDA devices a sweep's workers are spread over: ``$CUDA_VISIBLE_DEVICES``'s entries, else
+    ``0 .. torch.cuda.device_count() - 1``; empty without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed:
+        return [d.strip() for d in listed.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def _fan_out(children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException]]:
+    """Measure ``pending`` (step, path) children in up to ``jobs`` worker processes.
+
+    Returns:
+        (step -> (child run id, headline metrics) of every child that finished, the error of the
+        lowest-step child that failed or None). Children not started when one fails are cancelled.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C or SIGTERM here; the workers are stopped (SIGTERM ends their runs KILLED).
+    """
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")
+    workers = min(jobs, len(pending))
+    slots = context.Queue()
+    for i in range(workers):
+        slots.put(i)
+    levels = {name: logging.getLogger(name).level for name in _QUIET}
+    levels[""] = logging.getLogger().level
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_verbosity: Optional[int] = hf_logging.get_verbosity()
+    except ImportError:
+        hf_verbosity = None
+    payload = {step: dataclasses.replace(children[step], tracker=None) for step, _ in pending}  # a Tracker's client stays here
+    executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(slots, visible_gpus(), levels, hf_verbosity))
+    futures = {executor.submit(_worker_measure, payload[step], uri, parent_id, step, path, key, _note(children[step], parent_id, step, path)): step for step, path in pending}
+    results: Dict[int, Tuple[str, Dict[str, float]]] = {}
+    errors: Dict[int, BaseException] = {}
+    try:
+        remaining = set(futures)
+        while remaining:
+            finished, remaining = wait(remaining, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                if future.cancelled():
+                    continue
+                error = future.exception()
+                if error is None:
+                    results[futures[future]] = future.result()
+                else:
+                    errors[futures[future]] = error
+            if errors:  # let the running ones finish; start no more
+                for future in remaining:
+                    future.cancel()
+        executor.shutdown(wait=True)
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        for process in list((getattr(executor, "_processes", None) or {}).values()):  # the pool has no public terminate (Python < 3.14)
+            if process.is_alive():
+                process.terminate()  # SIGTERM: the worker's run ends KILLED
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    first = errors[min(errors)] if errors else None
+    return results, first
+
+
+def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None, jobs: int = 1) -> SweepResult:
     """Run ``experiment`` on every checkpoint of ``checkpoints`` and on the base model, as one parent run's children.
 
     Args:
@@ -231,6 +382,8 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
             or the run id of an ``attnsim finetune`` run.
         overrides: dot-list overrides for every child (``corpus.limit=64``); ``model.path`` is set per child.
         base: model measured as step 0 (default: see the module docstring).
+        jobs: children measured at once, each in its own process (one GPU each when there are GPUs);
+            1 (default) measures them one after another in this process. See the module docstring.
 
     Example::
 
@@ -241,17 +394,17 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         :class:`SweepResult`: parent run id, children (step, run id, measured/skipped), model means by step.
 
     Raises:
-        ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input, before any run is created or reopened.
+        ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input (also ``jobs`` < 1), before any run is created or reopened.
         Any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
         a later call with the same arguments continues where this one stopped.
     """
     from attnsim.tracking.store import api_call
 
-    with api_call(f"attnsim.sweep({experiment!r}, {checkpoints!r}, {list(overrides or [])!r}, base={base!r})"):
-        return _sweep(experiment, checkpoints, list(overrides or []), base)
+    with api_call(f"attnsim.sweep({experiment!r}, {checkpoints!r}, {list(overrides or [])!r}, base={base!r}, jobs={jobs!r})"):
+        return _sweep(experiment, checkpoints, list(overrides or []), base, check_jobs(jobs))
 
 
-def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str]) -> SweepResult:
+def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str], jobs: int = 1) -> SweepResult:
     import pandas as pd
 
     from attnsim.capture.load import inspect_model, load_tokenizer
@@ -259,7 +412,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
     from attnsim.findings.registry import FINDINGS
     from attnsim.tracking.store import NOTE_TAG, measure_params, run_note
     from attnsim.workflows.common import open_tracker, run_tags
-    from attnsim.workflows.run import execute, prepare
+    from attnsim.workflows.run import prepare
 
     cfg = load_config(experiment, overrides, known_findings=FINDINGS)
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
@@ -315,25 +468,27 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
         done = _finished_children(tracker, experiment_id, parent_id)
         logged = _logged_steps(tracker, parent_id)
+        pending = [(step, path) for step, path in entries if step not in done]
+        fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
+        failure: Optional[BaseException] = None
+        if jobs > 1 and len(pending) > 1:
+            fanned, failure = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
         for step, path in entries:
             if step in done:
                 child_id, status = done[step].info.run_id, "skipped"
                 metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
+            elif step in fanned:
+                (child_id, metrics), status = fanned[step], "measured"
+            elif failure is not None:
+                continue  # failed or cancelled: measured when the sweep is run again
             else:
-                note = run_note(cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
-                extra = {
-                    Tag.KIND.value: RunKind.SWEEP_CHILD.value, Tag.SWEEP_KEY.value: key, Tag.SWEEP_STEP.value: str(step),
-                    Tag.GLOBAL_STEP.value: str(step), Tag.CHECKPOINT.value: path, NOTE_TAG: note,
-                }
-                result = execute(
-                    children[step], parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
-                    step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
-                )
-                child_id, status, metrics = result.run_id, "measured", headline_metrics(result.summaries)
+                (child_id, metrics), status = _measure(children[step], parent_id, step, path, key, _note(children[step], parent_id, step, path)), "measured"
             if step not in logged:
                 parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
                 parent_sink.flush()
             rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
+        if failure is not None:
+            raise failure
         runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
         curves = _metrics_by_step(tracker, parent_id, layers=bool(cfg.tracking.figures))
         metrics_frame = curves[[c for c in curves.columns if getattr(MetricKey.try_parse(c), "is_model_mean", True)]]
