@@ -163,3 +163,10 @@ def test_old_store_is_upgraded_once_under_the_lock(tmp_path, monkeypatch):
     monkeypatch.setattr(db_utils, "_initialize_tables", lambda engine: calls.append(engine))
     Tracker(uri).check()
     assert calls == []
+
+
+def test_a_file_that_is_not_sqlite_is_refused(tmp_path):
+    path = tmp_path / "mlflow.db"
+    path.write_text("not a database " * 100)
+    with pytest.raises(TrackingError, match=r"is not an SQLite database .*move this file aside"):
+        Tracker(f"sqlite:///{path}")

@@ -117,7 +117,8 @@ def prepare_sqlite(uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
     Raises:
         HalfMigratedStoreError: the store holds leftovers of an interrupted migration (``_alembic_tmp_*``
             tables) or its upgrade fails; the message says how to repair it.
-        TrackingError: the lock was not obtained within ``timeout_s``.
+        TrackingError: the lock was not obtained within ``timeout_s`` or cannot be created, or the file
+            is not an SQLite database.
     """
     import sqlalchemy
     from filelock import FileLock, Timeout
@@ -129,9 +130,14 @@ def prepare_sqlite(uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
         lock.acquire(timeout=timeout_s)
     except Timeout as exc:
         raise TrackingError(f"Another process has held the lock {path}.lock of the SQLite tracking store {path} for over {timeout_s:.0f} s while creating or upgrading it. Wait for it to finish; if no attnsim or MLflow process is running, delete the lock file.") from exc
+    except OSError as exc:
+        raise TrackingError(f"Cannot create the lock file {path}.lock beside the SQLite tracking store {path}: {exc}. Give a store in a writable folder (tracking.uri / --uri / MLFLOW_TRACKING_URI).") from exc
     engine = sqlalchemy.create_engine(uri)
     try:
-        tables = sqlalchemy.inspect(engine).get_table_names()
+        try:
+            tables = sqlalchemy.inspect(engine).get_table_names()
+        except sqlalchemy.exc.DatabaseError as exc:
+            raise TrackingError(f"The tracking store {path} is not an SQLite database ({str(getattr(exc, 'orig', exc))}). Point tracking.uri / --uri / MLFLOW_TRACKING_URI at an MLflow SQLite store (or a new path), or move this file aside.") from exc
         leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
         if leftovers:
             raise _half_migrated(uri, "leftover table(s) " + ", ".join(leftovers))
