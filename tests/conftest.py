@@ -160,9 +160,10 @@ def mlflow_server(postgres_uri):
     artifacts = Path(tempfile.mkdtemp(prefix="attnsim-artifacts-"))
     server = TrackingServer(postgres_uri, artifacts, "127.0.0.1", free_port())
     try:
-        server.start()
+        server.start(log=artifacts.parent / f"{artifacts.name}.log")  # its access log stays out of pytest's output
         server.wait_ready(timeout_s=180)
         yield server.url
     finally:
         server.stop()
         shutil.rmtree(artifacts, ignore_errors=True)
+        Path(f"{artifacts}.log").unlink(missing_ok=True)

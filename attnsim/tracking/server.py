@@ -110,6 +110,20 @@ class TrackingServer(UiServer):
         """``http://HOST:PORT`` (the tracking URI clients use)."""
         return f"http://{self.host}:{self.port}"
 
+    def start(self, log: Optional[Path] = None) -> "TrackingServer":
+        """Start the server in a process group of its own; its output goes to the terminal, or to the file ``log``."""
+        if log is None:
+            return super().start()
+        import subprocess
+        import time
+
+        from attnsim.tracking.ui import server_env
+
+        self.started = time.monotonic()
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(self.command, env=server_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
 
 def serve(backend_uri: str, artifacts: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, say: Optional[Callable[[str], None]] = None) -> int:
     """Run the shared tracking server until Ctrl-C, SIGTERM or SIGHUP; return the exit status (0).
