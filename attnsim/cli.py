@@ -1,4 +1,4 @@
-"""Command line: ``attnsim run|list|show|ui|finetune|sweep|compare|report``.
+"""Command line: ``attnsim run|list|show|ui|server|finetune|sweep|compare|report``.
 
 This module owns every argument parser and every line printed for the user; the
 workflows (:mod:`attnsim.workflows`) and analyses (:mod:`attnsim.analysis`) it calls
@@ -45,7 +45,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from attnsim.config import load_config
     from attnsim.findings.registry import FINDINGS
 
-    cfg = load_config(args.experiment, args.overrides, known_findings=FINDINGS)  # config errors come before the heavy imports
+    cfg = load_config(args.experiment, _with_uri(args.overrides, args.uri), known_findings=FINDINGS)  # config errors come before the heavy imports
     _quiet_libraries(args.verbose)
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.run import execute, prepare
@@ -55,6 +55,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0
+
+
+def _with_uri(overrides: List[str], uri: Optional[str]) -> List[str]:
+    """``overrides`` plus ``tracking.uri=URI`` when ``--uri`` was given (it wins over the config and $MLFLOW_TRACKING_URI)."""
+    return list(overrides) + ([f"tracking.uri={uri}"] if uri else [])
+
+
+def _add_uri(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--uri", default=None, help="tracking URI, e.g. http://127.0.0.1:5000 (`attnsim server`) or sqlite:///PATH/mlflow.db (default: tracking.uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+
+
+def _cmd_server(args: argparse.Namespace) -> int:
+    from attnsim.tracking.server import serve
+
+    backend = args.backend_store_uri or os.environ.get("ATTNSIM_BACKEND_STORE_URI")
+    if not backend:
+        raise AttnsimError("`attnsim server` needs its PostgreSQL backend store: pass --backend-store-uri postgresql://USER@HOST:PORT/DB (or set ATTNSIM_BACKEND_STORE_URI). Create the database first with `createdb DB`.")
+    return serve(backend, args.artifacts_destination, args.host, args.port, say=lambda line: print(line, flush=True))
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
@@ -71,6 +89,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     experiment, overrides = args.experiment, list(args.overrides)
     if "=" in experiment:  # `attnsim finetune trainer.max_steps=10`: no experiment named
         experiment, overrides = DEFAULT_FINETUNE, [experiment] + overrides
+    overrides = _with_uri(overrides, args.uri)
     result = finetune(experiment, overrides)
     accuracy = result.metrics.get("val/accuracy")
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows['train']} training / {result.windows['val']} validation windows, {result.seconds:.0f} s)")
@@ -90,7 +109,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.sweep import sweep
 
-    overrides = list(args.overrides) + list(getattr(args, "trailing_overrides", []) or [])
+    overrides = _with_uri(list(args.overrides) + list(getattr(args, "trailing_overrides", []) or []), args.uri)
     result = sweep(args.experiment, args.checkpoints, overrides, args.base, args.jobs)
     measured = int((result.runs["status"] == "measured").sum())
     at_once = f", up to {args.jobs} at once" if args.jobs > 1 else ""
@@ -176,6 +195,7 @@ def _add_analysis_parsers(sub: Any) -> None:
     p = sub.add_parser("finetune", help="fine-tune a classifier (Lightning fit) and save checkpoints for sweeps")
     p.add_argument("experiment", nargs="?", default=DEFAULT_FINETUNE, help=f"experiment name or YAML path (default {DEFAULT_FINETUNE})")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. trainer.max_steps=100 checkpoint.every_n_steps=25")
+    _add_uri(p)
     p.set_defaults(func=_cmd_finetune)
 
     p = sub.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
@@ -184,6 +204,7 @@ def _add_analysis_parsers(sub: Any) -> None:
     p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N", help="measure up to N children at once, each in its own process (one GPU each, round robin, when there are GPUs); default 1")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
+    _add_uri(p)
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("compare", help="per-layer statistics of several runs side by side (table, CSV, figures)")
@@ -237,12 +258,20 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run an experiment and log it to MLflow")
     p.add_argument("experiment")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. corpus.limit=64 model.path=/a/dir")
+    _add_uri(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("ui", help="serve a local tracking store with the MLflow UI on 127.0.0.1 (no job workers; Ctrl-C stops it)")
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
     p.set_defaults(func=_cmd_ui)
+
+    p = sub.add_parser("server", help="serve a shared MLflow tracking server: PostgreSQL backend store, proxied artifacts (Ctrl-C stops it)")
+    p.add_argument("--backend-store-uri", default=None, metavar="URI", help="PostgreSQL database, postgresql://USER@HOST:PORT/DB (default $ATTNSIM_BACKEND_STORE_URI)")
+    p.add_argument("--artifacts-destination", default=None, metavar="DIR", help="folder where the server keeps artifacts (default ./mlartifacts)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; give 0.0.0.0 to share it on the network)")
+    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.set_defaults(func=_cmd_server)
 
     _add_analysis_parsers(sub)
     return parser
@@ -280,7 +309,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.command not in ("list", "show", "run", "ui"):  # `run` quiets them after its config checks
+    if args.command not in ("list", "show", "run", "ui", "server"):  # `run` quiets them after its config checks
         _quiet_libraries(args.verbose)
     from attnsim.tracking.store import command_line
 

@@ -74,3 +74,96 @@ def runs_of(uri: str):
     client = MlflowClient(uri)
     ids = [e.experiment_id for e in client.search_experiments()]
     return client, (client.search_runs(ids) if ids else [])
+
+
+# -- a throw-away PostgreSQL cluster and MLflow tracking server (issue 16) ------------------------------
+
+
+def postgres_bin() -> "Path | None":
+    """The folder of PostgreSQL's initdb/pg_ctl: $ATTNSIM_PG_BIN, else the newest /usr/lib/postgresql/*/bin, else PATH."""
+    import shutil
+
+    candidates = [os.environ.get("ATTNSIM_PG_BIN", "")]
+    candidates += [str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)]
+    found = shutil.which("pg_ctl")
+    candidates.append(str(Path(found).parent) if found else "")
+    for folder in candidates:
+        if folder and (Path(folder) / "initdb").is_file() and (Path(folder) / "pg_ctl").is_file():
+            return Path(folder)
+    return None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_uri():
+    """A throw-away PostgreSQL cluster (initdb in a temporary folder, 127.0.0.1 only, a free port) with one empty
+    database; yields its URI ``postgresql://postgres@127.0.0.1:PORT/mlflow`` and stops and deletes the cluster.
+
+    Skips when PostgreSQL's binaries are absent. initdb and pg_ctl refuse to run as root: as root they run as
+    the ``postgres`` user (``runuser``), which owns the data folder.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (no initdb/pg_ctl in /usr/lib/postgresql/*/bin, $ATTNSIM_PG_BIN or PATH): the tracking-server tests need it; install it with `apt-get install postgresql` (.ci/run does)")
+    as_root = os.geteuid() == 0
+    if as_root:
+        import pwd
+
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no `postgres` user to run initdb/pg_ctl as (they refuse root): create it, or run the tests as another user")
+    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
+    top = Path(tempfile.mkdtemp(prefix="attnsim-pg-"))  # under /tmp, which the postgres user can traverse
+    data = top / "data"
+    if as_root:
+        os.chown(top, owner.pw_uid, owner.pw_gid)
+    port = free_port()
+
+    def pg(tool: str, *args: str) -> None:
+        subprocess.run([*prefix, str(bin_dir / tool), *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+
+    try:
+        pg("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+        pg("pg_ctl", "-D", str(data), "-l", str(top / "log"), "-w", "-t", "60", "-o", f"-h 127.0.0.1 -p {port} -k {top} -F", "start")
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(top, ignore_errors=True)
+        pytest.fail(f"could not start a throw-away PostgreSQL with {bin_dir}: {exc.stderr.decode(errors='replace')}")
+    try:
+        pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "mlflow")
+        yield f"postgresql://postgres@127.0.0.1:{port}/mlflow"
+    finally:
+        subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres_uri):
+    """``mlflow server`` on the throw-away PostgreSQL with proxied artifacts in a temporary folder, as
+    ``attnsim server`` starts it, on 127.0.0.1 and a free port; yields its URL and stops its whole process group."""
+    import shutil
+    import tempfile
+
+    from attnsim.tracking.server import TrackingServer
+
+    artifacts = Path(tempfile.mkdtemp(prefix="attnsim-artifacts-"))
+    server = TrackingServer(postgres_uri, artifacts, "127.0.0.1", free_port())
+    try:
+        server.start(log=artifacts.parent / f"{artifacts.name}.log")  # its access log stays out of pytest's output
+        server.wait_ready(timeout_s=180)
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(artifacts, ignore_errors=True)
+        Path(f"{artifacts}.log").unlink(missing_ok=True)

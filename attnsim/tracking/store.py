@@ -5,6 +5,14 @@ database ``mlruns/mlflow.db`` under the current directory (absolute path)
 with artifacts under ``mlruns/artifacts/``; MLflow 3 refuses the old
 ``./mlruns`` file store.
 
+Concurrency (README, "Shared tracking server"): an SQLite store is created and
+upgraded by :func:`prepare_sqlite` under an inter-process file lock
+(``filelock``, ``<database>.lock``) before MLflow opens it, so processes started
+together never run MLflow's schema migration at the same time; a store a crash
+left half-migrated is refused with :class:`HalfMigratedStoreError`, which says
+how to repair it. :meth:`Tracker.experiment_id` creates a missing experiment and,
+when another process created it first ("already exists"), reads it again.
+
 Experiments: :meth:`Tracker.check_experiment` refuses an experiment deleted in
 the MLflow UI or API (its name stays taken in the store) with one paragraph on
 restoring it, logging elsewhere or deleting it for good; ``attnsim run``,
@@ -31,6 +39,7 @@ import shlex
 import signal
 import socket
 import sys
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -44,6 +53,14 @@ from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F40
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
 
 log = logging.getLogger(__name__)
+
+
+LOCK_TIMEOUT_S = 300.0  # how long a process waits for another one creating or upgrading the same SQLite store
+EXPERIMENT_RETRIES = 5  # get-or-create attempts of one experiment when other processes race to create it
+
+
+class HalfMigratedStoreError(TrackingError):
+    """An SQLite tracking store whose MLflow schema migration was interrupted (a crash, or an old unlocked race)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -66,6 +83,83 @@ def _artifact_root(uri: str) -> Optional[str]:
     if uri.startswith("sqlite:///"):
         return (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()
     return None
+
+
+def _sqlite_path(uri: str) -> Path:
+    return Path(uri[len("sqlite:///"):])
+
+
+def _half_migrated(uri: str, detail: str) -> HalfMigratedStoreError:
+    path = _sqlite_path(uri)
+    return HalfMigratedStoreError(
+        f"The SQLite tracking store {path} was left half-migrated: an MLflow schema upgrade of it stopped part-way ({detail}), "
+        f"so MLflow cannot use it. Repair it: stop every process using it, copy the file as a backup "
+        f"(cp '{path}' '{path}.bak'), drop the leftover temporary tables "
+        f"(sqlite3 '{path}' \"SELECT name FROM sqlite_master WHERE name LIKE '_alembic_tmp_%'\" lists them; DROP TABLE each), "
+        f"then run `mlflow db upgrade '{uri}'`. If the upgrade still fails, restore a backup, or move the file aside "
+        f"and log to a new store (tracking.uri / --uri / MLFLOW_TRACKING_URI)."
+    )
+
+
+def prepare_sqlite(uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    """Create or upgrade the SQLite tracking store ``uri`` to MLflow's current schema, under an inter-process lock.
+
+    MLflow creates and migrates an SQLite database the first time a process opens it, with no lock
+    between processes: several processes started together against a new or old store run the
+    migration at once and fail (``duplicate column name``) or leave it half-migrated. This does that
+    work first, holding ``<database>.lock`` (:class:`filelock.FileLock`), so MLflow then finds the
+    schema current and migrates nothing. Cheap when the store is current (one schema read).
+
+    Args:
+        uri: ``sqlite:///PATH`` (its folder must exist).
+        timeout_s: seconds to wait for another process holding the lock.
+
+    Raises:
+        HalfMigratedStoreError: the store holds leftovers of an interrupted migration (``_alembic_tmp_*``
+            tables) or its upgrade fails; the message says how to repair it.
+        TrackingError: the lock was not obtained within ``timeout_s`` or cannot be created, or the file
+            is not an SQLite database.
+    """
+    import sqlalchemy
+    from filelock import FileLock, Timeout
+    from mlflow.store.db import utils as db_utils
+
+    path = _sqlite_path(uri)
+    lock = FileLock(f"{path}.lock")
+    try:
+        lock.acquire(timeout=timeout_s)
+    except Timeout as exc:
+        raise TrackingError(f"Another process has held the lock {path}.lock of the SQLite tracking store {path} for over {timeout_s:.0f} s while creating or upgrading it. Wait for it to finish; if no attnsim or MLflow process is running, delete the lock file.") from exc
+    except OSError as exc:
+        raise TrackingError(f"Cannot create the lock file {path}.lock beside the SQLite tracking store {path}: {exc}. Give a store in a writable folder (tracking.uri / --uri / MLFLOW_TRACKING_URI).") from exc
+    engine = sqlalchemy.create_engine(uri)
+    try:
+        try:
+            tables = sqlalchemy.inspect(engine).get_table_names()
+        except sqlalchemy.exc.DatabaseError as exc:
+            raise TrackingError(f"The tracking store {path} is not an SQLite database ({str(getattr(exc, 'orig', exc))}). Point tracking.uri / --uri / MLFLOW_TRACKING_URI at an MLflow SQLite store (or a new path), or move this file aside.") from exc
+        leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+        if leftovers:
+            raise _half_migrated(uri, "leftover table(s) " + ", ".join(leftovers))
+        head = db_utils._get_latest_schema_revision()
+        if db_utils._all_tables_exist(engine) and db_utils._get_schema_version(engine) == head:
+            return
+        try:
+            if db_utils._all_tables_exist(engine):
+                db_utils._upgrade_db(engine)
+            else:
+                db_utils._initialize_tables(engine)
+        except Exception as exc:  # noqa: BLE001 - alembic/sqlite raise many types; all mean the same here
+            raise _half_migrated(uri, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+    finally:
+        engine.dispose()
+        lock.release()
+
+
+def _already_exists(exc: Exception) -> bool:
+    """Whether ``exc`` is MLflow's "experiment already exists" (from an SQL store or a server)."""
+    code = getattr(exc, "error_code", "")
+    return code == "RESOURCE_ALREADY_EXISTS" or "already exists" in str(exc)
 
 
 class Tracker:
@@ -91,6 +185,7 @@ class Tracker:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise TrackingError(f"Cannot create the folder {folder} of the SQLite tracking store {self.uri}: {exc}. Give a writable path.") from exc
+            prepare_sqlite(self.uri)
         try:
             self.client = MlflowClient(tracking_uri=self.uri)
         except Exception as exc:  # noqa: BLE001 - MLflow raises several types for unusable URIs
@@ -145,15 +240,26 @@ class Tracker:
     def experiment_id(self, name: str) -> str:
         """Id of experiment ``name``, created (with the store's artifact root) when missing.
 
+        Safe when several processes create the same new experiment at once: when the create
+        fails with "already exists" (another process won), the experiment is read again;
+        up to :data:`EXPERIMENT_RETRIES` attempts.
+
         Raises:
             TrackingError: the experiment is deleted (see :meth:`check_experiment`).
         """
-        existing = self.check_experiment(name)
-        if existing is not None:
-            return existing
         root = _artifact_root(self.uri)
         location = f"{root}/{name}" if root else None
-        return self.client.create_experiment(name, artifact_location=location)
+        for attempt in range(EXPERIMENT_RETRIES):
+            existing = self.check_experiment(name)
+            if existing is not None:
+                return existing
+            try:
+                return self.client.create_experiment(name, artifact_location=location)
+            except Exception as exc:  # noqa: BLE001 - MlflowException (SQL store) or RestException (server)
+                if not _already_exists(exc) or attempt == EXPERIMENT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @contextmanager
     def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0) -> Iterator[RunSink]:
