@@ -286,10 +286,8 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
     return summaries, timings
 
 
-def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule, findings: List[Finding]) -> None:
-    """Predict this process's windows, then sum the findings over the ranks (a collective on every rank)."""
+def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
     run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict")
-    reduce_findings(findings)
 
 
 def _name_progress_bar(trainer: pl.Trainer, name: str) -> None:
@@ -383,7 +381,8 @@ def execute(
     name = run_name or cfg.tracking.run_name or default_name
     _name_progress_bar(trainer, name)
     if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
-        _predict(trainer, module, datamodule, findings)
+        _predict(trainer, module, datamodule)
+        reduce_findings(findings)  # a collective: every rank, after its windows
         failed = [f for f in findings if f.error is not None]
         if failed:
             raise failed[0].error  # type: ignore[misc]
@@ -397,7 +396,8 @@ def execute(
         log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
         start = time.perf_counter()
         try:
-            _predict(trainer, module, datamodule, findings)
+            _predict(trainer, module, datamodule)
+            reduce_findings(findings)  # DDP: sum the states of every rank (each window counted once)
         except BaseException:
             sink.set_tags({Tag.PARTIAL.value: "true"})
             try:
