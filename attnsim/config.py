@@ -250,7 +250,11 @@ class TrainerConfig:
     """Lightning Trainer settings for the predict loop."""
 
     accelerator: Accelerator = Accelerator.cpu
-    devices: Any = 1
+    devices: Any = 1  # per node: a count, a list of device indices, or "auto"
+    num_nodes: int = 1  # machines of a distributed run (torchrun / SLURM), each with `devices` processes
+    # Lightning strategy: "auto" (one device: single process), "ddp" (one process per device; the
+    # launching process is rank 0, the others re-run the same command). Spawn-based strategies are refused.
+    strategy: str = "auto"
     precision: str = "32-true"
     batch_size: int = 32
     num_workers: int = 0
@@ -266,9 +270,17 @@ class TrainerConfig:
     val_every_n_steps: int = 50
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` for a batch size below 1."""
+        """Raises :class:`~attnsim.errors.ConfigError` for a batch size or node count below 1, or a spawn/fork strategy."""
         if self.batch_size < 1:
             _fail(f"Config key 'trainer.batch_size' is {self.batch_size}; give a positive batch size.")
+        if self.num_nodes < 1:
+            _fail(f"Config key 'trainer.num_nodes' is {self.num_nodes}; give the number of machines (1 or more).")
+        strategy = str(self.strategy).lower()
+        if "spawn" in strategy or "fork" in strategy:
+            _fail(
+                f"Config key 'trainer.strategy' is {self.strategy}: a spawned or forked process's statistics do not come back "
+                "to the process that logs them. Use trainer.strategy=ddp (each process re-runs the command; rank 0 logs the one run)."
+            )
 
 
 @dataclass

@@ -37,7 +37,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from attnsim.data.layout import PatchLabeler, TokenLayout, token_layout
-from attnsim.data.module import Batch
+from attnsim.data.module import Batch, shard_sampler
 from attnsim.errors import CorpusError
 
 SAMPLES = ("astronaut", "camera", "chelsea", "coffee", "coins", "hubble_deep_field", "immunohistochemistry", "moon", "rocket")
@@ -276,7 +276,8 @@ class ImageDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
 
     def predict_dataloader(self) -> DataLoader:
-        return DataLoader(_Indexed(self.corpus.windows), batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers, collate_fn=_Collate(self.corpus.layout))
+        sampler = shard_sampler(len(self.corpus.windows), self.trainer, self.batch_size)  # DDP: each image on one rank only
+        return DataLoader(_Indexed(self.corpus.windows), batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers, collate_fn=_Collate(self.corpus.layout))
 
 
 __all__ = ["SAMPLES", "ImageItem", "ImageCorpus", "Preprocessor", "sample_images", "file_images", "build_image_corpus", "collate_images", "ImageDataModule"]

@@ -88,6 +88,54 @@ def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[
     return batch
 
 
+class ShardSampler(torch.utils.data.Sampler):
+    """The corpus positions one process of a distributed predict reads: a contiguous block, never padded.
+
+    Lightning's default (``torch.utils.data.DistributedSampler``) pads the last batch by repeating
+    windows so that every rank gets the same number, and the repeats would enter the statistics
+    twice. Predict needs no equal shards, so this sampler splits the ``ceil(length / batch_size)``
+    batches of a single-process run into ``world_size`` contiguous blocks whose batch counts
+    differ by at most one (rank r reads batches ``[ceil(r*n/world_size), ceil((r+1)*n/world_size))``):
+    every window is read by exactly one rank, in corpus order, in the same batches as in one
+    process (so per-batch float32 sums are the same), and rank 0 reads the corpus's first windows
+    (the examples drawn in figures). A rank may get no window when there are fewer batches than ranks.
+
+    Args:
+        length: number of windows in the corpus.
+        rank: this process's global rank, 0..world_size-1.
+        world_size: number of processes (devices × nodes).
+        batch_size: windows per batch (``trainer.batch_size``); shards start on a batch boundary.
+
+    Raises:
+        ValueError: ``rank`` is not in ``0..world_size-1``, or ``batch_size`` < 1.
+    """
+
+    def __init__(self, length: int, rank: int = 0, world_size: int = 1, batch_size: int = 1):
+        if world_size < 1 or not 0 <= rank < world_size or batch_size < 1:
+            raise ValueError(f"ShardSampler: rank {rank} is not in 0..{world_size - 1}, or batch size {batch_size} < 1")
+        batches = -(-length // batch_size)
+        # ceil: the first ranks take the odd batches, so rank 0 reads the first window whenever there is one
+        self.start = min(length, -(-rank * batches // world_size) * batch_size)
+        self.stop = min(length, -(-(rank + 1) * batches // world_size) * batch_size)
+
+    def __iter__(self):
+        return iter(range(self.start, self.stop))
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+def shard_sampler(length: int, trainer: Optional[pl.Trainer], batch_size: int = 1) -> ShardSampler:
+    """:class:`ShardSampler` for ``trainer``'s process (the whole corpus without a trainer or with one process).
+
+    The Trainer must be built with ``use_distributed_sampler=False`` (as
+    :func:`attnsim.workflows.run.make_trainer` does) so that Lightning keeps this sampler.
+    """
+    if trainer is None:
+        return ShardSampler(length, batch_size=batch_size)
+    return ShardSampler(length, trainer.global_rank, trainer.world_size, batch_size)
+
+
 class _Indexed(torch.utils.data.Dataset):
     def __init__(self, windows: List[Window]):
         self.windows = windows
@@ -100,7 +148,10 @@ class _Indexed(torch.utils.data.Dataset):
 
 
 class WindowDataModule(pl.LightningDataModule):
-    """Serves a fixed list of windows in order (no shuffling: order is set when windows are built)."""
+    """Serves a fixed list of windows in order (no shuffling: order is set when windows are built).
+
+    Under DDP each process serves its own contiguous block of windows, without repeats (:class:`ShardSampler`).
+    """
 
     def __init__(self, windows: List[Window], batch_size: int = 32, num_workers: int = 0, unk_token_id: Optional[int] = None):
         super().__init__()
@@ -113,7 +164,7 @@ class WindowDataModule(pl.LightningDataModule):
         return DataLoader(
             _Indexed(self.windows),
             batch_size=self.batch_size,
-            shuffle=False,
+            sampler=shard_sampler(len(self.windows), self.trainer, self.batch_size),
             num_workers=self.num_workers,
             collate_fn=functools.partial(collate_windows, unk_token_id=self.unk_token_id),
         )

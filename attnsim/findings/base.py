@@ -127,6 +127,36 @@ class Finding(pl.Callback):
         return iter(())
 
 
+def reduce_findings(findings: Sequence[Finding]) -> None:
+    """Sum every finding's accumulators and window count over the ranks of a distributed predict, in place.
+
+    Call it on every rank after ``trainer.predict`` (a collective, while the default
+    ``torch.distributed`` process group is up): each rank then holds the statistics of the whole
+    corpus, and rank 0 summarises and logs them alone. Each window is counted once provided the
+    ranks' shards do not overlap (:class:`attnsim.data.module.ShardSampler`). Does nothing without
+    an initialised process group or with one process.
+
+    Args:
+        findings: the run's finding callbacks, in the same order on every rank.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return
+    device = torch.device("cpu")
+    for finding in findings:
+        for acc in finding.accumulators.values():
+            acc.reduce_across_ranks()
+            device = acc.device
+    if dist.get_backend() != "nccl":  # gloo and mpi reduce CPU tensors; NCCL needs them on the GPU
+        device = torch.device("cpu")
+    windows = torch.tensor([f.windows for f in findings], dtype=torch.int64, device=device)
+    dist.all_reduce(windows, op=dist.ReduceOp.SUM)
+    for finding, total in zip(findings, windows.tolist()):
+        finding.windows = int(total)
+
+
 def view_factory(findings: Sequence[Finding], stats_cfg: Any) -> Callable[[Any, Dict[str, Any]], PairView]:
     """The per-batch view builder the workflow gives the capture module: ``(capture, batch) -> PairView``.
 

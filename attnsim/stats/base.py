@@ -4,7 +4,10 @@ Accumulators are ``torchmetrics.Metric`` subclasses whose states are
 fixed-shape tensors of sums and counts with ``dist_reduce_fx="sum"``, divided
 only in ``compute()``. Memory does not grow with the number of windows, two
 accumulators merge exactly (``merge``), and Lightning DDP ranks reduce by
-summation.
+summation: :meth:`Accumulator.reduce_across_ranks` (all ranks, after predict) sums every
+state over the processes of a distributed run, after which ``compute()`` on any rank sees the
+whole corpus. ``compute()`` itself never communicates (``sync_on_compute=False``), so rank 0
+can summarise alone, and a failed rank cannot leave the others waiting in ``compute()``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Callable, Mapping, Tuple
 
 import torch
 from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_sum
 
 
 class Accumulator(Metric):
@@ -32,6 +36,33 @@ class Accumulator(Metric):
     reducers: Tuple[type, ...] = ()
     """:class:`~attnsim.stats.pairs.ChunkReducer` classes whose per-batch sums :meth:`update` reads:
     the finding registers them with the view so that they run in its single window walk."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # compute() stays local: the cross-rank sum is the explicit reduce_across_ranks() (see module docstring)
+        kwargs.setdefault("sync_on_compute", False)
+        super().__init__(**kwargs)
+
+    def reduce_across_ranks(self) -> None:
+        """Sum every state over the processes of the default ``torch.distributed`` process group, in place.
+
+        Every rank must call it (a collective ``all_reduce(SUM)`` per state, in registration order);
+        afterwards each rank holds the states of all ranks' windows, exactly as one process that
+        saw them all (up to float64 summation order). Without an initialised process group, or
+        with one process, it does nothing. Tensors stay on their device (gloo on CPU, NCCL on GPU).
+
+        Raises:
+            ValueError: a state is not a sum (every state must be registered with :meth:`add_sum`).
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        for name in self._defaults:
+            state = getattr(self, name)
+            if self._reductions[name] is not dim_zero_sum or not isinstance(state, torch.Tensor):
+                raise ValueError(f"{type(self).__name__} state '{name}' is not a sum tensor; register states with add_sum so that ranks reduce exactly.")
+            dist.all_reduce(state, op=dist.ReduceOp.SUM)
+        self._computed = None
 
     def add_sum(self, name: str, *shape: int, dtype: torch.dtype = torch.float64) -> None:
         """Register a zero-initialised sum state of ``shape``."""

@@ -26,7 +26,7 @@ from attnsim.data.module import WindowDataModule
 from attnsim.data.sources import read_documents
 from attnsim.data.windows import Corpus, build_corpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Finding, FindingContext, view_factory
+from attnsim.findings.base import Finding, FindingContext, reduce_findings, view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
 from attnsim.keys import RunKind, Tag
@@ -49,7 +49,7 @@ from attnsim.workflows.common import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunResult", "Prepared", "Interrupted", "prepare", "execute", "run", "build_findings", "build_module", "make_trainer", "log_results", "headline_metrics"]
+__all__ = ["RunResult", "Prepared", "Interrupted", "prepare", "execute", "run", "build_findings", "build_module", "make_trainer", "global_rank", "check_shards", "log_results", "headline_metrics"]
 
 
 @dataclass
@@ -74,6 +74,9 @@ class RunResult:
         status: the MLflow run status, ``FINISHED``.
         run_name: the MLflow run name (``tracking.run_name``, else the experiment's name).
         experiment: name of the MLflow experiment (``tracking.experiment``).
+        rank: this process's global rank in a distributed run (``trainer.strategy=ddp``), 0 otherwise.
+            Only rank 0 creates and logs the run; a result of rank > 0 has an empty ``run_id`` and
+            ``experiment_id``, no summaries or metrics, and status ``NOT_LOGGED``.
     """
 
     run_id: str
@@ -86,6 +89,7 @@ class RunResult:
     status: str = "FINISHED"
     run_name: str = ""
     experiment: str = ""
+    rank: int = 0
 
 
 @dataclass
@@ -205,6 +209,10 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
 
     ``inference_mode=False`` (gradient maps) runs predict under ``no_grad`` instead, so that
     ``predict_step`` can enable gradients.
+
+    ``trainer.devices``, ``trainer.num_nodes`` and ``trainer.strategy`` pass to Lightning. The
+    distributed sampler is off (``use_distributed_sampler=False``): the datamodules shard the windows
+    themselves without repeating any (:class:`~attnsim.data.module.ShardSampler`).
     """
     from attnsim.progress import AttnsimProgressBar
 
@@ -213,6 +221,9 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
     return pl.Trainer(
         accelerator=t.accelerator,
         devices=t.devices,
+        num_nodes=t.num_nodes,
+        strategy=t.strategy,
+        use_distributed_sampler=False,
         precision=t.precision,
         logger=False,
         enable_checkpointing=False,
@@ -279,6 +290,49 @@ def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataM
     run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict")
 
 
+def _name_progress_bar(trainer: pl.Trainer, name: str) -> None:
+    from attnsim.progress import AttnsimProgressBar
+
+    for callback in trainer.callbacks:
+        if isinstance(callback, AttnsimProgressBar):
+            callback.description = name
+
+
+def check_shards(trainer: pl.Trainer, windows: int, batch_size: int) -> None:
+    """Refuse a distributed predict in which some process would get no batch (Lightning stops such a process).
+
+    Args:
+        trainer: from :func:`make_trainer`, after :func:`global_rank` (which sets its world size).
+        windows: windows in the corpus.
+        batch_size: ``trainer.batch_size``.
+
+    Raises:
+        ConfigError: fewer batches (``ceil(windows / batch_size)``) than processes (devices × nodes).
+    """
+    batches = -(-windows // batch_size)
+    world = int(trainer.world_size)
+    if world > batches:
+        fix = f"trainer.batch_size={windows // world} or smaller, or fewer devices" if windows >= world else f"at least {world} windows (corpus.limit) or at most {max(windows, 1)} processes"
+        raise ConfigError(
+            f"The corpus has {windows} windows, {batches} batches of trainer.batch_size={batch_size}, but the run has {world} processes "
+            f"(trainer.devices × trainer.num_nodes), and every process needs at least one batch. Use {fix}."
+        )
+
+
+def global_rank(trainer: pl.Trainer) -> int:
+    """This process's global rank under ``trainer``'s strategy, known before predict launches anything.
+
+    Lightning sets the ranks when predict starts; a distributed strategy's ranks come from its
+    cluster environment (the launcher's ``NODE_RANK``/``LOCAL_RANK``, torchrun's ``RANK``, SLURM's
+    ``SLURM_PROCID``), so they are set here the same way (and ``rank_zero_only.rank`` with them).
+    A single-process strategy is rank 0.
+    """
+    strategy = trainer.strategy
+    if getattr(strategy, "cluster_environment", None) is not None and hasattr(strategy, "set_world_ranks"):
+        strategy.set_world_ranks()
+    return int(strategy.global_rank)
+
+
 def execute(
     prepared: Prepared,
     parent_run_id: Optional[str] = None,
@@ -302,12 +356,17 @@ def execute(
     cfg = prepared.cfg
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
+    # the Trainer comes first, so that the process's rank and the shards are known before the model loads
+    trainer = make_trainer(cfg, list(findings), inference_mode=not any(getattr(f, "needs_gradients", False) for f in findings))
+    rank = global_rank(trainer)
+    check_shards(trainer, len(prepared.corpus), cfg.trainer.batch_size)
+    if recorder is not None and rank == 0:  # examples and figures are rank 0's alone
+        trainer.callbacks.insert(len(findings), recorder)
     timings: Dict[str, float] = {}
     start = time.perf_counter()
     module, model_tags, needs_gradients = build_module(prepared, findings)
     timings["load_model"] = time.perf_counter() - start
-    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
-    callbacks: List[pl.Callback] = list(findings) + ([recorder] if recorder else [])
     if getattr(prepared.corpus, "layout", None) is not None:
         from attnsim.data.images import ImageDataModule
 
@@ -320,6 +379,14 @@ def execute(
     # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
     default_name = f"{cfg.name}-random" if tags.get(Tag.CONTROL.value) == "random" else cfg.name
     name = run_name or cfg.tracking.run_name or default_name
+    _name_progress_bar(trainer, name)
+    if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
+        _predict(trainer, module, datamodule)
+        reduce_findings(findings)  # a collective: every rank, after its windows
+        failed = [f for f in findings if f.error is not None]
+        if failed:
+            raise failed[0].error  # type: ignore[misc]
+        return RunResult("", "", prepared.tracker.uri, {}, len(prepared.corpus), timings, status="NOT_LOGGED", run_name=name, experiment=cfg.tracking.experiment, rank=rank)
     with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
         sink.log_params({**measure_params(cfg), **(extra_params or {})})
@@ -327,10 +394,10 @@ def execute(
             sink.log_metrics(extra_metrics)
         sink.log_text(to_yaml(cfg), "config.yaml")
         log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
-        trainer = make_trainer(cfg, callbacks, inference_mode=not needs_gradients, description=name)
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
+            reduce_findings(findings)  # DDP: sum the states of every rank (each window counted once)
         except BaseException:
             sink.set_tags({Tag.PARTIAL.value: "true"})
             try:
