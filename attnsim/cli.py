@@ -53,8 +53,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = execute(prepare(cfg))
     if result.rank:  # DDP: a process of rank > 0 (re-running this command) logged nothing; rank 0 prints the run
         return 0
-    print(f"
-run id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} window{'' if result.windows == 1 else 's'})")
+    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} window{'' if result.windows == 1 else 's'})")
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
     return 0
