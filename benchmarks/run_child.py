@@ -43,6 +43,8 @@ def main() -> None:
     except AttnsimError as exc:  # bad config, model or corpus: one paragraph, as `attnsim run` prints it
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    if result.rank:  # DDP: ranks > 0 (the launcher re-runs this script) measured their shard; rank 0 reports the run
+        return
     gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None
     print("RESULT " + json.dumps({
         "imports": imported - start,
