@@ -155,6 +155,11 @@ def build_findings(prepared: Prepared) -> List[Finding]:
     return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, context) for kind in prepared.finding_types]
 
 
+def _distributed() -> bool:
+    """Whether this process is one rank of a torch.distributed process group (a DDP run)."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig, findings: List[Finding]) -> CaptureModule:
     """The plain capture's LightningModule around ``model`` (the one place a :class:`CaptureModule` is constructed).
 
@@ -397,7 +402,10 @@ def execute(
         start = time.perf_counter()
         try:
             _predict(trainer, module, datamodule)
+            predicted = time.perf_counter()
             reduce_findings(findings)  # DDP: sum the states of every rank (each window counted once)
+            if _distributed():
+                timings["reduce"] = time.perf_counter() - predicted  # logged as zz_run/time_reduce
         except BaseException:
             sink.set_tags({Tag.PARTIAL.value: "true"})
             try:
@@ -405,7 +413,7 @@ def execute(
             except Exception:  # noqa: BLE001 - the original error matters more
                 log.exception("could not log the partial statistics")
             raise
-        timings["predict"] = time.perf_counter() - start
+        timings["predict"] = predicted - start
         summaries, spent = log_results(sink, cfg, findings, recorder)
         timings.update(spent)
         failed = [f for f in findings if f.error is not None]
