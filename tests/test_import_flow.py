@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnsim"
-ALLOWED = {"data": {"data", "errors"}, "capture": {"capture", "data", "errors"}, "stats": {"stats", "errors"}}
+ALLOWED = {"data": {"data", "errors"}, "capture": {"capture", "data", "errors", "keys"}, "stats": {"stats", "errors"}}  # keys: the Tag contract (foundation layer)
 
 
 def attnsim_imports(path: Path) -> set:

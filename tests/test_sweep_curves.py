@@ -51,7 +51,7 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
         assert "trainer.max_steps" not in child.data.params and not [k for k in child.data.params if k.startswith("checkpoint.")]
         note = child.data.tags[NOTE_TAG]
         checkpoint = str(tiny_bert) if step == 0 else f"{checkpoints.resolve()}/step-{step:06d}"
-        assert note.startswith(f"{description}\n\nStarted from the Python API: `attnsim.sweep('csm', {str(checkpoints)!r}, {overrides!r}, base=None)`")
+        assert note.startswith(f"{description}\n\nStarted from the Python API: `attnsim.sweep('csm', {str(checkpoints)!r}, {overrides!r}, base=None, jobs=1)`")
         assert note.endswith(f"\n\nCheckpoint `{checkpoint}` (global step {step}) of sweep run {result.parent_run_id}.")
 
     parent = client.get_run(result.parent_run_id)
