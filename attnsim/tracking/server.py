@@ -25,13 +25,12 @@ stopped as a whole (:class:`~attnsim.tracking.ui.UiServer`'s machinery).
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Callable, List, Optional
 
 from attnsim.errors import TrackingError
-from attnsim.tracking.ui import UiServer, _raise_stop, _Stop, check_port
+from attnsim.tracking.ui import UiServer, check_port, run_until_stopped
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5000
@@ -146,26 +145,13 @@ def serve(backend_uri: str, artifacts: Optional[str] = None, host: str = DEFAULT
     except OSError as exc:
         raise ServerError(f"Cannot create the artifacts folder {folder}: {exc}. Give a writable --artifacts-destination.") from exc
     server = TrackingServer(backend_uri, folder, host, port)
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.getsignal(sig) for sig in stops}
-    for sig in stops:
-        signal.signal(sig, _raise_stop)
-    try:
-        shown = [hide_password(part) for part in server.command]
-        say("starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(shown))
-        server.start()  # with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false (ui.server_env)
-        seconds = server.wait_ready()
-        say(f"ready after {seconds:.1f} s on {server.url}; log to it with --uri {server.url} or MLFLOW_TRACKING_URI={server.url}  (Ctrl-C stops it)")
-        code = server.process.wait()
-        if code != 0:
-            raise ServerError(f"The MLflow server exited with status {code}; its messages are above.")
-    except (KeyboardInterrupt, _Stop):
-        pass
-    finally:
-        for sig in stops:
-            signal.signal(sig, signal.SIG_IGN)
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    shown = [hide_password(part) for part in server.command]
+    run_until_stopped(  # with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false (ui.server_env)
+        server,
+        say,
+        starting="starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(shown),
+        ready=lambda seconds: f"ready after {seconds:.1f} s on {server.url}; log to it with --uri {server.url} or MLFLOW_TRACKING_URI={server.url}  (Ctrl-C stops it)",
+        failed=lambda code: ServerError(f"The MLflow server exited with status {code}; its messages are above."),
+    )
     say("stopped the MLflow server")
     return 0

@@ -250,20 +250,45 @@ def serve(uri: str, port: int, verbose: bool = False, say: Optional[Callable[[st
     """
     check_store(uri)
     check_port(port)
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.getsignal(sig) for sig in stops}
-    for sig in stops:  # SIGINT too: a shell starts background jobs with it ignored
-        signal.signal(sig, _raise_stop)
     say = say or (lambda line: None)
     server = UiServer(uri, port, verbose)
+    run_until_stopped(
+        server,
+        say,
+        starting=f"starting the MLflow UI for {uri} on {server.url} ...",
+        ready=lambda seconds: f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)",
+        failed=lambda code: UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above."),
+    )
+    say("stopped the MLflow UI")
+    return 0
+
+
+def run_until_stopped(server: "UiServer", say: Callable[[str], None], starting: str, ready: Callable[[float], str], failed: Callable[[int], Exception]) -> None:
+    """Start ``server``, wait until it answers, then until Ctrl-C, SIGTERM or SIGHUP; always stop its process group.
+
+    Shared by ``attnsim ui`` and ``attnsim server``. SIGINT is caught too (a shell starts background
+    jobs with it ignored); during the shutdown the signals are ignored, so a second Ctrl-C cannot
+    cut it short; the previous handlers are restored afterwards.
+
+    Args:
+        server: a :class:`UiServer` (or subclass) not yet started.
+        say: receives ``starting``, then ``ready(seconds)`` once the server answers.
+        failed: the error to raise for a non-zero exit status of the server process.
+
+    Raises:
+        What ``failed`` returns, when the server exits on its own with a non-zero status.
+    """
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:
+        signal.signal(sig, _raise_stop)
     try:
-        say(f"starting the MLflow UI for {uri} on {server.url} ...")
+        say(starting)
         server.start()
-        seconds = server.wait_ready()
-        say(f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)")
+        say(ready(server.wait_ready()))
         code = server.process.wait()
         if code != 0:
-            raise UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above.")
+            raise failed(code)
     except (KeyboardInterrupt, _Stop):
         pass
     finally:
@@ -272,8 +297,6 @@ def serve(uri: str, port: int, verbose: bool = False, say: Optional[Callable[[st
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    say("stopped the MLflow UI")
-    return 0
 
 
 def _main(argv: Sequence[str]) -> None:
