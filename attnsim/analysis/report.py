@@ -656,8 +656,9 @@ def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str]
     run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
     if not run_ids:
         raise TrackingError("attnsim.report() needs at least one run id: give the ids that `attnsim run` (or attnsim.run(...).run_id) printed, e.g. attnsim.report([run_id]).")
-    path = write_report(run_ids, out, uri, log_artifact)
-    tracking_uri, runs = load_runs(run_ids, uri)
+    path, html_path = report_paths(run_ids, out)
+    tracking_uri, runs = load_runs(run_ids, uri)  # read once: the files and the verdicts table come from the same runs
+    write_files(runs, path, html_path, log_artifact)
     verdicts = pd.DataFrame(
         {run.run_id: [claim.evaluate(run, Groups.of(run.n_layers)).verdict for claim in CLAIMS] for run in runs},
         index=pd.Index([f"{number}. {claim.title}" for number, claim in enumerate(CLAIMS, start=1)], name="claim"),
