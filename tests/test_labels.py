@@ -118,3 +118,58 @@ def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
     windows = prepare(cfg).corpus.windows
     assert len(windows) == 5
     assert [w.text is not None for w in windows] == [True, True, False, False, False]
+
+
+# -- issue 13, item 5: byte-level BPE and SentencePiece tokenizers ----------------------------------
+MULTI = "The naïve café 😃 日本 x"
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def trained(request):
+    from tests.tiny_models import train_tokenizer
+
+    return request.param, train_tokenizer(request.param)
+
+
+def test_byte_level_and_sentencepiece_labels_are_the_text(trained):
+    family, tok = trained
+    corpus = build_corpus([Document("d", MULTI)], tok, seq_len=40, min_tokens=2, shuffle=False)
+    w = corpus.windows[0]
+    n = int(w.attention_mask.sum())
+    raw = tok.convert_ids_to_tokens(w.input_ids[:n].tolist())
+    # the raw tokens are unreadable: GPT-2's byte symbols (Ã¯ for ï) or SentencePiece byte pieces
+    assert ("Ã" in raw and "Ġ" in raw) if family == "gpt2" else ("<0xC3>" in raw and "▁" in raw)
+    labels = token_labels(tok, w.input_ids, w.offsets, w.special_mask, w.text)[:n]
+    bos = ["<s>"] if family == "llama" else []
+    # every byte piece of a multi-byte character shows that character; a lone space is ␣
+    expected = bos + ["T", "he", "n", "a", "ï", "ï", "ve", "c", "a", "f", "é", "é", "␣", "😃", "😃", "😃", "😃", "␣", "日", "日", "日", "本", "本", "本", "␣", "x"]
+    if family == "llama":
+        expected[1:3] = ["The"]
+    assert labels == expected
+    # without the text (a window that kept none), the tokens decoded give the same labels
+    assert token_labels(tok, w.input_ids[:n], w.offsets[:n], w.special_mask[:n], None) == expected
+    batch = collate_windows([(0, w)])
+    assert batch_labels(tok, batch, 0, n) == expected
+    assert not any(ch in label for label in labels for ch in "ÃĠ▁") and not any("<0x" in label for label in labels)
+
+
+def test_readable_tokens_mark_bytes_that_form_no_character(trained):
+    from attnsim.data.windows import readable_tokens
+
+    _, tok = trained
+    ids = tok("é", add_special_tokens=False)["input_ids"]
+    pieces = [i for i in ids if tok.convert_ids_to_tokens(i) not in ("▁", "Ġ")]
+    assert len(pieces) == 2  # 0xC3 0xA9, each a token of its own in these small vocabularies
+    assert readable_tokens(tok, pieces) == ["é", "é"]
+    assert readable_tokens(tok, pieces[:1]) == ["<0xC3>"]  # half a character: its byte, never Ã
+    assert readable_tokens(tok, pieces[::-1]) == ["<0xA9>", "<0xC3>"]
+    assert readable_tokens(tok, [tok.bos_token_id]) == ["<s>"]
+    assert readable_tokens(None, [5, 7]) == ["5", "7"]
+
+
+def test_wordpiece_labels_unchanged_and_whitespace_tokens_visible(tokenizer):
+    from attnsim.data.windows import readable_tokens, visible_whitespace
+
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "play", "##ing", "[UNK]", "[SEP]"])
+    assert readable_tokens(tokenizer, ids) == ["[CLS]", "play", "##ing", "[UNK]", "[SEP]"]
+    assert visible_whitespace(" \n\t") == "␣↵⇥"

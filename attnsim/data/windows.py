@@ -17,14 +17,26 @@ to the sentence before. Special tokens and padding have sentence id -1.
 
 Token labels (figures, explorer): the original text under a token's offsets,
 whitespace-stripped (``naïve``, ``café``, ``😃😃`` where the uncased tokenizer
-has ``naive``, ``cafe``, ``[UNK]``); special tokens and tokens with no text
-under them keep the tokenizer's token (``[CLS]``, ``[PAD]``). The text is kept
-only in the windows that are drawn (``keep_text``): see :func:`token_labels`.
+has ``naive``, ``cafe``, ``[UNK]``); special tokens keep the tokenizer's token
+(``[CLS]``, ``<s>``, ``[PAD]``). Every tokenizer is read the same way: byte-level
+BPE (GPT-2's ``Ġcafé`` spelt ``ĠcafÃ©``) and SentencePiece (``▁café``, byte-fallback
+pieces ``<0xC3>``) show the text, never ``Ã©``. A piece that holds only part of a
+multi-byte character (``Ã`` + ``©``, ``<0xC3>`` + ``<0xA9>``) has that character's
+offsets, so each piece shows the whole character (``é``, ``é``). Tokens with no text
+under them, or only whitespace, and windows that kept no text get
+:func:`readable_tokens`: the token decoded to text (``Ġcafé`` -> ``café``),
+whitespace shown as ``␣`` (space), ``↵`` (newline), ``⇥`` (tab), and bytes that are
+not a whole character as ``<0xC3>``. The text is kept only in the windows that are
+drawn (``keep_text``): see :func:`token_labels`.
 """
 
 from __future__ import annotations
 
+import codecs
+import functools
 import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -99,6 +111,116 @@ def text_span(offsets, special_mask) -> Optional[Tuple[int, int]]:
     return int(offs[has_text, 0].min()), int(offs[has_text, 1].max())
 
 
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
+_VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\r": "↵", "\t": "⇥"}
+
+
+def _bytes_marker(error: UnicodeDecodeError) -> tuple:
+    # bytes that are not a whole UTF-8 character, written <0xC3> (SentencePiece's notation)
+    return "".join(f"<0x{b:02X}>" for b in error.object[error.start : error.end]), error.end
+
+
+codecs.register_error("attnsim_byte_marker", _bytes_marker)
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_decoder() -> Dict[str, int]:
+    """GPT-2's byte-level alphabet read back: symbol -> byte (``Ġ`` -> 0x20, ``Ã`` -> 0xC3)."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode  # the table GPT-2 defined
+
+    return {symbol: byte for byte, symbol in bytes_to_unicode().items()}
+
+
+def _is_byte_level(tokenizer) -> bool:
+    """Whether the tokenizer's decoder is (or contains) a byte-level one (GPT-2, RoBERTa, Llama 3, Qwen2...)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    if decoder is None:
+        return False
+    try:
+        state = json.loads(decoder.__getstate__())
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return '"ByteLevel"' in json.dumps(state)
+
+
+def visible_whitespace(text: str) -> str:
+    """``text`` with spaces, newlines and tabs drawn as ``␣``, ``↵``, ``⇥`` (for tokens that are only whitespace)."""
+    return "".join(_VISIBLE_WHITESPACE.get(ch, ch) for ch in text)
+
+
+def token_text(token: str, byte_level: bool) -> bytes:
+    """The UTF-8 bytes a vocabulary token stands for.
+
+    Byte-level BPE symbols are mapped back to their bytes (``ĠcafÃ©`` -> `` café``); a
+    SentencePiece byte-fallback piece ``<0xC3>`` is the byte 0xC3; ``▁`` is a space; any other
+    token (WordPiece ``##ing``, ``[UNK]``) is its own text.
+    """
+    match = _BYTE_PIECE.match(token)
+    if match:
+        return bytes([int(match.group(1), 16)])
+    if byte_level:
+        table = _byte_decoder()
+        if all(ch in table for ch in token):
+            return bytes(table[ch] for ch in token)
+    return token.replace("▁", " ").encode("utf-8")
+
+
+def readable_tokens(tokenizer, ids: Sequence[int]) -> List[str]:
+    """Labels of token ids when no original text is at hand (a window that kept no text, the random
+    tokens of ``corpus.source=repeated_tokens``, a head's anchor tokens).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (or anything with ``convert_ids_to_tokens``); None labels by id.
+        ids: token ids.
+
+    Returns:
+        One label per id: special tokens as the tokenizer writes them (``[CLS]``, ``<s>``); others
+        decoded to text (:func:`token_text`) and whitespace-stripped. Consecutive pieces that hold
+        the bytes of one multi-byte character (``<0xC3>`` ``<0xA9>``, GPT-2's ``Ã`` ``©``) each show
+        that character (``é``, ``é``); bytes that form no whole UTF-8 character with their
+        neighbours are written ``<0xC3>``. A token of whitespace only is drawn by
+        :func:`visible_whitespace` (``Ġ`` -> ``␣``, ``ĊĊ`` -> ``↵↵``).
+    """
+    ids = [int(i) for i in ids]
+    if tokenizer is None:
+        return [str(i) for i in ids]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    byte_level = _is_byte_level(tokenizer)
+    # None: a special token (or one the tokenizer cannot name), labelled as written
+    pieces = [None if token is None or token_id in special else token_text(token, byte_level) for token_id, token in zip(ids, tokens)]
+    texts: List[Optional[str]] = [None] * len(ids)
+    t = 0
+    while t < len(ids):
+        if pieces[t] is None:
+            t += 1
+            continue
+        # a piece holding part of a character (a byte-fallback <0xC3>, GPT-2's Ã) is joined with the
+        # next pieces (a UTF-8 character has at most 4 bytes) and each piece shows the whole character
+        stop = t + 1
+        for end in range(t + 1, min(t + 4, len(ids)) + 1):
+            if any(p is None for p in pieces[t:end]):
+                break
+            try:
+                b"".join(pieces[t:end]).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            stop = end
+            break
+        text = b"".join(pieces[t:stop]).decode("utf-8", errors="attnsim_byte_marker")
+        for k in range(t, stop):
+            texts[k] = text
+        t = stop
+    labels = []
+    for token_id, token, text in zip(ids, tokens, texts):
+        if text is None:
+            labels.append(token if token is not None else str(token_id))
+        else:
+            labels.append(text.strip() or visible_whitespace(text) or token)
+    return labels
+
+
 def token_labels(tokenizer, input_ids, offsets, special_mask, text: Optional[str]) -> List[str]:
     """Label of each token of one window: the original text under its offsets.
 
@@ -112,13 +234,14 @@ def token_labels(tokenizer, input_ids, offsets, special_mask, text: Optional[str
 
     Returns:
         n labels: the whitespace-stripped text slice of each token (original case and accents, a
-        tokenizer's ``[UNK]`` shown as the characters it stands for); the tokenizer's token for
-        special tokens, padding and tokens with an empty span or only whitespace under them, and
-        for every token when ``text`` is None. Labels may repeat; figures place them by position
-        and the explorer appends each position (``café [4]``).
+        tokenizer's ``[UNK]`` shown as the characters it stands for, each byte piece of a
+        multi-byte character shown as that character); the tokenizer's token for special tokens
+        and padding; :func:`readable_tokens` for tokens with an empty span or only whitespace
+        under them (``Ġ`` -> ``␣``), and for every token when ``text`` is None. Labels may repeat;
+        figures place them by position and the explorer appends each position (``café [4]``).
     """
     ids = [int(i) for i in (input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids)]
-    fallback = tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids]
+    fallback = readable_tokens(tokenizer, ids)
     if text is None:
         return list(fallback)
     offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[: len(ids)]

@@ -10,6 +10,7 @@ from typing import Any, Iterator, List, Tuple
 
 import pandas as pd
 
+from attnsim.data.windows import readable_tokens
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.anchors import anchor_table
 from attnsim.plots.heads import scalar_mosaic
@@ -32,9 +33,10 @@ class AnchorsFinding(Finding):
         return {"anchors": AnchorAccumulator(self.n_layers, self.n_heads, int(self.context.vocab_size))}
 
     def token_names(self, ids: List[int]) -> List[str]:
-        """Token strings of ``ids`` (the ids as text without a tokenizer)."""
+        """Readable labels of ``ids``, each on its own (:func:`~attnsim.data.windows.readable_tokens`:
+        ``Ġcafé`` -> ``café``, ``Ġ`` -> ``␣``); the ids as text without a tokenizer."""
         tokenizer = self.context.tokenizer
-        return tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else [str(i) for i in ids]
+        return [readable_tokens(tokenizer, [i])[0] for i in ids]
 
     def summarise(self) -> Summary:
         acc = self.accumulators["anchors"]
