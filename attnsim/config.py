@@ -104,12 +104,14 @@ class Dtype(StrEnum):
 
 
 class Source(StrEnum):
-    """``corpus.source``: bundled BBC News, a text file or folder, JSON Lines, or images (Vision Transformers)."""
+    """``corpus.source``: bundled BBC News, a text file or folder, JSON Lines, images (Vision Transformers),
+    or seeded repeated random tokens (``repeated_tokens``, for induction heads)."""
 
     bbc = "bbc"
     text = "text"
     jsonl = "jsonl"
     images = "images"
+    repeated_tokens = "repeated_tokens"  # seeded random token sequences repeated (induction heads)
 
 
 class HighRule(StrEnum):
@@ -189,6 +191,10 @@ class CorpusConfig:
     language: str = "en"  # sentence segmenter language
     categories: List[str] = field(default_factory=list)  # bbc only: subset of categories
     encoding: Optional[str] = None  # text/jsonl: codec of the files (cp1252, utf-16, ...); null: detect each file's
+    # repeated_tokens only: each window holds `repeats` copies of one seeded random sequence of
+    # `repeat_length` tokens (windows: corpus.limit; seed: the run's seed)
+    repeat_length: int = 50
+    repeats: int = 2
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for a path the source does not take or lacks, a window
@@ -197,6 +203,8 @@ class CorpusConfig:
             _fail(f"Missing value for config key 'corpus.path': corpus.source={self.source} needs a file or directory (corpus.path=/path/to/texts).")
         if self.source == Source.bbc and self.path:
             _fail("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
+        if self.source == Source.repeated_tokens:
+            self._check_repeated()
         if self.seq_len < 8:
             _fail(f"Config key 'corpus.seq_len' is {self.seq_len}; windows need at least 8 tokens including special tokens.")
         if self.limit is not None and self.limit < 1:
@@ -215,6 +223,21 @@ class CorpusConfig:
                 raise ConfigError(
                     f"Config key 'corpus.encoding' is '{self.encoding}', not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
                 ) from None
+
+
+    def _check_repeated(self) -> None:
+        # the tokenizer's own specials are checked when the windows are built (before the model loads)
+        if self.path:
+            _fail("Config key 'corpus.path' is set but corpus.source=repeated_tokens draws random tokens from the tokenizer's vocabulary. Remove corpus.path.")
+        if self.repeat_length < 2 or self.repeats < 2:
+            _fail(f"corpus.repeat_length={self.repeat_length} and corpus.repeats={self.repeats}: a repeated sequence needs at least 2 tokens and at least 2 copies (e.g. corpus.repeat_length=50 corpus.repeats=2).")
+        if self.repeat_length * self.repeats > self.seq_len:
+            _fail(
+                f"corpus.repeats={self.repeats} copies of corpus.repeat_length={self.repeat_length} tokens are {self.repeats * self.repeat_length} tokens, "
+                f"more than corpus.seq_len={self.seq_len} (which also holds the tokenizer's special tokens). Raise corpus.seq_len or lower corpus.repeat_length or corpus.repeats."
+            )
+        if self.limit is None:
+            _fail("corpus.source=repeated_tokens needs corpus.limit, the number of random windows to draw (e.g. corpus.limit=64).")
 
 
 @dataclass

@@ -45,6 +45,9 @@ class Batch(_BatchKeys, total=False):
         pixel_values: (B, C, H, W) float32 processor output (images only).
         images: (B, H, W, 3) uint8 pictures as shown in figures (images only).
         positions: (T, 2) float32 (row, col) of each token on the patch grid, in patches; NaN for extra tokens (images only).
+        earlier_position: (B, T) int64 position of each token's most recent earlier occurrence in its
+            window, -1 where it has none (``corpus.source=repeated_tokens``: p - repeat_length from the
+            second copy on; see :mod:`attnsim.data.repeated`).
     """
 
     texts: List[Optional[str]]
@@ -52,6 +55,7 @@ class Batch(_BatchKeys, total=False):
     pixel_values: torch.Tensor
     images: torch.Tensor
     positions: torch.Tensor
+    earlier_position: torch.Tensor
 
 
 def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[int] = None) -> Batch:
@@ -83,6 +87,8 @@ def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[
         "doc_ids": [w.doc_id for w in windows],
         "texts": [w.text for w in windows],
     }
+    if windows and all(w.earlier_position is not None for w in windows):
+        batch["earlier_position"] = stack("earlier_position", torch.long)
     if unk_token_id is not None:
         batch["unknown_mask"] = (batch["input_ids"] == unk_token_id) & batch["attention_mask"].bool()
     return batch

@@ -65,6 +65,8 @@ class Window:
     label: Optional[str] = None
     # the document text under the content tokens (see text_span), for token labels; only in the windows that are drawn
     text: Optional[str] = None
+    # (T,) int32 position of each token's most recent earlier occurrence, -1 if none (corpus.source=repeated_tokens only)
+    earlier_position: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -131,7 +133,7 @@ def _byte_decoder() -> Dict[str, int]:
     return {symbol: byte for byte, symbol in bytes_to_unicode().items()}
 
 
-def _is_byte_level(tokenizer) -> bool:
+def is_byte_level(tokenizer) -> bool:
     """Whether the tokenizer's decoder is (or contains) a byte-level one (GPT-2, RoBERTa, Llama 3, Qwen2...)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     decoder = getattr(backend, "decoder", None)
@@ -187,7 +189,7 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> List[str]:
         return [str(i) for i in ids]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = set(getattr(tokenizer, "all_special_ids", ()) or ())
-    byte_level = _is_byte_level(tokenizer)
+    byte_level = is_byte_level(tokenizer)
     # None: a special token (or one the tokenizer cannot name), labelled as written
     pieces = [None if token is None or token_id in special else token_text(token, byte_level) for token_id, token in zip(ids, tokens)]
     texts: List[Optional[str]] = [None] * len(ids)

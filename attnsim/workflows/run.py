@@ -133,8 +133,13 @@ def prepare(cfg: DictConfig) -> Prepared:
         tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
     else:
         tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
-        documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
-        corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
+        if c.source == "repeated_tokens":  # seeded random tokens repeated (induction heads), no documents
+            from attnsim.data.repeated import repeated_corpus
+
+            corpus = repeated_corpus(tokenizer, c.seq_len, c.limit, c.repeat_length, c.repeats, cfg.seed)
+        else:
+            documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
+            corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
     return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types)
 
