@@ -29,6 +29,7 @@ _CLASSES: Dict[str, str] = {
     "attention_maps": "attnsim.findings.attention_maps:AttentionMapsFinding",
     "rollout": "attnsim.findings.rollout:RolloutFinding",
     "gradient_maps": "attnsim.findings.gradient_maps:GradientMapsFinding",
+    "induction": "attnsim.findings.induction:InductionFinding",
 }
 
 #: Names of the bundled findings, in registry order (no import of any finding).
