@@ -277,3 +277,63 @@ def test_induction_end_to_end_on_tiny_bert(tiny_bert, tmp_path):
     assert {"figures/induction/induction_score.png", "figures/induction/prev_token_score.png"} <= artifacts
     tables = {a.path for a in client.list_artifacts(result.run_id, "tables")}
     assert "tables/induction_heads.csv" in tables
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_induction_end_to_end_on_tiny_decoders(family, tmp_path):
+    """Runs once decoder capture exists (issue 13, items 1-2, another branch); the causal chance is read from the attention."""
+    from attnsim.capture.architectures import ARCHITECTURES
+
+    if family not in ARCHITECTURES:
+        pytest.skip(f"model type {family} is not capturable on this branch yet (decoder capture: issue 13 items 1-2)")
+    from mlflow import MlflowClient
+
+    from attnsim.data.windows import special_template
+    from attnsim.workflows.run import run
+    from tests.tiny_models import save_tiny, train_tokenizer
+
+    model = save_tiny(tmp_path / family, family)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = [
+        f"model.path={model}", "corpus.limit=3", "corpus.seq_len=24", "corpus.repeat_length=10", "corpus.repeats=2",
+        "trainer.batch_size=2", "trainer.progress_bar=false", f"tracking.uri={uri}", "plots.explorer=false", "plots.examples=1",
+    ]
+    result = run("induction", overrides)
+    metrics = MlflowClient(uri).get_run(result.run_id).data.metrics
+    for stat in ("induction_score", "induction_score_chance", "prev_token_score", "prev_token_score_chance", "earlier_csm_mean", "earlier_csm_chance", "earlier_csm_ratio"):
+        assert np.isfinite(metrics[f"induction/{stat}"]), stat
+    prefix, suffix = special_template(train_tokenizer(family))
+    start, real = len(prefix), len(prefix) + 20 + len(suffix)
+    # causal rows: query i allows keys 0..i (one target each in the second copy)
+    second_copy = range(start + 10, start + 20)
+    assert metrics["induction/induction_score_chance"] == pytest.approx(np.mean([1 / (i + 1) for i in second_copy]), rel=1e-5)
+    assert metrics["induction/prev_token_score_chance"] == pytest.approx(np.mean([1 / (i + 1) for i in range(1, real)]), rel=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_real_decoder_attention_is_read_as_causal(family, tmp_path):
+    """A tiny decoder's own eager attention (transformers, no attnsim capture) on repeated_tokens windows:
+    its masked cells are exact zeros, so every head gets the causal chance, and the scores are finite."""
+    from transformers import AutoModelForCausalLM
+
+    from attnsim.data.module import collate_windows
+    from attnsim.data.repeated import repeated_corpus
+    from tests.tiny_models import save_tiny, train_tokenizer
+
+    tokenizer = train_tokenizer(family)
+    model = AutoModelForCausalLM.from_pretrained(save_tiny(tmp_path, family), attn_implementation="eager").eval()
+    corpus = repeated_corpus(tokenizer, seq_len=24, windows=2, repeat_length=10, repeats=2, seed=3)
+    batch = collate_windows(list(enumerate(corpus.windows)))
+    with torch.no_grad():
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
+    attention = torch.stack(out.attentions)  # (L, B, H, T, T)
+    view = PairView(torch.randn(*attention.shape[:4], 8), batch, attention)
+    acc = InductionAccumulator(attention.shape[0], attention.shape[2])
+    acc.update(view)
+    scores = acc.compute()
+    start = 1 if family == "llama" else 0  # <s> before the copies
+    chance = np.mean([1 / (i + 1) for i in range(start + 10, start + 20)])
+    assert torch.allclose(scores["induction_score_chance"], torch.full_like(scores["induction_score_chance"], chance))
+    real = start + 20
+    assert torch.allclose(scores["prev_token_score_chance"], torch.full_like(scores["prev_token_score_chance"], np.mean([1 / (i + 1) for i in range(1, real)])))
+    assert all(torch.isfinite(v).all() for v in scores.values())
