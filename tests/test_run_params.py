@@ -34,6 +34,12 @@ def test_measure_params_keep_only_the_sections_a_measurement_uses():
     assert "tracking.experiment" in params and "tracking.tags.team" not in params  # tracking.tags are the run's tags
     assert sections(params) == {"findings", "seed", "model", "corpus", "stats", "trainer", "tracking", "plots"}
     assert len(params) <= 40  # was 56: every key of every section
+    assert "corpus.repeat_length" not in params and "corpus.repeats" not in params  # repeated_tokens keys
+
+
+def test_repeated_tokens_runs_log_their_corpus_keys():
+    params = measure_params(load_config("induction", ["corpus.repeat_length=20"]))
+    assert params["corpus.source"] == "repeated_tokens" and params["corpus.repeat_length"] == "20" and params["corpus.repeats"] == "2"
 
 
 def test_plots_only_with_figures_and_maps_only_with_a_maps_finding():

@@ -341,11 +341,18 @@ PREDICT_TRAINER_KEYS = ("accelerator", "devices", "precision", "batch_size", "nu
 MAPS_FINDINGS = ("rollout", "gradient_maps")
 
 
+#: ``corpus`` keys that only some corpus sources read: logged as params only for those sources.
+SOURCE_ONLY_CORPUS_KEYS: Dict[str, tuple] = {
+    "repeat_length": ("repeated_tokens",),
+    "repeats": ("repeated_tokens",),
+}
+
+
 def measure_params(cfg: Any) -> Dict[str, str]:
     """The config keys a measurement run (``attnsim run``, a sweep and its children) logs as params.
 
-    The rule, in one place: ``seed``, ``findings``, every key of ``model``, ``corpus`` and
-    ``stats``; of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
+    The rule, in one place: ``seed``, ``findings``, every key of ``model``, ``corpus`` (but the keys
+    of :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources) and ``stats``; of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
     devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
     ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
     tags); ``plots`` only when ``tracking.figures`` is on; ``maps`` only when a finding of
@@ -373,6 +380,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
             keep = rest in PREDICT_TRAINER_KEYS
         elif section == "tracking":
             keep = rest != "tags" and not rest.startswith("tags.")
+        elif section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS:
+            keep = cfg.corpus.source in SOURCE_ONLY_CORPUS_KEYS[rest]
         else:
             keep = section in sections
         if keep:
