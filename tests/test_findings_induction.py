@@ -234,6 +234,11 @@ def test_repeated_tokens_errors(bert_tokenizer):
         with pytest.raises(ConfigError, match=message):
             CorpusConfig(source="repeated_tokens", **fields).check()
     CorpusConfig(source="repeated_tokens").check()  # defaults: 50 x 2 in 128
+    # a workflow that reads documents (attnsim finetune) is told what the source is for
+    from attnsim.data.sources import read_documents
+
+    with pytest.raises(CorpusError, match="random token windows.*corpus.source=bbc, text or jsonl"):
+        read_documents("repeated_tokens")
 
 
 class _TinyVocab:

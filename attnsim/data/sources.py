@@ -329,6 +329,11 @@ def read_documents(source: str, path: Optional[str] = None, text_field: str = "t
     """
     if encoding is not None:
         check_encoding(encoding)
+    if source == "repeated_tokens":
+        raise CorpusError(
+            "corpus.source=repeated_tokens draws random token windows (attnsim.data.repeated), not documents: it serves `attnsim run` "
+            "(e.g. the induction experiment). To fine-tune or read text, set corpus.source=bbc, text or jsonl."
+        )
     if source == "bbc":
         docs = bbc_documents(categories)
     else:
