@@ -342,3 +342,17 @@ def test_real_decoder_attention_is_read_as_causal(family, tmp_path):
     real = start + 20
     assert torch.allclose(scores["prev_token_score_chance"], torch.full_like(scores["prev_token_score_chance"], np.mean([1 / (i + 1) for i in range(1, real)])))
     assert all(torch.isfinite(v).all() for v in scores.values())
+
+
+def test_too_long_copies_are_refused_before_any_model_or_run(tiny_bert, tmp_path, monkeypatch):
+    import attnsim.workflows.run as workflow
+    from attnsim.errors import CorpusError
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model must not load")
+
+    monkeypatch.setattr(workflow, "load_model", no_model)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(CorpusError, match=r"plus the tokenizer's 2 special token\(s\) are 42 tokens"):
+        workflow.run("induction", [f"model.path={tiny_bert}", "corpus.seq_len=40", "corpus.repeat_length=20", f"tracking.uri={uri}"])
+    assert not (tmp_path / "mlflow.db").exists()  # the store is not even opened: no run
