@@ -35,7 +35,6 @@ from __future__ import annotations
 import codecs
 import functools
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -140,10 +139,10 @@ def is_byte_level(tokenizer) -> bool:
     if decoder is None:
         return False
     try:
-        state = json.loads(decoder.__getstate__())
-    except (AttributeError, TypeError, ValueError):
+        state = decoder.__getstate__()  # the decoder's JSON (a Sequence lists its parts)
+    except (AttributeError, TypeError):
         return False
-    return '"ByteLevel"' in json.dumps(state)
+    return b'"type":"ByteLevel"' in (state if isinstance(state, bytes) else str(state).encode())
 
 
 def visible_whitespace(text: str) -> str:
