@@ -110,6 +110,7 @@ class Source(StrEnum):
     text = "text"
     jsonl = "jsonl"
     images = "images"
+    translation = "translation"  # sentence pairs for encoder–decoder models (attnsim.data.translation)
 
 
 class HighRule(StrEnum):
@@ -189,6 +190,7 @@ class CorpusConfig:
     language: str = "en"  # sentence segmenter language
     categories: List[str] = field(default_factory=list)  # bbc only: subset of categories
     encoding: Optional[str] = None  # text/jsonl: codec of the files (cp1252, utf-16, ...); null: detect each file's
+    target_len: Optional[int] = None  # translation only: target tokens per pair, specials included (null: seq_len)
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for a path the source does not take or lacks, a window
@@ -197,6 +199,8 @@ class CorpusConfig:
             _fail(f"Missing value for config key 'corpus.path': corpus.source={self.source} needs a file or directory (corpus.path=/path/to/texts).")
         if self.source == Source.bbc and self.path:
             _fail("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
+        if self.target_len is not None and (self.source != Source.translation or self.target_len < 2):
+            _fail(f"Config key 'corpus.target_len' is {self.target_len}; it sets the target tokens per sentence pair of corpus.source=translation (at least 2, or null for corpus.seq_len). Remove it for other sources.")
         if self.seq_len < 8:
             _fail(f"Config key 'corpus.seq_len' is {self.seq_len}; windows need at least 8 tokens including special tokens.")
         if self.limit is not None and self.limit < 1:
@@ -204,7 +208,7 @@ class CorpusConfig:
         if self.min_tokens < 2:
             _fail(f"Config key 'corpus.min_tokens' is {self.min_tokens}; a window needs at least 2 tokens to have a pair.")
         if self.encoding is not None:
-            if self.source not in (Source.text, Source.jsonl):
+            if self.source not in (Source.text, Source.jsonl, Source.translation):
                 _fail(f"Config key 'corpus.encoding' is set but corpus.source={self.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
             try:
                 codecs.lookup(self.encoding)
