@@ -237,6 +237,9 @@ class StatsConfig:
     # metric names (fnmatch patterns on "finding/stat") logged as layer means (finding/stat/LNN);
     # a per_head pattern implies it. Layer means not logged are read from tables/<finding>_heads.csv.
     per_layer: List[str] = field(default_factory=lambda: ["*"])
+    # alignment: half-width w of the monotone diagonal band of cross-attention, a share of the sentence
+    # length: source token j is in target token i's band when |(i+0.5)/n_t - (j+0.5)/n_s| <= w
+    band_width: float = 0.1
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5], ``short_range`` below 1 or an empty ``per_layer`` pattern."""
@@ -244,6 +247,8 @@ class StatsConfig:
             _fail(f"Config key 'stats.top_fraction' is {self.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
         if self.short_range < 1:
             _fail(f"Config key 'stats.short_range' is {self.short_range}; give a distance of at least 1 token.")
+        if not 0.0 < self.band_width <= 1.0:
+            _fail(f"Config key 'stats.band_width' is {self.band_width}; give the alignment band's half-width as a share of the sentence length in (0, 1], e.g. 0.1.")
         blank = [p for p in self.per_layer if not str(p).strip()]
         if blank:
             _fail(f"Config key 'stats.per_layer' has an empty entry ({list(self.per_layer)}); give fnmatch patterns over finding/statistic, e.g. [distance/short_range_share] or ['*'] for every statistic, or [] for model means only.")

@@ -89,3 +89,15 @@ def test_limit_and_seeded_shuffle(tokenizers):
     b = build_pairs(pairs, tokenizers["t5"], 32, limit=5, shuffle=True, seed=3)
     assert [p.pair_id for p in a.pairs] == [p.pair_id for p in b.pairs] and len(a) == 5 and a.documents_read == len(pairs)
     assert a.content_hash == b.content_hash != build_pairs(pairs, tokenizers["t5"], 32, limit=5).content_hash
+
+
+def test_labels_are_the_text_under_each_token(tokenizers):
+    from attnsim.data.translation import pair_labels
+
+    pairs = read_pairs(None)[:2]
+    for tok in tokenizers.values():
+        corpus = build_pairs(pairs, tok, 32)
+        n = int(corpus.target_mask[0].sum())
+        labels = pair_labels(tok, corpus.target_ids[0, :n], corpus.target_offsets[0, :n], corpus.target_special[0, :n], pairs[0].target)
+        assert labels[-1] == "</s>" and "Katze" in labels and "Sofa" in "".join(labels)
+        assert "ä" in "".join(labels) and "Ã" not in "".join(labels)  # the text's characters, never byte symbols

@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 
 from attnsim.data.module import shard_sampler
 from attnsim.data.sources import BinaryFile, _read, check_encoding, clean_text
+from attnsim.data.windows import text_span, token_labels
 from attnsim.errors import CorpusError
 
 FIELDS = ("source", "target")
@@ -119,6 +120,8 @@ class PairCorpus:
     documents_read: int
     documents_used: int
     reasons: Dict[str, int] = field(default_factory=dict)
+    source_offsets: Optional[np.ndarray] = None  # (N, S, 2) character offsets into each source text (zeros without a fast tokenizer)
+    target_offsets: Optional[np.ndarray] = None  # (N, T, 2) into each target text
 
     @property
     def content_hash(self) -> str:
@@ -132,9 +135,21 @@ class PairCorpus:
         return len(self.pairs)
 
 
-def _encode(tokenizer: Any, texts: Sequence[str], target: bool) -> List[List[int]]:
+def _encode(tokenizer: Any, texts: Sequence[str], target: bool) -> Tuple[List[List[int]], List[List[Tuple[int, int]]]]:
+    """Token ids and character offsets of each text (offsets empty without a fast tokenizer)."""
     key = "text_target" if target else "text"
-    return tokenizer(**{key: list(texts)}, add_special_tokens=True)["input_ids"]
+    fast = bool(getattr(tokenizer, "is_fast", False))
+    encoded = tokenizer(**{key: list(texts)}, add_special_tokens=True, return_offsets_mapping=fast)
+    offsets = encoded["offset_mapping"] if fast else [[] for _ in texts]
+    return encoded["input_ids"], offsets
+
+
+def pair_labels(tokenizer: Any, ids: Sequence[int], offsets: Any, special: Any, text: str) -> List[str]:
+    """Label of each token of one side of a pair: the text under its offsets, else the tokenizer's token
+    (:func:`attnsim.data.windows.token_labels`). ``ids``, ``offsets`` (n, 2), ``special`` (n,): the real tokens only."""
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    span = text_span(offs, special) if len(offs) else None
+    return token_labels(tokenizer, ids, offs, special, text[span[0] : span[1]] if span is not None else None)
 
 
 def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_len: Optional[int] = None, limit: Optional[int] = None, shuffle: bool = False, seed: int = 0) -> PairCorpus:
@@ -159,8 +174,8 @@ def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_
     if shuffle:
         random.Random(seed).shuffle(order)
     chosen = [pairs[i] for i in order[: limit if limit is not None else len(order)]]
-    src = _encode(tokenizer, [p.source for p in chosen], target=False)
-    tgt = _encode(tokenizer, [p.target for p in chosen], target=True)
+    src, src_offsets = _encode(tokenizer, [p.source for p in chosen], target=False)
+    tgt, tgt_offsets = _encode(tokenizer, [p.target for p in chosen], target=True)
     too_long: List[Tuple[TextPair, str, int, int]] = []
     for pair, s, t in zip(chosen, src, tgt):
         if len(s) > seq_len:
@@ -174,16 +189,20 @@ def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_
         raise CorpusError(f"{len(too_long)} side(s) of the sentence pairs are longer than their fixed length and attnsim never cuts a sentence: {listed}. Set {fix} (or more), or shorten those lines.")
     n = len(chosen)
     arrays = {}
-    for name, seqs, width in (("source", src, seq_len), ("target", tgt, target_len)):
+    for name, seqs, spans, width in (("source", src, src_offsets, seq_len), ("target", tgt, tgt_offsets, target_len)):
         ids = np.full((n, width), tokenizer.pad_token_id, dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.int64)
         special = np.zeros((n, width), dtype=bool)
-        for row, seq in enumerate(seqs):
+        offsets = np.zeros((n, width, 2), dtype=np.int64)
+        for row, (seq, span) in enumerate(zip(seqs, spans)):
             ids[row, : len(seq)] = seq
             mask[row, : len(seq)] = 1
             special[row, : len(seq)] = tokenizer.get_special_tokens_mask(seq, already_has_special_tokens=True)
+            if len(span):
+                offsets[row, : len(seq)] = np.asarray(span, dtype=np.int64).reshape(-1, 2)
         arrays[name] = (ids, mask, special)
-    return PairCorpus(list(chosen), *arrays["source"], *arrays["target"], seq_len, target_len, len(pairs), n)
+        arrays[name + "_offsets"] = offsets
+    return PairCorpus(list(chosen), *arrays["source"], *arrays["target"], seq_len, target_len, len(pairs), n, source_offsets=arrays["source_offsets"], target_offsets=arrays["target_offsets"])
 
 
 _ROWS = (("input_ids", "source_ids", torch.long), ("attention_mask", "source_mask", torch.long), ("special_mask", "source_special", torch.bool),
@@ -196,11 +215,16 @@ def collate_pairs(items: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     Returns:
         ``input_ids``, ``attention_mask`` (B, S) int64 and ``special_mask`` (B, S) bool of the source;
         ``target_ids``, ``target_mask`` (B, T) int64 and ``target_special`` (B, T) bool of the target;
-        ``index`` (B,) int64 position in the corpus; ``doc_ids`` (B pair ids).
+        ``index`` (B,) int64 position in the corpus; ``doc_ids`` (B pair ids); ``sources``, ``targets`` (B texts);
+        ``source_offsets`` (B, S, 2), ``target_offsets`` (B, T, 2) int64 character offsets into those texts.
     """
     batch: Dict[str, Any] = {key: torch.from_numpy(np.stack([item[key] for item in items])).to(dtype) for key, _, dtype in _ROWS}
     batch["index"] = torch.tensor([item["index"] for item in items], dtype=torch.long)
     batch["doc_ids"] = [item["doc_id"] for item in items]
+    batch["sources"] = [item["source"] for item in items]
+    batch["targets"] = [item["target"] for item in items]
+    batch["source_offsets"] = torch.from_numpy(np.stack([item["source_offsets"] for item in items]))
+    batch["target_offsets"] = torch.from_numpy(np.stack([item["target_offsets"] for item in items]))
     return batch
 
 
@@ -215,7 +239,11 @@ class PairDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> Dict[str, Any]:
         item: Dict[str, Any] = {key: getattr(self.corpus, name)[i] for key, name, _ in _ROWS}
-        item.update(index=i, doc_id=self.corpus.pairs[i].pair_id)
+        pair = self.corpus.pairs[i]
+        item.update(index=i, doc_id=pair.pair_id, source=pair.source, target=pair.target)
+        for key in ("source_offsets", "target_offsets"):
+            offsets = getattr(self.corpus, key)
+            item[key] = offsets[i] if offsets is not None else np.zeros((getattr(self.corpus, "seq_len" if key == "source_offsets" else "target_len"), 2), dtype=np.int64)
         return item
 
 
@@ -232,4 +260,4 @@ class PairDataModule(pl.LightningDataModule):
         return DataLoader(PairDataset(self.corpus), batch_size=self.batch_size, sampler=shard_sampler(len(self.corpus), self.trainer, self.batch_size), num_workers=self.num_workers, collate_fn=collate_pairs)
 
 
-__all__ = ["BUNDLED_FILE", "PairCorpus", "PairDataModule", "PairDataset", "TextPair", "build_pairs", "bundled_pairs_path", "collate_pairs", "read_pairs"]
+__all__ = ["BUNDLED_FILE", "PairCorpus", "PairDataModule", "PairDataset", "TextPair", "build_pairs", "bundled_pairs_path", "collate_pairs", "pair_labels", "read_pairs"]
