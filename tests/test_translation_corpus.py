@@ -99,5 +99,5 @@ def test_labels_are_the_text_under_each_token(tokenizers):
         corpus = build_pairs(pairs, tok, 32)
         n = int(corpus.target_mask[0].sum())
         labels = pair_labels(tok, corpus.target_ids[0, :n], corpus.target_offsets[0, :n], corpus.target_special[0, :n], pairs[0].target)
-        assert labels[-1] == "</s>" and "Katze" in labels and "Sofa" in "".join(labels)
+        assert labels[-1] == "</s>" and "Katze" in "".join(labels) and "Sofa" in "".join(labels)
         assert "ä" in "".join(labels) and "Ã" not in "".join(labels)  # the text's characters, never byte symbols
