@@ -49,7 +49,7 @@ def test_accumulator_means_over_rows_ignores_padding_and_merges():
     out = acc.compute()
     # rows: A's two rows (mass 0.8 each, chance 0.5 each), B's three rows (mass 1, chance 1/3 each: w = 0.125 < 1/3)
     assert math.isclose(out["band_mass"].item(), (0.8 + 0.8 + 3 * 1.0) / 5, rel_tol=1e-6)
-    assert math.isclose(out["band_chance"].item(), (0.5 + 0.5 + 3 / 3) / 5, rel_tol=1e-6)
+    assert math.isclose(out["band_mass_chance"].item(), (0.5 + 0.5 + 3 / 3) / 5, rel_tol=1e-6)
     assert math.isclose(out["band_excess"].item(), (4.6 - 2.0) / 5, rel_tol=1e-6)
     # corpus map rows are distributions over source bins
     assert torch.allclose(out["corpus_map"].sum(-1), torch.ones(1, 1, 2, dtype=torch.float64))

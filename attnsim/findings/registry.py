@@ -29,6 +29,8 @@ _CLASSES: Dict[str, str] = {
     "attention_maps": "attnsim.findings.attention_maps:AttentionMapsFinding",
     "rollout": "attnsim.findings.rollout:RolloutFinding",
     "gradient_maps": "attnsim.findings.gradient_maps:GradientMapsFinding",
+    # encoder–decoder findings (corpus.source=translation, T5/BART/Marian)
+    "alignment": "attnsim.findings.alignment:AlignmentFinding",
 }
 
 #: Names of the bundled findings, in registry order (no import of any finding).

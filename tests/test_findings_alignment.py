@@ -1,0 +1,87 @@
+"""End to end: `attnsim run alignment` on a tiny T5 and a tiny BART finishes with finite metrics (issue 13, items 4 and 6);
+the encoder–decoder path refuses mismatched models, corpora and findings before any model loads."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+import attnsim.workflows.run as runner
+from attnsim.config import StatsConfig, load_config
+from attnsim.errors import ConfigError
+from attnsim.findings.registry import FINDINGS
+from tests.conftest import runs_of
+from tests.tiny_models import save_tiny
+
+LAYERS, HEADS = 2, 4
+SMALL = ["corpus.limit=5", "trainer.batch_size=2", "trainer.progress_bar=false", "plots.examples=2"]
+
+
+@pytest.fixture(scope="module", params=["t5", "bart"])
+def tiny_seq2seq(request, tmp_path_factory):
+    return request.param, save_tiny(tmp_path_factory.mktemp(request.param), request.param)
+
+
+@pytest.mark.e2e
+def test_alignment_run_finishes_with_finite_metrics(tiny_seq2seq, tracking_uri):
+    family, path = tiny_seq2seq
+    result = runner.run("alignment", [f"model.path={path}", *SMALL])
+    client, (run,) = runs_of(tracking_uri)
+    assert run.info.status == "FINISHED" and result.windows == 5
+    metrics = run.data.metrics
+    for stat in FINDINGS["alignment"].statistics:
+        assert math.isfinite(metrics[f"alignment/{stat}"]), stat
+        assert all(math.isfinite(metrics[f"alignment/{stat}/L{layer:02d}"]) for layer in range(LAYERS)), stat
+    for stat in ("band_mass", "band_excess", "self_mean", "cross_mean"):  # experiments/alignment.yaml's per_head
+        assert all(f"alignment/{stat}/L{layer:02d}/H{head:02d}" in metrics for layer in range(LAYERS) for head in range(HEADS))
+    summary = result.summaries["alignment"]
+    mass, chance = summary.scalars["band_mass"], summary.scalars["band_mass_chance"]
+    assert ((mass >= 0) & (mass <= 1 + 1e-6)).all() and 0 < float(chance[0, 0]) < 1 and (chance == chance[0, 0]).all()  # chance: lengths only
+    assert summary.scalars["self_mean"].shape == (LAYERS, HEADS) and not summary.scalars["self_mean"].equal(summary.scalars["cross_mean"])
+    table = pd.read_csv(client.download_artifacts(run.info.run_id, "tables/alignment_heads.csv"))
+    assert len(table) == LAYERS * HEADS and {"band_mass", "band_mass_chance", "self_mean", "cross_std"} <= set(table.columns)
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "figures/alignment")}
+    assert {"figures/alignment/corpus_cross_attention.png", "figures/alignment/example_00_cross_attention.png", "figures/alignment/heads_band_mass.png"} <= artifacts
+    page = open(client.download_artifacts(run.info.run_id, "explorer_alignment.html"), encoding="utf-8").read()
+    assert "en-de-00" in page and "tgt " in page and "src " in page
+    assert run.data.tags["attnsim.corpus"] == "translation:translation_en_de.jsonl"
+
+
+def test_mismatches_are_refused_before_the_model_loads(tiny_seq2seq, tiny_bert, tracking_uri, monkeypatch):
+    _, path = tiny_seq2seq
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(runner, "build_module", no_load)
+    with pytest.raises(ConfigError, match="encoder–decoder.*corpus.source=translation"):
+        runner.run("csm", [f"model.path={path}", "corpus.limit=2"])
+    with pytest.raises(ConfigError, match="csm measure single-stream models"):
+        runner.run("alignment", [f"model.path={path}", "findings=[csm]"])
+    with pytest.raises(ConfigError, match="corpus.source=translation reads sentence pairs"):
+        runner.run("alignment", [f"model.path={tiny_bert}"])
+    with pytest.raises(ConfigError, match="model.vector=result is not available"):
+        runner.run("alignment", [f"model.path={path}", "model.vector=result"])
+    assert runs_of(tracking_uri)[1] == []
+
+
+def test_too_long_pairs_are_refused_before_the_model_loads(tiny_seq2seq, tmp_path, monkeypatch):
+    from attnsim.errors import CorpusError
+
+    _, path = tiny_seq2seq
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"source": "The minister said the plan would cost much more than expected.", "target": "Kurz."}\n', encoding="utf-8")
+    monkeypatch.setattr(runner, "build_module", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(CorpusError, match=r"line 1 .*source has \d+ tokens > 8.*corpus.seq_len="):
+        runner.prepare(load_config("alignment", [f"model.path={path}", f"corpus.path={pairs}", "corpus.seq_len=8"]))
+
+
+def test_band_width_and_target_len_are_range_checked():
+    with pytest.raises(ConfigError, match="'stats.band_width' is 0.0"):
+        StatsConfig(band_width=0.0).check()
+    with pytest.raises(ConfigError, match="'corpus.target_len' is 16"):
+        load_config("csm", ["corpus.target_len=16"])
+    cfg = load_config("alignment")
+    assert cfg.corpus.source == "translation" and cfg.corpus.path is None and cfg.findings == ["alignment"]
