@@ -42,7 +42,7 @@ BUNDLED_FILE = "translation_en_de.jsonl"
 
 def bundled_pairs_path() -> Path:
     """Path of the bundled example pairs (English→German, packaged with attnsim)."""
-    return Path(str(resources.files("attnsim.data") / BUNDLED_FILE))
+    return Path(str(resources.files(__package__) / BUNDLED_FILE))  # this package: attnsim/data
 
 
 @dataclass(frozen=True)

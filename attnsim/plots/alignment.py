@@ -10,12 +10,13 @@ The band of the alignment statistic can be outlined on each panel.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from attnsim.plots.common import INDEX_NOTE, TOKEN_FONT, short_label
+from attnsim.plots.common import INDEX_NOTE, TOKEN_FONT, TOKEN_SPACING, labels_fitting, short_label
 from attnsim.plots.maps import pool_tokens
 
 
@@ -56,7 +57,8 @@ def cross_attention_grid(
     finite = pooled[np.isfinite(pooled)]
     high = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     rows, cols = pooled.shape[-2:]
-    side = 1.7
+    # a panel's longer side grows with its tokens (labels need TOKEN_SPACING each), within 1.7..4 inches
+    side = min(4.0, max(1.7, TOKEN_SPACING * max(rows, cols) if (row_labels is not None or col_labels is not None) else 1.7))
     width = side * max(cols / max(rows, cols), 0.35)
     height = side * max(rows / max(rows, cols), 0.35)
     fig, axes = plt.subplots(n_layers, n_heads + 1, figsize=((n_heads + 1) * width + 1.8, n_layers * height + 1.6), squeeze=False)
@@ -71,10 +73,10 @@ def cross_attention_grid(
             ax.set_xticks([])
             ax.set_yticks([])
             if head == 0 and row_labels is not None:
-                ticks = list(range(0, rows, max(1, rows // 24)))
+                ticks = list(range(0, rows, math.ceil(rows / labels_fitting(height, 48))))
                 ax.set_yticks(ticks, [short_label(row_labels[t * row_block]) for t in ticks], fontsize=TOKEN_FONT)
             if layer == n_layers - 1 and col_labels is not None:
-                ticks = list(range(0, cols, max(1, cols // 24)))
+                ticks = list(range(0, cols, math.ceil(cols / labels_fitting(width, 48))))
                 ax.set_xticks(ticks, [short_label(col_labels[t * col_block]) for t in ticks], fontsize=TOKEN_FONT, rotation=90)
     for ax in axes[:, 0]:
         ax.set_ylabel(row_axis, fontsize=7)
