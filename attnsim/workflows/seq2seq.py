@@ -29,7 +29,10 @@ def is_seq2seq(info: Any, cfg: Any, finding_types: Sequence[type]) -> bool:
             f"Set corpus.source=translation (corpus.path: a JSON Lines file with 'source' and 'target' fields, or null for the bundled example), e.g. `attnsim run alignment model.path={info.name}`."
         )
     if corpus and not model:
-        raise ConfigError(f"corpus.source=translation reads sentence pairs for an encoder–decoder model (t5, bart, marian), but model '{info.name}' is a {info.model_type}. Set model.path to an encoder–decoder, or use another corpus.source.")
+        raise ConfigError(
+            f"corpus.source=translation reads sentence pairs for an encoder–decoder model (t5, bart, marian), but model '{info.name}' is a {info.model_type}. "
+            "attnsim bundles no encoder–decoder: set model.path to a local T5, BART or Marian directory (e.g. attnsim run alignment model.path=/models/opus-mt-en-de), or use another corpus.source."
+        )
     if model and other_findings:
         raise ConfigError(f"Finding(s) {', '.join(other_findings)} measure single-stream models; on an encoder–decoder ({info.model_type}) run the alignment finding (experiment 'alignment') instead.")
     if model and cfg.model.vector != "z":
