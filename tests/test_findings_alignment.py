@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 import attnsim.workflows.run as runner
 from attnsim.config import StatsConfig, load_config
@@ -88,3 +89,56 @@ def test_band_width_and_target_len_are_range_checked():
         load_config("csm", ["corpus.target_len=16"])
     cfg = load_config("alignment")
     assert cfg.corpus.source == "translation" and cfg.corpus.path is None and cfg.findings == ["alignment"]
+
+
+def save_marian_sentencepiece(path):
+    """A tiny Marian whose tokenizer is Marian's own (slow): SentencePiece source and target models trained here."""
+    import json
+
+    import sentencepiece as spm
+    from transformers import AutoModelForSeq2SeqLM, MarianTokenizer
+
+    from attnsim.data.translation import read_pairs
+    from tests.tiny_models import tiny_config, training_texts
+
+    path.mkdir(parents=True, exist_ok=True)
+    lines = [line for text in training_texts() for line in text.splitlines() if line.strip()]
+    pairs = read_pairs(None)
+    pieces = {}
+    for name, extra in (("source", [p.source for p in pairs]), ("target", [p.target for p in pairs])):
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines + extra), model_prefix=str(path / name), vocab_size=300, character_coverage=1.0,
+            pad_id=-1, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
+        )
+        (path / f"{name}.model").rename(path / f"{name}.spm")
+        processor = spm.SentencePieceProcessor(model_file=str(path / f"{name}.spm"))
+        pieces.update({processor.id_to_piece(i): None for i in range(processor.get_piece_size())})
+    vocab = {"</s>": 0, "<unk>": 1}
+    for piece in pieces:
+        vocab.setdefault(piece, len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tokenizer = MarianTokenizer(str(path / "source.spm"), str(path / "target.spm"), str(path / "vocab.json"))
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    pad = vocab["<pad>"]
+    model = AutoModelForSeq2SeqLM.from_config(tiny_config("marian", len(vocab), pad_token_id=pad, eos_token_id=0, bos_token_id=None, decoder_start_token_id=pad))
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.mark.e2e
+def test_marian_with_its_own_slow_sentencepiece_tokenizer(tmp_path, tracking_uri):
+    """Marian's tokenizer has no fast version: pairs are tokenised by it (target side with the target model), labels are its pieces."""
+    path = save_marian_sentencepiece(tmp_path / "marian")
+    prepared = runner.prepare(load_config("alignment", [f"model.path={path}", *SMALL, "tracking.figures=false"]))
+    tokenizer, corpus = prepared.tokenizer, prepared.corpus
+    assert type(tokenizer).__name__ == "MarianTokenizer" and not tokenizer.is_fast
+    first = corpus.pairs[0]
+    assert corpus.target_ids[0, : corpus.target_mask[0].sum()].tolist() == tokenizer(text_target=first.target)["input_ids"]
+    assert tokenizer(text_target=first.target)["input_ids"] != tokenizer(first.target)["input_ids"]  # the target SentencePiece model
+    assert corpus.source_ids[0, corpus.source_mask[0].sum() - 1] == tokenizer.eos_token_id and not corpus.source_offsets.any()
+    result = runner.execute(prepared)
+    assert all(math.isfinite(result.metrics[f"alignment/{stat}"]) for stat in FINDINGS["alignment"].statistics)
+    labels = result.summaries["alignment"].examples[0]["source_labels"]
+    assert labels[-1] == "</s>" and "".join(labels[:-1]).replace("▁", " ").strip() == first.source

@@ -154,6 +154,38 @@ def forward_seq2seq(model: nn.Module, arch: Seq2SeqArchitecture, batch: Dict[str
     return Seq2SeqCapture(z, probs)
 
 
+def load_pair_tokenizer(info: Any, length: int) -> Any:
+    """The tokenizer of an encoder–decoder: its fast tokenizer when it has one, else its slow one.
+
+    Marian's tokenizer (two SentencePiece models, source and target) exists only as a slow
+    tokenizer; a slow tokenizer gives no character offsets, so figures label its tokens by their
+    pieces instead of the text under them.
+
+    Args:
+        info: the inspected model (:class:`~attnsim.capture.load.ModelInfo`).
+        length: the longest side of a pair, in tokens (``max(corpus.seq_len, corpus.target_len)``).
+
+    Raises:
+        ModelError: no tokenizer can be loaded (e.g. Marian's without the ``sentencepiece`` package).
+        ConfigError: ``length`` exceeds the tokenizer's ``model_max_length``.
+    """
+    from transformers import AutoTokenizer
+
+    from attnsim.errors import ConfigError
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(info.path, local_files_only=True)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ModelError(
+            f"No tokenizer could be loaded from '{info.name}' ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}). "
+            "The model directory needs its tokenizer files; Marian's SentencePiece tokenizer also needs the sentencepiece package (pip install sentencepiece)."
+        ) from exc
+    limit = tokenizer.model_max_length
+    if limit and limit < 1_000_000 and length > limit:
+        raise ConfigError(f"corpus.seq_len / corpus.target_len of {length} tokens is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set both to at most {limit}.")
+    return tokenizer
+
+
 class Seq2SeqBatch:
     """What :class:`Seq2SeqCaptureModule` hands the findings per batch: the capture and the batch it came from.
 
@@ -198,4 +230,4 @@ class Seq2SeqCaptureModule(pl.LightningModule):
         outputs.release()  # every finding callback has folded the batch in (Lightning calls the module last)
 
 
-__all__ = ["STREAMS", "Seq2SeqCapture", "Seq2SeqBatch", "Seq2SeqCaptureModule", "decoder_shape", "encoder_shape", "forward_seq2seq", "shift_right"]
+__all__ = ["STREAMS", "Seq2SeqCapture", "Seq2SeqBatch", "Seq2SeqCaptureModule", "decoder_shape", "encoder_shape", "forward_seq2seq", "load_pair_tokenizer", "shift_right"]

@@ -47,16 +47,16 @@ def prepare_pairs(info: Any, cfg: Any) -> Tuple[Any, Any]:
 
     Raises:
         ConfigError: ``corpus.target_len`` exceeds the model's positions, or a length exceeds the tokenizer's limit.
-        ModelError, CorpusError: no fast tokenizer; a bad pairs file or a pair longer than its fixed length.
+        ModelError, CorpusError: no tokenizer; a bad pairs file or a pair longer than its fixed length.
     """
-    from attnsim.capture.load import load_tokenizer
+    from attnsim.capture.seq2seq import load_pair_tokenizer
     from attnsim.data.translation import build_pairs, read_pairs
 
     c = cfg.corpus
     target_len = c.target_len or c.seq_len
     if info.max_length and target_len > info.max_length:
         raise ConfigError(f"corpus.target_len={target_len} is larger than the {info.max_length} tokens model '{info.name}' accepts. Set corpus.target_len to at most {info.max_length}.")
-    tokenizer = load_tokenizer(info, max(c.seq_len, target_len))
+    tokenizer = load_pair_tokenizer(info, max(c.seq_len, target_len))  # fast, or slow for Marian (no offsets)
     pairs = read_pairs(c.path, c.encoding)
     return tokenizer, build_pairs(pairs, tokenizer, c.seq_len, target_len, c.limit, c.shuffle, cfg.seed)
 
