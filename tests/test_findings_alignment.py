@@ -142,3 +142,36 @@ def test_marian_with_its_own_slow_sentencepiece_tokenizer(tmp_path, tracking_uri
     assert all(math.isfinite(result.metrics[f"alignment/{stat}"]) for stat in FINDINGS["alignment"].statistics)
     labels = result.summaries["alignment"].examples[0]["source_labels"]
     assert labels[-1] == "</s>" and "".join(labels[:-1]).replace("▁", " ").strip() == first.source
+
+
+def test_explorer_page_places_the_blocks_of_source_then_target():
+    """The explorer's attention panel over [source; target]: encoder block top left, cross block (target rows x source
+    columns) bottom left, causal decoder block bottom right, nothing top right."""
+    import base64
+    import json
+    import re
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from attnsim.findings.alignment import AlignmentFinding
+    from attnsim.results import Summary
+
+    cross = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])  # 3 target x 2 source
+    decoder = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    encoder = torch.tensor([[0.6, 0.4], [0.3, 0.7]])
+    example = {"doc_id": "p0", "source_labels": ["a", "</s>"], "target_labels": ["x", "y", "</s>"],
+               "cross": cross[None, None], "decoder": decoder[None, None], "encoder": encoder[None, None]}
+    finding = AlignmentFinding(1, 1, 3, StatsConfig())
+    (path, page), = finding.pages(Summary("alignment", {}, examples=[example]), SimpleNamespace(max_tokens=64), "t")
+    assert path == "explorer_alignment.html" and 'id="attention"' in page and 'id="csm"' not in page
+    data = json.loads(re.search(r'id="explorer-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
+    entry = data["examples"][0]
+    assert entry["length"] == 5 and entry["labels"][0] == "src a [0]" and entry["labels"][2] == "tgt x [2]"
+    codes = np.frombuffer(base64.b64decode(entry["attention"]["codes"]), np.uint8).reshape(5, 5)
+    low, high = entry["attention"]["ranges"][0][0]
+    values = np.where(codes == 255, np.nan, low + (high - low) * codes / 253)
+    assert np.isnan(values[:2, 2:]).all()  # source rows never attend to the target
+    np.testing.assert_allclose(values[2:, :2], cross.numpy(), atol=(high - low) / 253)
+    np.testing.assert_allclose(values[2:, 2:], decoder.numpy(), atol=(high - low) / 253)
+    np.testing.assert_allclose(values[:2, :2], encoder.numpy(), atol=(high - low) / 253)
