@@ -48,7 +48,7 @@ def test_alignment_run_finishes_with_finite_metrics(tiny_seq2seq, tracking_uri):
     if not figures:
         return
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "figures/alignment")}
-    assert {"figures/alignment/corpus_cross_attention.png", "figures/alignment/example_00_cross_attention.png", "figures/alignment/heads_band_mass.png"} <= artifacts
+    assert {"figures/alignment/corpus_cross_attention.png", "figures/alignment/example_00_cross_attention.png", "figures/alignment/heads.png"} <= artifacts
     page = open(client.download_artifacts(run.info.run_id, "explorer_alignment.html"), encoding="utf-8").read()
     assert "en-de-00" in page and "tgt " in page and "src " in page
 

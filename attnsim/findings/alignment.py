@@ -12,8 +12,8 @@ decoder layer and head:
   outputs. Profiles ``self_distance_mean`` and ``cross_distance_mean``: mean CSM by distance j − i.
 
 Figures: the corpus cross-attention map of every head in relative positions (plus the layer mean), the
-cross-attention of the first ``plots.examples`` pairs with token labels and the band outlined, a
-layer × head heatmap of each statistic, and (``plots.explorer``) an explorer page whose attention panel
+cross-attention of the first ``plots.examples`` pairs with token labels and the band outlined, one
+layer × head heatmap per statistic (``heads.png``), and (``plots.explorer``) an explorer page whose attention panel
 shows each example's whole attention over [source tokens; target tokens]: encoder self-attention
 (top left), cross-attention (bottom left: target rows, source columns) and decoder self-attention
 (bottom right); the top right block is undefined.
@@ -29,7 +29,7 @@ import torch
 from attnsim.data.translation import pair_labels
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.alignment import cross_attention_grid
-from attnsim.plots.csm import scalar_heatmaps
+from attnsim.plots.heads import scalar_mosaic
 from attnsim.stats.alignment import SCALARS as BAND_SCALARS
 from attnsim.stats.alignment import AlignmentAccumulator, band_mask
 from attnsim.stats.csm import SCALARS as CSM_SCALARS
@@ -118,7 +118,7 @@ class AlignmentFinding(Finding):
         return Summary(self.name, scalars, profiles, figure_data={"corpus_map": band["corpus_map"]}, examples=list(self.examples), windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
-        yield from scalar_heatmaps(summary.scalars, self.name)
+        yield "figures/alignment/heads.png", scalar_mosaic(summary.scalars, self.name)
         corpus_map = summary.figure_data["corpus_map"].cpu().numpy()
         yield "figures/alignment/corpus_cross_attention.png", cross_attention_grid(
             corpus_map, f"Corpus cross-attention in relative positions ({summary.windows} pairs; {corpus_map.shape[-1]} bins of each sentence's length)",

@@ -69,7 +69,7 @@ def cross_attention_grid(
             image = ax.imshow(pooled[layer, head], cmap="viridis", vmin=0.0, vmax=high, aspect="auto", interpolation="nearest")
             if band is not None and row_block == col_block == 1:
                 ax.contour(band.astype(float), levels=[0.5], colors="white", linewidths=0.5)
-            ax.set_title(f"L{layer} {'mean' if head == n_heads else f'H{head}'}", fontsize=7, pad=2)
+            ax.set_title(f"L{layer} {'mean' if head == n_heads else f'H{head}'}", fontsize=8, pad=2)
             ax.set_xticks([])
             ax.set_yticks([])
             if head == 0 and row_labels is not None:
@@ -79,9 +79,9 @@ def cross_attention_grid(
                 ticks = list(range(0, cols, math.ceil(cols / labels_fitting(width, 48))))
                 ax.set_xticks(ticks, [short_label(col_labels[t * col_block]) for t in ticks], fontsize=TOKEN_FONT, rotation=90)
     for ax in axes[:, 0]:
-        ax.set_ylabel(row_axis, fontsize=7)
+        ax.set_ylabel(row_axis, fontsize=8)
     for ax in axes[-1, :]:
-        ax.set_xlabel(col_axis, fontsize=7)
+        ax.set_xlabel(col_axis, fontsize=8)
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), fraction=0.02, pad=0.01, label="attention")
     pooled_note = f"; cells pooled over {max(row_block, col_block)} tokens" if max(row_block, col_block) > 1 else ""
