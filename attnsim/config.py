@@ -112,6 +112,7 @@ class Source(StrEnum):
     jsonl = "jsonl"
     images = "images"
     repeated_tokens = "repeated_tokens"  # seeded random token sequences repeated (induction heads)
+    translation = "translation"  # sentence pairs for encoder–decoder models (attnsim.data.translation)
 
 
 class HighRule(StrEnum):
@@ -195,6 +196,7 @@ class CorpusConfig:
     # `repeat_length` tokens (windows: corpus.limit; seed: the run's seed)
     repeat_length: int = 50
     repeats: int = 2
+    target_len: Optional[int] = None  # translation only: target tokens per pair, specials included (null: seq_len)
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for a path the source does not take or lacks, a window
@@ -205,6 +207,8 @@ class CorpusConfig:
             _fail("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
         if self.source == Source.repeated_tokens:
             self._check_repeated()
+        if self.target_len is not None and (self.source != Source.translation or self.target_len < 2):
+            _fail(f"Config key 'corpus.target_len' is {self.target_len}; it sets the target tokens per sentence pair of corpus.source=translation (at least 2, or null for corpus.seq_len). Remove it for other sources.")
         if self.seq_len < 8:
             _fail(f"Config key 'corpus.seq_len' is {self.seq_len}; windows need at least 8 tokens including special tokens.")
         if self.limit is not None and self.limit < 1:
@@ -212,7 +216,7 @@ class CorpusConfig:
         if self.min_tokens < 2:
             _fail(f"Config key 'corpus.min_tokens' is {self.min_tokens}; a window needs at least 2 tokens to have a pair.")
         if self.encoding is not None:
-            if self.source not in (Source.text, Source.jsonl):
+            if self.source not in (Source.text, Source.jsonl, Source.translation):
                 _fail(f"Config key 'corpus.encoding' is set but corpus.source={self.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
             try:
                 codecs.lookup(self.encoding)
@@ -256,6 +260,9 @@ class StatsConfig:
     # metric names (fnmatch patterns on "finding/stat") logged as layer means (finding/stat/LNN);
     # a per_head pattern implies it. Layer means not logged are read from tables/<finding>_heads.csv.
     per_layer: List[str] = field(default_factory=lambda: ["*"])
+    # alignment: half-width w of the monotone diagonal band of cross-attention, a share of the sentence
+    # length: source token j is in target token i's band when |(i+0.5)/n_t - (j+0.5)/n_s| <= w
+    band_width: float = 0.1
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5], ``short_range`` below 1 or an empty ``per_layer`` pattern."""
@@ -263,6 +270,8 @@ class StatsConfig:
             _fail(f"Config key 'stats.top_fraction' is {self.top_fraction}; give a share of pairs in (0, 0.5], e.g. 0.02 (the paper's 2%).")
         if self.short_range < 1:
             _fail(f"Config key 'stats.short_range' is {self.short_range}; give a distance of at least 1 token.")
+        if not 0.0 < self.band_width <= 1.0:
+            _fail(f"Config key 'stats.band_width' is {self.band_width}; give the alignment band's half-width as a share of the sentence length in (0, 1], e.g. 0.1.")
         blank = [p for p in self.per_layer if not str(p).strip()]
         if blank:
             _fail(f"Config key 'stats.per_layer' has an empty entry ({list(self.per_layer)}); give fnmatch patterns over finding/statistic, e.g. [distance/short_range_share] or ['*'] for every statistic, or [] for model means only.")

@@ -36,7 +36,7 @@ CHOICE_KEYS = {
     "model.vector": ("z", "result"),
     "model.attn_implementation": ("auto", "eager", "sdpa"),
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "corpus.source": ("bbc", "text", "jsonl", "images", "repeated_tokens"),
+    "corpus.source": ("bbc", "text", "jsonl", "images", "repeated_tokens", "translation"),
     "maps.head_fusion": ("mean", "max", "min"),
     "stats.high_rule": ("top_fraction", "zscore"),
     "stats.normalise": ("none", "cosine"),

