@@ -49,7 +49,7 @@ class GradientMapsFinding(Finding):
     """Gradient-weighted rollout and class-discriminative attention maps of a classifier (module docstring)."""
 
     name = "gradient_maps"
-    description = "gradient-weighted rollout (Chefer et al. 2021) and CDAM (Brocki & Chung 2023) for a classifier's target class, per head relevance"
+    description = "gradient-weighted rollout (Chefer et al. 2021) and CDAM (Brocki & Chung 2023) for a classifier's target class (a causal LM: the next token), per head relevance"
     statistics = SCALARS
     needs_attention = True
     needs_gradients = True

@@ -44,7 +44,7 @@ class RolloutFinding(Finding):
     """Attention rollout per depth, attention flow for short examples (module docstring)."""
 
     name = "rollout"
-    description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on [CLS]/[SEP]/punctuation, readout entropy; attention flow for short inputs; image overlays for ViTs"
+    description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on the first token ([CLS]/BOS), other specials and punctuation, readout entropy ([CLS] row; a decoder: last token); attention flow for short inputs; image overlays for ViTs"
     needs_attention = True
 
     def build(self):
