@@ -365,7 +365,7 @@ class MapsConfig:
     head_fusion: HeadFusion = HeadFusion.mean
     discard_ratio: float = 0.0  # rollout: share of each row's lowest weights set to 0 before the residual ([CLS] kept)
     flow_max_tokens: int = 32  # attention flow of example windows with at most this many real tokens (0: never)
-    target_class: Optional[int] = None  # gradient maps: class whose logit is explained (null: the predicted class)
+    target_class: Optional[int] = None  # gradient maps: class whose logit is explained (causal LM: token id of the next token; null: the predicted class)
     num_labels: int = 2  # gradient maps: classes of the seeded random head when the checkpoint has none
 
     def check(self) -> None:

@@ -102,11 +102,11 @@ def test_sdpa_is_switched_to_eager_with_tag(tracking_uri, tiny_bert, text_dir, m
 
 
 def test_unsupported_architecture_refused_before_run(tracking_uri, tmp_path, capsys):
-    from transformers import GPT2Config
+    from transformers import GPTJConfig  # a decoder family attnsim does not capture
 
-    GPT2Config(n_layer=1, n_head=2, n_embd=8).save_pretrained(tmp_path / "gpt2")
-    assert main(["run", "csm", f"model.path={tmp_path / 'gpt2'}"]) == 2
-    assert "cannot capture attention heads of model type 'gpt2'. Supported model types:" in capsys.readouterr().err
+    GPTJConfig(n_layer=1, n_head=2, n_embd=8).save_pretrained(tmp_path / "gptj")
+    assert main(["run", "csm", f"model.path={tmp_path / 'gptj'}"]) == 2
+    assert "cannot capture attention heads of model type 'gptj'. Supported model types:" in capsys.readouterr().err
     assert runs_of(tracking_uri)[1] == []
 
 

@@ -1,7 +1,16 @@
 """Where each supported architecture keeps its layers and attention projections.
 
 Paths are relative to ``model.base_model`` (so a ``...ForSequenceClassification``
-model works like its encoder) and to each layer.
+or ``...ForCausalLM`` model works like its base model) and to each layer.
+
+Families: BERT-style encoders, Vision Transformers, and decoder-only (causal)
+language models: GPT-2 (``Conv1D`` projections, fused ``c_attn``), GPT-NeoX /
+Pythia (fused ``query_key_value``), OPT, Phi and the Llama family (Llama,
+Mistral, Qwen2, Gemma; ``o_proj``, rotary positions, grouped-query attention).
+Per-head outputs Z are always read by a pre-hook on the output projection W_O,
+whose input is the concatenation of the *query* heads' outputs (grouped-query
+attention shares keys and values between query heads, but each query head has
+its own Z and attention probabilities).
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
+import torch
 import torch.nn as nn
 
 from attnsim.errors import ModelError
@@ -16,11 +26,13 @@ from attnsim.errors import ModelError
 
 @dataclass(frozen=True)
 class Architecture:
-    """Module paths of one encoder family.
+    """Module paths and per-family facts of one model family.
 
     Attributes:
         layers: path of the ``ModuleList`` of layers under ``base_model``.
-        query, key, value: paths (within a layer) of the Q, K, V projections, each ``Linear(d_model, H*d_head)``.
+        query, key, value: paths (within a layer) of the Q, K, V projections, each ``Linear(d_model, H*d_head)``
+            (keys and values: ``H_kv*d_head`` under grouped-query attention). Where Q, K and V are one fused
+            projection the three paths are that projection's, and ``qkv`` says how its output is laid out.
         output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
             its input is the concatenation of the heads' outputs Z.
         vision: inputs are images (pixel_values), not token ids.
@@ -37,12 +49,30 @@ class Architecture:
     output: str
     vision: bool = False
     interpolation: str = "none"
+    # decoder-only language model: token i attends to keys j <= i only (attention probabilities are
+    # lower-triangular); rollout reads out the last token's row, gradient maps explain the next token
+    causal: bool = False
+    # Q/K/V projections: "separate" (three modules), "concat" (one fused module whose output is
+    # [Q | K | V], each H*d_head wide; GPT-2's c_attn) or "per_head" (one fused module whose output is
+    # per head [q_h | k_h | v_h]; GPT-NeoX's query_key_value)
+    qkv: str = "separate"
+    # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
+    # the transpose of nn.Linear's; read it through projection_weight
+    conv1d: bool = False
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
 _VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="argument")
 _DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="always")
+
+# decoder-only language models (transformers 5: every one dispatches attention through
+# ALL_ATTENTION_FUNCTIONS; eager returns per-query-head probabilities, keys/values repeated for GQA)
+_GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", causal=True, qkv="concat", conv1d=True)
+_NEOX = Architecture("layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", causal=True, qkv="per_head")
+_LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", causal=True)
+_OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", causal=True)
+_PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", causal=True)
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,
@@ -55,6 +85,15 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "deit": _VIT,
     "dinov2": _DINOV2,
     "dinov2_with_registers": _DINOV2,
+    # decoder-only (causal) language models
+    "gpt2": _GPT2,
+    "gpt_neox": _NEOX,
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "qwen2": _LLAMA,
+    "gemma": _LLAMA,
+    "opt": _OPT,
+    "phi": _PHI,
 }
 
 
@@ -75,8 +114,52 @@ def architecture_for(model_type: str) -> "Architecture | Seq2SeqArchitecture":
 
 
 def layer_modules(model: nn.Module, arch: Architecture) -> nn.ModuleList:
-    """The encoder's layers (``base_model.<arch.layers>``)."""
+    """The model's layers (``base_model.<arch.layers>``)."""
     return model.base_model.get_submodule(arch.layers)
+
+
+def projection_weight(module: nn.Module, arch: Architecture) -> torch.Tensor:
+    """A projection's weight as ``nn.Linear`` stores it: (out_features, in_features).
+
+    transformers' ``Conv1D`` (GPT-2, ``arch.conv1d``) stores (in_features, out_features) and is transposed
+    (a view, no copy).
+    """
+    weight = module.weight
+    return weight.t() if arch.conv1d else weight
+
+
+def projection_in_features(module: nn.Module, arch: Architecture):
+    """Input width of a projection (``Linear.in_features``, ``Conv1D.nx``), or None when the module does not say."""
+    if arch.conv1d:
+        return getattr(module, "nx", None)
+    return getattr(module, "in_features", None)
+
+
+def split_qkv(projected: torch.Tensor, arch: Architecture, n_heads: int, n_kv_heads: int, d_head: int) -> tuple:
+    """Queries, keys and values from a fused Q/K/V projection's output, per head.
+
+    Args:
+        projected: (batch, pos, width) output of the fused projection (``arch.query``), width =
+            ``(n_heads + 2 * n_kv_heads) * d_head``.
+        arch: an architecture with ``qkv`` ``concat`` ([Q | K | V], GPT-2's ``c_attn``) or ``per_head``
+            ([q_h | k_h | v_h] for each head h, GPT-NeoX's ``query_key_value``).
+        n_heads, n_kv_heads: query heads and key/value heads; d_head: width of one head.
+
+    Returns:
+        ``(q, k, v)``: (batch, n_heads, pos, d_head), (batch, n_kv_heads, pos, d_head) twice; before any
+        rotary position embedding the model applies afterwards.
+
+    Raises:
+        ModelError: ``arch.qkv`` is ``separate`` (there is nothing to split) or the width does not match.
+    """
+    batch, pos, width = projected.shape
+    if width != (n_heads + 2 * n_kv_heads) * d_head or arch.qkv == "separate" or (arch.qkv == "per_head" and n_kv_heads != n_heads):
+        raise ModelError(f"Cannot split a fused Q/K/V projection of width {width} (layout '{arch.qkv}') into {n_heads} query and {n_kv_heads} key/value heads of {d_head}.")
+    if arch.qkv == "concat":
+        q, k, v = projected.split([n_heads * d_head, n_kv_heads * d_head, n_kv_heads * d_head], dim=-1)
+        return tuple(x.reshape(batch, pos, -1, d_head).transpose(1, 2) for x in (q, k, v))
+    per_head = projected.reshape(batch, pos, n_heads, 3 * d_head).transpose(1, 2)  # (B, H, T, 3d)
+    return per_head.chunk(3, dim=-1)
 
 
 # -- encoder–decoder families (T5, BART, Marian) ------------------------------------------------

@@ -10,6 +10,11 @@ The plain :class:`~attnsim.capture.module.CaptureModule` path is untouched.
 
 The model is any Hugging Face ``AutoModelForSequenceClassification`` (text)
 or ``AutoModelForImageClassification`` (Vision Transformers), in eval mode.
+A causal (decoder-only) language model is loaded as ``AutoModelForCausalLM``
+and explained as a next-token classifier: y_c is the logit of token id c at
+the *last real position* of each window (the prediction of the token that
+would follow the window); ``maps.target_class`` selects the token id, and by
+default each window's predicted (argmax) next token is explained.
 When the checkpoint has no classification head, the head is initialised by
 the model's own initialiser under ``torch.manual_seed(seed)`` and the run is
 tagged ``attnsim.classifier_head=random_seeded``; a checkpoint's own head is
@@ -43,7 +48,7 @@ from attnsim.keys import Tag
 
 log = logging.getLogger(__name__)
 
-_HEAD_ARCHITECTURES = ("ForSequenceClassification", "ForImageClassification")
+_HEAD_ARCHITECTURES = ("ForSequenceClassification", "ForImageClassification", "ForCausalLM")
 
 
 @dataclass
@@ -122,6 +127,27 @@ def layer_inputs(model: nn.Module, arch: Architecture) -> Iterator[Dict[str, tor
             handle.remove()
 
 
+def classes(model: nn.Module, info: ModelInfo) -> int:
+    """Number of classes a gradient map can explain: the classifier's labels, or a causal LM's vocabulary size."""
+    if info.causal:
+        return int(model.get_output_embeddings().weight.shape[0])
+    return int(model.config.num_labels)
+
+
+def target_logits(logits: torch.Tensor, attention_mask: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The logits a gradient map explains, (batch, classes).
+
+    Args:
+        logits: (batch, classes) of a classifier, or (batch, pos, vocab) of a causal language model.
+        attention_mask: (batch, pos) 1 for real tokens; padding sits at the end of a window.
+        causal: take a language model's next-token logits at each window's last real position.
+    """
+    if not causal:
+        return logits
+    last = (attention_mask.long().sum(-1) - 1).clamp_min(0)  # (B,)
+    return logits[torch.arange(logits.shape[0], device=logits.device), last]  # (B, vocab)
+
+
 def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, num_labels: int = 2, dtype: torch.dtype = torch.float32) -> Tuple[nn.Module, Dict[str, str]]:
     """A classification model (eval mode, eager attention, frozen parameters) and tags saying how it was loaded.
 
@@ -133,14 +159,16 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
         num_labels: classes of a newly initialised head (a checkpoint's own head keeps its classes).
 
     Returns:
-        (model, tags) with ``attnsim.classifier_head`` = ``checkpoint`` or ``random_seeded``.
+        (model, tags) with ``attnsim.classifier_head`` = ``checkpoint`` or ``random_seeded``. A causal
+        language model (``info.causal``) is loaded with its LM head (``AutoModelForCausalLM``): its classes are
+        the vocabulary's token ids (``attnsim.num_labels`` = the vocabulary size) and ``num_labels`` is unused.
 
     Raises:
         ModelError: the weights cannot be loaded.
     """
-    from transformers import AutoModelForImageClassification, AutoModelForSequenceClassification
+    from transformers import AutoModelForCausalLM, AutoModelForImageClassification, AutoModelForSequenceClassification
 
-    auto = AutoModelForImageClassification if info.arch.vision else AutoModelForSequenceClassification
+    auto = AutoModelForImageClassification if info.arch.vision else AutoModelForCausalLM if info.causal else AutoModelForSequenceClassification
     has_head = any(name.endswith(_HEAD_ARCHITECTURES) for name in (getattr(info.config, "architectures", None) or []))
     tags: Dict[str, str] = {Tag.ATTN_IMPLEMENTATION.value: "eager", Tag.MODEL_INIT.value: init}
     try:
@@ -148,12 +176,12 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
             torch.manual_seed(seed)
             if init == "random" or info.path == BUILD:
                 config = copy.deepcopy(info.config)
-                if not has_head:
+                if not has_head and not info.causal:
                     config.num_labels = num_labels
                 model = auto.from_config(config, attn_implementation="eager", dtype=dtype)
                 head = "random_seeded"
             else:
-                extra = {} if has_head else {"num_labels": num_labels}
+                extra = {} if has_head or info.causal else {"num_labels": num_labels}
                 model, loading = auto.from_pretrained(info.path, attn_implementation="eager", dtype=dtype, local_files_only=True, output_loading_info=True, **extra)
                 head = "random_seeded" if loading.get("missing_keys") else "checkpoint"
     except (OSError, ValueError) as exc:
@@ -161,7 +189,7 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
     model.eval()
     model.requires_grad_(False)
     tags[Tag.CLASSIFIER_HEAD.value] = head
-    tags[Tag.NUM_LABELS.value] = str(model.config.num_labels)
+    tags[Tag.NUM_LABELS.value] = str(classes(model, info))
     if head == "random_seeded":
         log.warning("the classification head of %s is randomly initialised (seed %d): gradient maps explain an untrained head", info.name, seed)
     return model, tags
@@ -176,7 +204,8 @@ class GradientModule(pl.LightningModule):
         info: its :class:`~attnsim.capture.load.ModelInfo`.
         vector: ``z`` or ``result`` (per-head vectors of the capture, as in the plain capture).
         view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
-        target_class: class explained for every item; None: each item's predicted class.
+        target_class: class explained for every item (a causal LM: a token id, the next token after the
+            window's last real token); None: each item's predicted class (next token).
     """
 
     def __init__(self, model: nn.Module, info: ModelInfo, vector: str, view_factory: Optional[ViewFactory] = None, target_class: Optional[int] = None):
@@ -212,7 +241,7 @@ class GradientModule(pl.LightningModule):
             if not maps or any(m is None for m in maps):
                 raise ModelError("The classifier returned no attention probabilities; it must run with eager attention.")
             check_shapes(store, maps, n_heads, int(batch["input_ids"].shape[0]), int(batch["input_ids"].shape[1]))
-            logits = outputs.logits  # (B, C)
+            logits = target_logits(outputs.logits, batch["attention_mask"], self.info.causal)  # (B, C): classes, or next-token ids
             target = select_target(logits.detach(), self.target_class)
             # items are independent: the gradient of the sum gives each item its own gradient
             chosen = logits.gather(1, target[:, None]).sum()
@@ -236,4 +265,4 @@ class GradientModule(pl.LightningModule):
         release_view(outputs)
 
 
-__all__ = ["GradientCapture", "GradientModule", "load_classifier", "layer_inputs", "select_target"]
+__all__ = ["GradientCapture", "GradientModule", "classes", "load_classifier", "layer_inputs", "select_target", "target_logits"]

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-from attnsim.capture.architectures import Architecture, layer_modules
+from attnsim.capture.architectures import Architecture, layer_modules, projection_in_features, projection_weight
 from attnsim.errors import ModelError
 
 
@@ -115,7 +115,7 @@ def capture_heads(model: nn.Module, arch: Architecture, n_heads: int) -> Iterato
 
     def hook_for(index: int, projection: nn.Module) -> Callable:
         where = f"Layer {index} ({arch.layers}.{index}.{arch.output})"
-        width = getattr(projection, "in_features", None)  # H*d_head for a Linear W_O
+        width = projection_in_features(projection, arch)  # H*d_head (Linear.in_features, Conv1D.nx)
 
         def pre_hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
             concat = _projection_input(where, args, kwargs)  # (B, T, H*d_head)
@@ -211,12 +211,16 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
 def output_projections(model: nn.Module, arch: Architecture, n_heads: int) -> torch.Tensor:
     """Each head's slice of W_O: (layer, head, d_head, d_model), so that ``result = z @ W_O[l, h]``.
 
+    ``n_heads`` is the number of *query* heads (grouped-query attention: W_O's input is H query heads x
+    d_head wide, d_head = ``config.head_dim`` where the config has one). GPT-2's ``Conv1D`` W_O, stored
+    (in, out), is read transposed (:func:`~attnsim.capture.architectures.projection_weight`).
+
     Source: the per-head decomposition of multi-head attention's output
     projection (Elhage et al. 2021; Kobayashi et al. 2020).
     """
     slices = []
     for layer in layer_modules(model, arch):
-        weight = layer.get_submodule(arch.output).weight  # (d_model, H*d_head)
+        weight = projection_weight(layer.get_submodule(arch.output), arch)  # (d_model, H*d_head)
         d_model, width = weight.shape
         # (d_model, H*d) -> (d_model, H, d) -> (H, d, d_model)
         slices.append(weight.detach().reshape(d_model, n_heads, width // n_heads).permute(1, 2, 0))

@@ -35,6 +35,30 @@ class ModelInfo:
     max_length: int
     arch: Architecture
     config: object = field(repr=False, default=None)
+    n_kv_heads: Optional[int] = None  # key/value heads (grouped-query attention: fewer than n_heads); None: n_heads
+
+    @property
+    def causal(self) -> bool:
+        """Whether the model is a decoder-only (causal) language model (:attr:`Architecture.causal`)."""
+        return bool(getattr(self.arch, "causal", False))  # an encoder–decoder (Seq2SeqArchitecture) is not decoder-only
+
+
+def model_shape(config) -> Tuple[int, int, int, int, Optional[int]]:  # noqa: ANN001 - a transformers config
+    """``(n_layers, n_heads, d_head, d_model, n_kv_heads)`` of a config, in every family's spelling.
+
+    ``n_heads`` counts the *query* heads; ``d_head`` is ``config.head_dim`` where the config has one
+    (Llama family, Gemma: it may differ from ``d_model / n_heads``, and W_O's input is then
+    ``n_heads * d_head`` wide), else ``d_model // n_heads``. GPT-2's ``n_layer``/``n_head``/``n_embd``
+    are read through the config's own attribute map. ``n_kv_heads`` is ``num_key_value_heads`` (None
+    when the config has none: every head has its own keys and values).
+    """
+    n_layers = int(config.num_hidden_layers)
+    n_heads = int(config.num_attention_heads)
+    d_model = int(config.hidden_size)
+    head_dim = getattr(config, "head_dim", None)
+    d_head = int(head_dim) if head_dim else d_model // n_heads
+    kv = getattr(config, "num_key_value_heads", None)
+    return n_layers, n_heads, d_head, d_model, (int(kv) if kv else None)
 
 
 def resolve_model_path(path: str) -> str:
@@ -77,7 +101,9 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
             config = AutoConfig.for_model(str(model_type), **fields)
         except (ValueError, TypeError) as exc:
             raise ModelError(f"Cannot build a model config from model.build ({str(exc).splitlines()[0]}). Give model.build.model_type (e.g. vit) and valid config fields.") from exc
-        info = ModelInfo(BUILD, f"built:{model_type}", config.model_type, int(config.num_hidden_layers), int(config.num_attention_heads), int(config.hidden_size) // int(config.num_attention_heads), int(config.hidden_size), int(getattr(config, "max_position_embeddings", 0) or 0), architecture_for(config.model_type), config)
+        arch = architecture_for(config.model_type)
+        n_layers, n_heads, d_head, d_model, n_kv = model_shape(config)
+        info = ModelInfo(BUILD, f"built:{model_type}", config.model_type, n_layers, n_heads, d_head, d_model, int(getattr(config, "max_position_embeddings", 0) or 0), arch, config, n_kv)
         return info
     resolved = resolve_model_path(path)
     try:
@@ -88,18 +114,17 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
             f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
         ) from exc
     arch = architecture_for(config.model_type)
-    n_layers = int(config.num_hidden_layers)
-    n_heads = int(config.num_attention_heads)
-    d_model = int(config.hidden_size)
-    d_head = d_model // n_heads
+    n_layers, n_heads, d_head, d_model, n_kv = model_shape(config)
     if getattr(arch, "seq2seq", False):  # encoder–decoder: the decoder's layers and heads (attnsim.capture.seq2seq)
         from attnsim.capture.seq2seq import decoder_shape
 
         n_layers, n_heads, d_head = decoder_shape(config)
+        n_kv = None
+    # GPT-2's n_positions is read through its attribute map
     max_positions = int(getattr(config, "max_position_embeddings", 0) or 0)
     if config.model_type in ("roberta", "xlm-roberta", "camembert"):
         max_positions -= int(getattr(config, "pad_token_id", 1)) + 1  # positions start after padding_idx
-    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config)
+    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config, n_kv)
     if not arch.vision and max_positions and seq_len > max_positions:
         raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}.")
     return info

@@ -6,10 +6,16 @@ tokenizer's own character offsets. Its content tokens are cut into
 consecutive, non-overlapping chunks of ``seq_len - n_special`` tokens (the
 first chunk starts at the document's first sentence; a chunk may end inside a
 sentence, whose remaining tokens open the next window). The tokenizer adds its
-special tokens ([CLS] ... [SEP]) so every window is exactly ``seq_len`` tokens.
-A document's last chunk, if shorter, is padded (padding is masked out of every
-statistic) or dropped (``drop_short``). Chunks with fewer than ``min_tokens``
-content tokens are never used.
+own special tokens, read from its output (:func:`special_template`): [CLS] ...
+[SEP] for BERT, ``<s>`` before the text for Llama-style tokenizers (BOS), none
+for GPT-2 and Pythia (nothing is invented), so every window is exactly
+``seq_len`` tokens. A document's last chunk, if shorter, is padded at the end
+(padding is masked out of every statistic; under a causal mask no real token
+can see it) or dropped (``drop_short``). Padding uses the tokenizer's pad
+token; a tokenizer without one (GPT-2, Pythia, Llama) pads with its EOS token,
+then its UNK token, then id 0 (:func:`pad_token_id`): the id is never read, as
+the attention mask is 0 there. Chunks with fewer than ``min_tokens`` content
+tokens are never used.
 
 A token's sentence id is the index (within its window, from 0) of the sentence
 whose span contains the token's first character; tokens between spans belong
@@ -284,6 +290,20 @@ def _token_sentences(offsets: np.ndarray, spans: Sequence[tuple]) -> np.ndarray:
     return np.clip(np.searchsorted(starts, offsets[:, 0], side="right") - 1, 0, None)
 
 
+def pad_token_id(tokenizer) -> int:
+    """Token id written into padding positions: the tokenizer's pad token, else EOS, else UNK, else 0.
+
+    Decoder tokenizers (GPT-2, Pythia, Llama) often define no pad token; their EOS is the usual
+    stand-in. Padding is masked (attention mask 0) and never enters a statistic, so the id only has
+    to be a valid token id.
+    """
+    for name in ("pad_token_id", "eos_token_id", "unk_token_id"):
+        value = getattr(tokenizer, name, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
 def special_template(tokenizer) -> tuple:
     """Special-token ids the tokenizer puts before and after a single sequence (e.g. [CLS] / [SEP]).
 
@@ -312,6 +332,7 @@ def document_windows(
         reasons["empty or whitespace-only text"] = reasons.get("empty or whitespace-only text", 0) + 1
         return []
     prefix, suffix = special_template(tokenizer)
+    pad_id = pad_token_id(tokenizer)
     capacity = seq_len - len(prefix) - len(suffix)
     encoded = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     ids = np.asarray(encoded["input_ids"], dtype=np.int64)
@@ -336,7 +357,7 @@ def document_windows(
         full = np.concatenate([prefix, chunk, suffix])
         special = np.concatenate([np.ones(len(prefix), bool), np.zeros(len(chunk), bool), np.ones(len(suffix), bool)])
         n = len(full)
-        win_ids = np.full(seq_len, tokenizer.pad_token_id, dtype=np.int32)  # vocabularies are far below 2**31
+        win_ids = np.full(seq_len, pad_id, dtype=np.int32)  # vocabularies are far below 2**31
         win_ids[:n] = full
         attention = np.zeros(seq_len, dtype=np.int8)
         attention[:n] = 1

@@ -26,7 +26,7 @@ class AttentionMapsFinding(Finding):
     needs_attention = True
 
     def build(self):
-        return {"maps": AttentionMapAccumulator(self.n_layers, self.n_heads, self.seq_len)}
+        return {"maps": AttentionMapAccumulator(self.n_layers, self.n_heads, self.seq_len, causal=bool(getattr(self.context.model, "causal", False)))}
 
     def update(self, view: PairView) -> None:
         self.accumulators["maps"].update(view.attention, view.tokens)

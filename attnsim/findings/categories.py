@@ -2,7 +2,9 @@
 
 Text (any tokenizer whose specials surround the text, e.g. BERT ``[CLS] ... [SEP]``):
 
-- ``cls``: the first token when it is special ([CLS], RoBERTa's ``<s>``): the readout token.
+- ``cls``: the *first token* (position 0): [CLS], RoBERTa's ``<s>``, a decoder's BOS (Llama), or the
+  first text token of a decoder whose tokenizer adds no BOS (GPT-2, Pythia) — the token decoders
+  use as an "attention sink". For an encoder it is also the readout token.
 - ``sep``: every other special token ([SEP], ``</s>``).
 - ``punct``: content tokens whose text, without the subword markers ``##``,
   ``Ġ`` and ``▁``, is made only of Unicode punctuation (category P*), e.g. ``.`` ``,`` ``"``.
@@ -12,8 +14,14 @@ Images (Vision Transformers):
 - ``cls``: the [CLS] token (position 0), the readout token.
 - ``extra``: the other extra tokens (DeiT's distillation token, register tokens).
 
+Readout token (the row rollout and gradient maps read out): [CLS] (position 0)
+for encoders and images; for a causal (decoder) model the *last* real token,
+the only one whose representation has seen the whole window (and the one
+whose output predicts the next token).
+
 Rollout never discards entries of *kept* tokens: [CLS] for text; [CLS] and
-the distillation token (DeiT's second readout) for images.
+the distillation token (DeiT's second readout) for images; the first token and
+the readout (last) token for a causal model.
 """
 
 from __future__ import annotations
@@ -48,10 +56,12 @@ class TokenCategories:
         tokenizer: the run's tokenizer (text) or :class:`~attnsim.data.layout.PatchLabeler` (images).
         vision: inputs are images.
         extra_names: the extra-token names of a ViT (``[CLS]``, ``[DIST]``, ``[REG0]`` ...).
+        causal: a decoder-only model: the readout token is the last real token (module docstring).
     """
 
-    def __init__(self, tokenizer=None, vision: bool = False, extra_names: Tuple[str, ...] = ()):  # noqa: ANN001
+    def __init__(self, tokenizer=None, vision: bool = False, extra_names: Tuple[str, ...] = (), causal: bool = False):  # noqa: ANN001
         self.vision = vision
+        self.causal = bool(causal)
         self.extra_names = tuple(extra_names)
         self.names: Tuple[str, ...] = ("cls", "extra") if vision else ("cls", "sep", "punct")
         self._punct: Optional[torch.Tensor] = None if vision or tokenizer is None else punctuation_table(tokenizer)
@@ -61,7 +71,7 @@ class TokenCategories:
         real = batch["attention_mask"].bool()
         special = batch["special_mask"].bool() & real
         first = torch.zeros_like(real)
-        first[:, 0] = special[:, 0]
+        first[:, 0] = real[:, 0]  # the first token, special ([CLS], BOS) or not (GPT-2)
         out = {"cls": first}
         if self.vision:
             out["extra"] = special & ~first
@@ -81,12 +91,22 @@ class TokenCategories:
         keep[:, 0] = True
         if self.vision and "[DIST]" in self.extra_names:
             keep[:, self.extra_names.index("[DIST]")] = True
+        if self.causal:
+            keep[torch.arange(real.shape[0], device=real.device), self.readout(batch)] = True
         return keep & real
 
-    @staticmethod
-    def readout(batch: Dict[str, torch.Tensor]) -> torch.Tensor:
-        """(batch,) int64 position of the readout token: 0 ([CLS])."""
-        return torch.zeros(batch["attention_mask"].shape[0], dtype=torch.long, device=batch["attention_mask"].device)
+    def readout(self, batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        """(batch,) int64 position of the readout token: 0 ([CLS]); for a causal model the last real token
+        (padding sits at the end of a window, so it is the number of real tokens minus 1)."""
+        mask = batch["attention_mask"]
+        if self.causal:
+            return (mask.long().sum(-1) - 1).clamp_min(0)
+        return torch.zeros(mask.shape[0], dtype=torch.long, device=mask.device)
+
+    @property
+    def readout_name(self) -> str:
+        """How figures name the readout token."""
+        return "last token" if self.causal else "[CLS]"
 
 
 __all__ = ["is_punctuation", "punctuation_table", "TokenCategories"]

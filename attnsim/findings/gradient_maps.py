@@ -16,6 +16,12 @@ The readout row of the gradient-weighted rollout leaves out the readout
 token's own entry, which holds the identity ``R_0 = I`` (as Chefer et al.
 read out ``R[CLS, 1:]`` for ViTs).
 
+Causal (decoder) language models: the "classifier" is the LM head, the logit
+explained is that of the next token after each window's last real token
+(``maps.target_class`` is a token id; null: the predicted next token), and
+the readout row is the last real token's (its own entry left out); the
+first token's mass ``rollout_cls_mass`` is then logged too.
+
 Figures: layer x head heatmaps of the scalars; per example window the
 readout row after every layer and the CDAM scores with token labels, or for
 images both drawn over the picture on the patch grid.
@@ -43,7 +49,7 @@ class GradientMapsFinding(Finding):
     """Gradient-weighted rollout and class-discriminative attention maps of a classifier (module docstring)."""
 
     name = "gradient_maps"
-    description = "gradient-weighted rollout (Chefer et al. 2021) and CDAM (Brocki & Chung 2023) for a classifier's target class, per head relevance"
+    description = "gradient-weighted rollout (Chefer et al. 2021) and CDAM (Brocki & Chung 2023) for a classifier's target class (a causal LM: the next token), per head relevance"
     statistics = SCALARS
     needs_attention = True
     needs_gradients = True
@@ -52,7 +58,8 @@ class GradientMapsFinding(Finding):
         layout = self.context.layout
         self.vision = bool(self.context.vision)
         self.layout = layout
-        self.categories = TokenCategories(self.context.tokenizer, self.vision, layout.extra if layout is not None else ())
+        self.causal = bool(getattr(self.context.model, "causal", False))
+        self.categories = TokenCategories(self.context.tokenizer, self.vision, layout.extra if layout is not None else (), causal=self.causal)
         self.max_examples = int(self.context.examples or 0)
         self.examples: List[Dict[str, Any]] = []
         return {"gradients": GradientMapAccumulator(self.n_layers, self.n_heads, self.categories.names)}
@@ -60,7 +67,8 @@ class GradientMapsFinding(Finding):
     def corpus_metric_names(self) -> List[str]:
         """Names of the corpus numbers (without the finding prefix)."""
         names = [f"cdam_{c}_share" for c in self.categories.names]
-        names += [f"rollout_{c}_mass" for c in self.categories.names if c != "cls"]
+        # the readout token's own entry is left out: [CLS] of an encoder; a causal model reads out the last token
+        names += [f"rollout_{c}_mass" for c in self.categories.names if c != "cls" or getattr(self, "causal", False)]
         return names + ["cdam_positive_share", "target_probability", "target_is_predicted"]
 
     def metric_names(self) -> List[str]:
@@ -124,7 +132,7 @@ class GradientMapsFinding(Finding):
                 continue
             rows = [f"after layer {d}" for d in range(example["rollout"].shape[0])]
             yield f"figures/gradient_maps/window{e}_rollout.png", plots.token_strip(
-                example["rollout"], example["labels"], rows, f"Gradient-weighted rollout, [CLS] row, {title}", plots_cfg.max_tokens, unit="relevance (logit units)"
+                example["rollout"], example["labels"], rows, f"Gradient-weighted rollout, {self.categories.readout_name} row, {title}", plots_cfg.max_tokens, unit="relevance (logit units)"
             )
             yield f"figures/gradient_maps/window{e}_cdam.png", plots.token_strip(
                 example["cdam"][None], example["labels"], ["CDAM"], f"CDAM scores (red: evidence for, blue: against), {title}", plots_cfg.max_tokens, signed=True, unit="logit units"

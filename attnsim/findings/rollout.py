@@ -4,7 +4,11 @@ Corpus summaries per layer depth (heads are fused, so each statistic has one
 value per layer, logged under head index 0 in the per-head table): rollout
 mass on the token categories of :mod:`attnsim.findings.categories` beside
 uniform mixing, the share a token keeps of itself, and the entropy of the
-readout ([CLS]) row (:class:`attnsim.stats.rollout.RolloutAccumulator`).
+readout row (:class:`attnsim.stats.rollout.RolloutAccumulator`): the [CLS]
+row of an encoder, the *last* real token's row of a causal (decoder) model
+(:class:`~attnsim.findings.categories.TokenCategories`). A causal model's
+attention is lower-triangular, so its rollout is too: token i mixes only
+tokens 0..i, and only the last token's row covers the whole window.
 
 Examples: the readout row after every layer, the final rollout matrix, and
 for windows of at most ``maps.flow_max_tokens`` real tokens the attention flow
@@ -40,7 +44,7 @@ class RolloutFinding(Finding):
     """Attention rollout per depth, attention flow for short examples (module docstring)."""
 
     name = "rollout"
-    description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on [CLS]/[SEP]/punctuation, readout entropy; attention flow for short inputs; image overlays for ViTs"
+    description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on the first token ([CLS]/BOS), other specials and punctuation, readout entropy ([CLS] row; a decoder: last token); attention flow for short inputs; image overlays for ViTs"
     needs_attention = True
 
     def build(self):
@@ -48,7 +52,8 @@ class RolloutFinding(Finding):
         layout = context.layout
         self.vision = bool(context.vision)
         self.layout = layout
-        self.categories = TokenCategories(context.tokenizer, self.vision, layout.extra if layout is not None else ())
+        self.causal = bool(getattr(context.model, "causal", False))
+        self.categories = TokenCategories(context.tokenizer, self.vision, layout.extra if layout is not None else (), causal=self.causal)
         self.maps_cfg = context.maps
         self.max_examples = int(context.examples or 0)
         self.examples: List[Dict[str, Any]] = []
@@ -76,10 +81,10 @@ class RolloutFinding(Finding):
         rollout = attention_rollout(view.attention, valid, self._fusion, self._discard, keep)  # (L, B, T, T)
         readout = self.categories.readout(batch)
         self.accumulators["rollout"].update(rollout, valid, self.categories.masks(batch), readout)
-        self._record(view, rollout, valid, keep)
+        self._record(view, rollout, valid, keep, readout)
         self.windows += view.batch_size
 
-    def _record(self, view: PairView, rollout: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> None:
+    def _record(self, view: PairView, rollout: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor, readout: torch.Tensor) -> None:
         """Keep the first windows' readout rows, final matrix and (short ones) flow inputs."""
         flow_max = int(self.maps_cfg.flow_max_tokens) if self.maps_cfg is not None else 0
         tokenizer = self.context.tokenizer
@@ -87,10 +92,12 @@ class RolloutFinding(Finding):
             if len(self.examples) >= self.max_examples:
                 return
             length = int(valid[b].sum())  # real tokens are a prefix: padding sits at the end
+            row = int(readout[b])  # 0 ([CLS]) or, for a causal model, the last real token
             example: Dict[str, Any] = {
                 "doc_id": view.batch["doc_ids"][b],
                 "labels": batch_labels(tokenizer, view.batch, b, length),
-                "readout": rollout[:, b, 0, :length].detach().double().cpu().numpy(),  # (L, n)
+                "readout_position": row,
+                "readout": rollout[:, b, row, :length].detach().double().cpu().numpy(),  # (L, n)
                 "matrix": rollout[-1, b, :length, :length].detach().double().cpu().numpy(),  # (n, n)
             }
             if "images" in view.batch:
@@ -107,7 +114,7 @@ class RolloutFinding(Finding):
         for e, example in enumerate(self.examples):
             if "residual" in example:
                 # max-flow runs are only done for the recorded short examples
-                example["flow"] = attention_flow(example["residual"], sources=[0])[0].numpy()
+                example["flow"] = attention_flow(example["residual"], sources=[example["readout_position"]])[0].numpy()
                 tables[f"tables/rollout_flow_window{e}.csv"] = pd.DataFrame(
                     {"position": np.arange(len(example["labels"])), "token": example["labels"], "rollout": example["readout"][-1], "flow": example["flow"]}
                 )
@@ -125,9 +132,9 @@ class RolloutFinding(Finding):
             )
         else:
             labels = [str(p) for p in range(mean.shape[1])]
-            mean[:, 0] = np.nan  # the readout token's own share
+            mean[:, -1 if self.causal else 0] = np.nan  # the readout token's own share (a full causal window's last token)
             yield "figures/rollout/mean_readout.png", plots.token_strip(
-                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ([CLS]) rollout row by position ({fusion}; own entry left blank)", max_tokens, unit="share"
+                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ({self.categories.readout_name}) rollout row by position ({fusion}; own entry left blank)", max_tokens, unit="share"
             )
         for e, example in enumerate(summary.examples):
             yield from self._example_figures(e, example, max_tokens, fusion)
@@ -146,13 +153,15 @@ class RolloutFinding(Finding):
             return
         rows = [f"after layer {d}" for d in range(readout.shape[0])]
         shown = readout.copy()
-        shown[:, 0] = np.nan  # [CLS]'s own share (mostly the residual) would flatten every other token's colour
-        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(shown, labels, rows, f"[CLS] rollout row of {title} ({fusion}; [CLS]'s own entry left blank)", max_tokens, unit="share")
+        own = example.get("readout_position", 0)
+        name = self.categories.readout_name
+        shown[:, own] = np.nan  # the readout token's own share (mostly the residual) would flatten every other token's colour
+        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(shown, labels, rows, f"{name} rollout row of {title} ({fusion}; {name}'s own entry left blank)", max_tokens, unit="share")
         yield f"figures/rollout/window{e}_matrix.png", matrix_grid(example["matrix"][None], ["final"], f"Rollout through every layer, {title} (rows: output token, columns: input token)", max_tokens, labels, cmap="viridis", cols=1)
         if "flow" in example:
             flow, last = example["flow"].copy(), readout[-1].copy()
-            flow[0] = last[0] = np.nan
-            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(flow, last, labels, f"Attention flow and rollout of [CLS], {title} ([CLS]'s own entry left blank)", max_tokens)
+            flow[own] = last[own] = np.nan
+            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(flow, last, labels, f"Attention flow and rollout of the {name}, {title} (its own entry left blank)", max_tokens)
 
     def metric_names(self) -> List[str]:
         return [f"{self.name}/{s}" for s in self.statistics]

@@ -13,7 +13,10 @@ key_pos) and valid (real) tokens:
   rows whose next token is real (positional heads, Voita et al. 2019 Sec. 4.2;
   Clark et al. 2019 Sec. 3).
 - ``*_chance``: the same statistic for uniform attention over the row's n
-  real keys (1 / n), averaged over the same rows.
+  real keys (1 / n), averaged over the same rows. For a causal (decoder)
+  model (``causal=True``) row i sees only the real keys at or before it
+  (n = i + 1 in a window without padding before it), and the next token is
+  never visible: ``next_mass_chance`` is 0, as ``next_mass`` itself.
 
 Attention mass on [CLS]/[SEP]/punctuation, entropy and attention distance
 belong to the ``separators`` finding and are not repeated here.
@@ -45,13 +48,15 @@ class AttentionMapAccumulator(Accumulator):
     Args:
         n_layers, n_heads: model shape.
         seq_len: window length T.
+        causal: a decoder model: chance levels over the keys at or before each row (module docstring).
 
     States (float64 sums): matrix sum (L, H, T, T) and count (T, T); for each scalar a (L, H)
     sum of the statistic and a row count (previous/next have their own), and the uniform-attention sums.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int):
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, causal: bool = False):
         super().__init__()
+        self.causal = bool(causal)
         self.add_sum("matrix_sum", n_layers, n_heads, seq_len, seq_len)
         self.add_sum("matrix_count", seq_len, seq_len)
         for name in ("confidence", "self", "previous", "next"):
@@ -71,8 +76,9 @@ class AttentionMapAccumulator(Accumulator):
         pairs = weight[:, :, None] * weight[:, None, :]  # (B, T, T)
         self.matrix_sum += torch.einsum("lbhij,bij->lhij", attention, pairs)
         self.matrix_count += pairs.sum(0)
-        n_keys = weight.sum(-1, keepdim=True)  # (B, 1)
-        uniform = safe_divide(torch.ones_like(n_keys), n_keys).nan_to_num(0.0)  # (B, 1): 1/n per row
+        # keys each row can see: every real key, or (causal) the real keys at or before the row
+        n_keys = weight.cumsum(-1) if self.causal else weight.sum(-1, keepdim=True)  # (B, T) or (B, 1)
+        uniform = safe_divide(torch.ones_like(n_keys), n_keys).nan_to_num(0.0)  # 1/n per row
         rows = {
             "confidence": weight,
             "self": weight,
@@ -93,7 +99,8 @@ class AttentionMapAccumulator(Accumulator):
             mask = rows[name]  # (B, T)
             getattr(self, f"{name}_sum").add_((value * mask[None, :, None, :]).sum((1, 3)))
             getattr(self, f"{name}_rows").add_(mask.sum())
-            getattr(self, f"{name}_uniform").add_((mask * uniform).sum())
+            chance = uniform * 0.0 if (self.causal and name == "next") else uniform  # a decoder never sees the next token
+            getattr(self, f"{name}_uniform").add_((mask * chance).sum())
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars (layer, head) named as in :data:`SCALARS` and ``matrix`` (layer, head, T, T)."""

@@ -16,6 +16,12 @@ floor(top_fraction * n + 0.5))`` (rounded half up) as the top-fraction rule for 
 - ``csm_inside_mean``, ``csm_outside_mean``: mean CSM of valid pairs inside and
   outside R (CSM units); ``csm_inside_outside_ratio`` their ratio (NaN when
   the outside mean is 0).
+
+Causal (decoder) models: a query never attends to a later key (A[i, j] = 0 for
+i < j), so ``max(A[i, j], A[j, i]) = A[j, i]``: a pair's attention is the
+*later* token's attention to the earlier one, the only direction that exists.
+The region is then the pairs the later token reads most; the statistics need
+no other change (CSM is symmetric and defined for every pair).
 """
 
 from __future__ import annotations

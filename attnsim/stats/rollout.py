@@ -29,6 +29,13 @@ Rollout of one input, layer by layer (l = 0 .. L-1, 0 is the first layer):
    much of token i's representation after layer l comes from input token j.
    Rows of ``R_l`` sum to 1.
 
+Causal (decoder) models: their attention is lower-triangular (``A[i, j] = 0``
+for j > i). Fusion, the discard, ``(A + I) / 2`` with renormalised rows and
+products of lower-triangular matrices all stay lower-triangular, so
+``R_l[i, j] = 0`` for j > i and every row still sums to 1: token i mixes only
+tokens 0..i. Only the *last* token's row covers the whole window, so that is
+the readout row of a causal model (the [CLS] row of an encoder).
+
 Attention flow treats the same ``Â_l`` as capacities of a layered graph and
 computes max-flow values (see :func:`attention_flow`).
 """
@@ -237,7 +244,7 @@ class RolloutAccumulator(Accumulator):
       for uniform mixing, ``n_category / n_valid``.
     - ``self_mass``: mean ``R_l[i, i]``, how much of a token stays its own.
     - ``readout_entropy``: entropy (nats, 0 log 0 = 0) of the readout row ``R_l[r, :]`` of the
-      readout token r (the [CLS] token), mean over windows.
+      readout token r (the [CLS] token; for a causal model the last real token), mean over windows.
     - ``readout_mean`` (extra): (layer, pos) mean readout row by position.
 
     Args:

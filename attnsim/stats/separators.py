@@ -12,27 +12,42 @@ computed per query and averaged over every query of the corpus:
 
 - ``attention_<category>``: attention mass ``sum_j A[i, j]`` over the keys j
   whose token id belongs to the category (``cls``, ``sep``, ``period``,
-  ``comma``: ids given by the finding from the tokenizer).
-- ``attention_separators``: mass on the union of the categories;
-  ``attention_separators_chance``: the same for uniform attention over the
-  window's keys (the share of keys that are separators).
+  ``comma``, ``newline``: ids given by the finding from the tokenizer).
+  ``cls`` is the *first token*: the key at position 0 (BERT's [CLS],
+  RoBERTa's ``<s>``, a decoder's BOS, or the first text token of a decoder
+  whose tokenizer adds no BOS, e.g. GPT-2: the "attention sink" of decoder
+  language models) and any other token with a ``cls`` id (the tokenizer's
+  [CLS], else BOS).
+- ``attention_separators``: mass on the union of the first four categories
+  (``newline`` is reported on its own and kept out of the union, so the union
+  means the same as in earlier runs); ``attention_separators_chance``: the
+  same for uniform attention over the keys the query can see (the share of
+  those keys that are separators).
 - ``attention_entropy``: ``-sum_j A[i, j] log A[i, j]`` over keys, in nats,
-  with 0 log 0 = 0; ``attention_entropy_chance``: log(number of keys), the
-  entropy of uniform attention (the maximum).
+  with 0 log 0 = 0; ``attention_entropy_chance``: log(number of keys the
+  query can see), the entropy of uniform attention (the maximum).
 - ``attention_distance``: ``sum_j A[i, j] |i - j|`` (tokens);
-  ``attention_distance_chance``: the same for uniform attention over keys.
+  ``attention_distance_chance``: the same for uniform attention over the keys
+  the query can see.
+
+The keys a query *can see* are every real token, or for a causal (decoder)
+model (``causal=True``) the real tokens at or before the query: query i of a
+decoder attends to i + 1 keys, so its uniform-attention chance levels are
+those of i + 1 keys, not of the whole window.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.pairs import ChunkReducer, PairView
 
-CATEGORIES = ("cls", "sep", "period", "comma")
+CATEGORIES = ("cls", "sep", "period", "comma")  # attention_separators is the mass on their union
+EXTRA_CATEGORIES = ("newline",)  # reported on their own, outside the union
+FIRST_TOKEN = "cls"  # the category that holds the key at position 0 (the first token)
 
 # Smallest normal float32. Attention probabilities are clamped to it before the log of the entropy:
 # log(0) and logs of subnormals take a slow path on x86 (several times the cost of a normal log),
@@ -52,20 +67,38 @@ def scalar_names(categories: Sequence[str] = CATEGORIES) -> tuple:
     )
 
 
-def key_categories(input_ids: torch.Tensor, keys: torch.Tensor, category_ids: Sequence[Sequence[int]]) -> torch.Tensor:
-    """0/1 membership of each key in each category, and in their union (last column).
+def key_categories(input_ids: torch.Tensor, keys: torch.Tensor, category_ids: Sequence[Sequence[int]], first: Optional[int] = None, union: Optional[int] = None) -> torch.Tensor:
+    """0/1 membership of each key in each category, and in the union of the first ``union`` (last column).
 
     Args:
         input_ids: (batch, pos) token ids.
         keys: (batch, pos) float 0/1, real key tokens.
         category_ids: C lists of token ids.
+        first: index of the category that also holds the key at position 0 (the first token); None: none.
+        union: how many leading categories form the union; None: all C.
 
     Returns:
         (batch, pos, C + 1) float32.
     """
     columns = [torch.isin(input_ids, torch.as_tensor(list(ids), dtype=input_ids.dtype, device=input_ids.device)).float() for ids in category_ids]
+    if first is not None:
+        columns[first] = columns[first].clone()
+        columns[first][:, 0] = 1.0
     member = torch.stack(columns, -1) * keys[..., None]  # (B, T, C)
-    return torch.cat([member, member.amax(-1, keepdim=True)], -1)
+    return torch.cat([member, member[..., : len(columns) if union is None else union].amax(-1, keepdim=True)], -1)
+
+
+def visible_keys(keys: torch.Tensor, causal: bool) -> torch.Tensor:
+    """(batch, query_pos, key_pos) float 0/1: the keys each query can see (module docstring).
+
+    Args:
+        keys: (batch, pos) float 0/1 real tokens.
+        causal: keys at or before the query only (decoder models).
+    """
+    seen = keys[:, None, :].expand(-1, keys.shape[-1], -1)
+    if causal:
+        seen = torch.tril(seen)
+    return seen
 
 
 class SeparatorSums(ChunkReducer):
@@ -121,6 +154,9 @@ def _separator_update(
     keys: torch.Tensor,
     queries: torch.Tensor,
     category_ids: Sequence[Sequence[int]],
+    first: Optional[int] = None,
+    union: Optional[int] = None,
+    causal: bool = False,
 ) -> Dict[str, torch.Tensor]:
     """One batch's increments of the :class:`SeparatorAccumulator` states.
 
@@ -129,27 +165,29 @@ def _separator_update(
         entropy_sums, distance_sums: (L, B, H) attention entropy (nats) and distance (tokens) summed over queries.
         input_ids: (B, T) token ids.
         keys: (B, T) float 0/1 real key tokens; queries: (B, T) float 0/1 tokens that enter statistics.
-        category_ids: C lists of token ids.
+        category_ids: C lists of token ids; first, union: see :func:`key_categories`.
+        causal: a query sees only the keys at or before it (chance levels, module docstring).
 
     Returns:
         State name -> float64 increment.
     """
-    member = key_categories(input_ids, keys, category_ids)  # (B, T, C+1)
+    member = key_categories(input_ids, keys, category_ids, first, union)  # (B, T, C+1)
     # mass on a category = the attention each key receives from the queries, summed over its keys
     mass = torch.einsum("lbhj,bjc->lbhc", key_mass, member)  # (L, B, H, C+1)
     seq_len = keys.shape[-1]
     position = torch.arange(seq_len, device=keys.device, dtype=keys.dtype)
     gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
-    n_keys = keys.sum(-1)  # (B,)
-    n_queries = queries.sum(-1)  # (B,)
-    distance_chance = safe_divide(keys @ gap, n_keys[:, None].expand_as(queries)).nan_to_num(0.0)  # (B, T): mean |i - j| over real keys
+    seen = visible_keys(keys, causal)  # (B, T, T) the keys each query can see
+    n_keys = seen.sum(-1)  # (B, T)
+    distance_chance = safe_divide((seen * gap).sum(-1), n_keys).nan_to_num(0.0)  # (B, T): mean |i - j| over visible keys
+    separators_chance = safe_divide(seen @ member[..., -1:], n_keys[..., None])[..., 0].nan_to_num(0.0)  # (B, T)
     return {
         "mass_sum": mass.double().sum(1),
         "entropy_sum": entropy_sums.double().sum(1),
         "distance_sum": distance_sums.double().sum(1),
-        "queries": n_queries.sum().double(),
-        "separators_chance_sum": (n_queries * safe_divide(member[..., -1].sum(-1), n_keys).nan_to_num(0.0)).sum().double(),
-        "entropy_chance_sum": (n_queries * torch.log(n_keys.clamp_min(1.0))).sum().double(),
+        "queries": queries.sum().double(),
+        "separators_chance_sum": (queries * separators_chance).sum().double(),
+        "entropy_chance_sum": (queries * torch.log(n_keys.clamp_min(1.0))).sum().double(),
         "distance_chance_sum": (queries * distance_chance).sum().double(),
     }
 
@@ -173,7 +211,10 @@ class SeparatorAccumulator(Accumulator):
 
     Args:
         n_layers, n_heads: model shape.
-        category_ids: category name -> token ids (e.g. ``{"cls": [101], "sep": [102], ...}``).
+        category_ids: category name -> token ids (e.g. ``{"cls": [101], "sep": [102], ...}``); the ``cls``
+            category also holds the first token (position 0); ``attention_separators`` is the mass on the
+            union of the names in :data:`CATEGORIES` (all of them when none is).
+        causal: the model is a decoder: chance levels use the keys at or before each query.
 
     States (float64 sums): attention mass per category and on their union
     (L, H, C + 1), entropy and distance (L, H), summed over queries; the
@@ -182,10 +223,14 @@ class SeparatorAccumulator(Accumulator):
 
     reducers = (SeparatorSums,)
 
-    def __init__(self, n_layers: int, n_heads: int, category_ids: Dict[str, Sequence[int]]):
+    def __init__(self, n_layers: int, n_heads: int, category_ids: Dict[str, Sequence[int]], causal: bool = False):
         super().__init__()
-        self.categories = tuple(category_ids)
+        # the union's categories first, extra ones after
+        self.categories = tuple([c for c in category_ids if c in CATEGORIES] + [c for c in category_ids if c not in CATEGORIES])
         self.category_ids = [tuple(int(i) for i in category_ids[c]) for c in self.categories]
+        self.union = sum(c in CATEGORIES for c in self.categories) or len(self.categories)
+        self.first = self.categories.index(FIRST_TOKEN) if FIRST_TOKEN in self.categories else None
+        self.causal = bool(causal)
         self.add_sum("mass_sum", n_layers, n_heads, len(self.categories) + 1)
         self.add_sum("entropy_sum", n_layers, n_heads)
         self.add_sum("distance_sum", n_layers, n_heads)
@@ -202,7 +247,7 @@ class SeparatorAccumulator(Accumulator):
         key_mass = sums.key_mass.reshape(*shape, -1).transpose(0, 1)  # (L, B, H, T)
         entropy = sums.entropy.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
         distance = sums.distance.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
-        self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids))
+        self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids, self.first, self.union, self.causal))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars (see :func:`scalar_names`), each (layer, head) float64; NaN without queries."""

@@ -200,12 +200,13 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     needs_attention = any(f.needs_attention for f in findings)
     needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
     if needs_gradients:
-        from attnsim.capture.gradients import GradientModule, load_classifier
+        from attnsim.capture.gradients import GradientModule, classes, load_classifier
 
         model, model_tags = load_classifier(info, cfg.model.init, cfg.seed, cfg.maps.num_labels, getattr(torch, cfg.model.dtype))
-        target = cfg.maps.target_class
-        if target is not None and target >= model.config.num_labels:
-            raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {model.config.num_labels} classes (0..{model.config.num_labels - 1}).")
+        target, n_classes = cfg.maps.target_class, classes(model, info)
+        if target is not None and target >= n_classes:
+            what = "token ids in the vocabulary of the causal LM" if info.causal else "classes"
+            raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {n_classes} {what} (0..{n_classes - 1}).")
         model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
         module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
