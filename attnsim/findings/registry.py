@@ -29,6 +29,9 @@ _CLASSES: Dict[str, str] = {
     "attention_maps": "attnsim.findings.attention_maps:AttentionMapsFinding",
     "rollout": "attnsim.findings.rollout:RolloutFinding",
     "gradient_maps": "attnsim.findings.gradient_maps:GradientMapsFinding",
+    # interventions (issue 15): runs of their own module (attnsim.capture.interventions), not the capture's view
+    "ablation": "attnsim.findings.ablation:AblationFinding",
+    "patching": "attnsim.findings.patching:PatchingFinding",
 }
 
 #: Names of the bundled findings, in registry order (no import of any finding).
