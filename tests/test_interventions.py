@@ -65,7 +65,7 @@ def bert_classifier(tmp_path_factory, tiny_bert):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     path = tmp_path_factory.mktemp("tiny_cls")
-    config = BertConfig.from_pretrained(tiny_bert, num_labels=5, id2label=dict(enumerate(["business", "entertainment", "politics", "sport", "tech"])))
+    config = BertConfig.from_pretrained(tiny_bert, num_labels=5, id2label=dict(enumerate(["business", "entertainment", "politics", "sports", "tech"])))
     config.label2id = {v: k for k, v in config.id2label.items()}
     config.initializer_range = 0.5  # logits of a few units, so that a corruption moves the logit difference visibly
     torch.manual_seed(1)
@@ -333,7 +333,7 @@ def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    labels = {name: i for i, name in enumerate(["business", "entertainment", "politics", "sport", "tech"])}
+    labels = {name: i for i, name in enumerate(["business", "entertainment", "politics", "sports", "tech"])}
     from attnsim.config import package_dir
 
     bundled = str(package_dir("experiments") / "patching_pairs.jsonl")
@@ -343,7 +343,7 @@ def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert
     batch = collate_pairs(pairs[:2])
     assert batch["clean_ids"].shape == batch["corrupted_ids"].shape == (2, max(len(p.clean) for p in pairs[:2]))
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"clean": "The cat sat.", "corrupted": "The elephant sat on the mat.", "answer": "sport", "wrong": "tech"}) + "\n")
+    bad.write_text(json.dumps({"clean": "The cat sat.", "corrupted": "The elephant sat on the mat.", "answer": "sports", "wrong": "tech"}) + "\n")
     with pytest.raises(CorpusError, match="line 1: the clean prompt has 6 tokens and the corrupted one 9"):
         read_pairs(str(bad), tokenizer, "classifier", labels)
     bad.write_text(json.dumps({"clean": "a b", "corrupted": "a c", "answer": "golf", "wrong": "tech"}) + "\n")

@@ -272,12 +272,14 @@ def rank_heads(values: torch.Tensor, top: int) -> List[Tuple[int, int]]:
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> Optional[float]:
-    """Spearman rank correlation of two equally shaped tensors over the entries finite in both (None with < 3)."""
+    """Spearman rank correlation of two equally shaped tensors over the entries finite in both (None with fewer than 3, or a constant)."""
     a, b = x.double().flatten(), y.double().flatten()
     keep = torch.isfinite(a) & torch.isfinite(b)
     if int(keep.sum()) < 3:
         return None
     ranks = [_average_ranks(v[keep].numpy()) for v in (a, b)]
+    if any(np.ptp(r) == 0 for r in ranks):  # a constant has no ranking
+        return None
     value = np.corrcoef(ranks[0], ranks[1])[0, 1]
     return float(value)
 
