@@ -78,3 +78,13 @@ def test_an_intervention_cannot_share_a_run_and_a_bare_encoder_cannot_be_patched
 
     with pytest.raises(CorpusError, match="has no head"):
         attnsim.run("patching", [f"model.path={tiny_bert}", "trainer.progress_bar=false"])
+
+
+@pytest.mark.parametrize("mode", ["mean", "resample"])
+def test_mean_and_resample_ablation_of_a_listed_set_on_a_bare_encoder(tiny_bert, tracking_uri, mode):
+    result = attnsim.run("ablation", [f"model.path={tiny_bert}", "interventions.heads=[[0, 1], [1, 2]]", f"interventions.mode={mode}", "tracking.figures=false"] + SMALL)
+    metrics = result.summaries["ablation"].metrics
+    assert metrics["clean_cosine"] == pytest.approx(1.0)
+    assert 0.0 < metrics["listed_cosine_effect"] < 1.0 and math.isfinite(metrics["listed_cosine_random_mean"])
+    assert result.summaries["ablation"].scalars == {}  # no single heads: no (layer, head) statistics
+    assert MlflowClient(tracking_uri).get_run(result.run_id).data.tags["attnsim.intervention_mode"] == mode
