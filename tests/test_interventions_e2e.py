@@ -57,6 +57,7 @@ def test_ablation_of_each_head_on_a_finetuned_checkpoint(checkpoint):
     _, runs = load_runs([result.run_id], uri)
     text = render(runs)
     assert "## Interventions" in text and "the heads the statistic singles out matter more than random heads" in text
+    assert f"top 2 heads by `csm/mean` of run `{statistic.run_id[:8]}`" in text  # read from the run's params
     assert ("holds" in text.split("## Interventions")[1]) or ("does not hold" in text.split("## Interventions")[1])
 
 

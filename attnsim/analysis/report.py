@@ -365,34 +365,34 @@ CLAIMS: List[Claim] = [
 
 INTERVENTION_CLAIM = "the heads the statistic singles out matter more than random heads"
 Z_THRESHOLD = 2.0  # an ablated set "matters more than random heads" when its effect is >= 2 random spreads above the random mean
-_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine")
+_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine")  # each measured metric gets its verdict
 
 
-def intervention_verdicts(run: RunData) -> List[Tuple[str, str, str]]:
-    """An ablation run's verdicts on its named head sets (``top`` of ``interventions.select``, ``listed``).
+def intervention_verdicts(run: RunData) -> List[Tuple[str, str, str, str]]:
+    """An ablation run's verdicts on its named head sets (``top`` of ``interventions.select``, ``listed``), per task metric.
 
     Rule: a set matters more than random heads when its effect (the metric's damage, positive = the
     ablation hurt) is at least :data:`Z_THRESHOLD` random spreads above the random sets' mean effect
-    (z-score >= 2); *holds* when that is so for the run's first metric, *does not hold* otherwise, *not
-    measured* without a random baseline (``interventions.random_draws=0``).
+    (z-score >= 2): *holds*, else *does not hold*; *not measured* without a random baseline
+    (``interventions.random_draws=0``).
 
     Returns:
-        (set, verdict, values line) per named set and the first metric the run measured.
+        (set, metric, verdict, values line) per named set and metric the run measured.
     """
     out = []
-    metric = next((m for m in _ABLATION_METRICS if f"ablation/clean_{m}" in run.metrics), None)
-    if metric is None:
-        return out
-    for name in ("top", "listed"):
-        z = run.metrics.get(f"ablation/{name}_{metric}_zscore")
-        if z is None:
+    for metric in _ABLATION_METRICS:
+        if f"ablation/clean_{metric}" not in run.metrics:
             continue
-        effect = run.metrics.get(f"ablation/{name}_{metric}_effect", math.nan)
-        mean = run.metrics.get(f"ablation/{name}_{metric}_random_mean", math.nan)
-        std = run.metrics.get(f"ablation/{name}_{metric}_random_std", math.nan)
-        verdict = "not measured" if not math.isfinite(z) else ("holds" if z >= Z_THRESHOLD else "does not hold")
-        line = f"{metric} effect {fmt(effect)} against random heads {fmt(mean)} ± {fmt(std)} (z = {fmt(z, 2)}; clean {metric} {fmt(run.metrics[f'ablation/clean_{metric}'])})"
-        out.append((name, verdict, line))
+        for name in ("top", "listed"):
+            z = run.metrics.get(f"ablation/{name}_{metric}_zscore")
+            if z is None:
+                continue
+            effect = run.metrics.get(f"ablation/{name}_{metric}_effect", math.nan)
+            mean = run.metrics.get(f"ablation/{name}_{metric}_random_mean", math.nan)
+            std = run.metrics.get(f"ablation/{name}_{metric}_random_std", math.nan)
+            verdict = "not measured" if not math.isfinite(z) else ("holds" if z >= Z_THRESHOLD else "does not hold")
+            line = f"{metric} effect {fmt(effect)} against random heads {fmt(mean)} ± {fmt(std)} (z = {fmt(z, 2)}; clean {metric} {fmt(run.metrics[f'ablation/clean_{metric}'])})"
+            out.append((name, metric, verdict, line))
     return out
 
 
@@ -409,16 +409,16 @@ def _intervention_section(runs: Sequence[RunData]) -> str:
         return ""
     out = io.StringIO()
     out.write("\n## Interventions\n\n")
-    out.write(f"Rule: {INTERVENTION_CLAIM} when ablating them hurts the task at least {Z_THRESHOLD:g} spreads more than ablating as many random heads does (z-score of the effect against `interventions.random_draws` random sets of the same size, drawn under the run's seed).\n\n")
+    out.write(f"Rule: {INTERVENTION_CLAIM} when ablating them hurts the task at least {Z_THRESHOLD:g} spreads more than ablating as many random heads does (z-score of the effect against `interventions.random_draws` random sets of the same size, drawn under the run's seed), one verdict per task metric.\n\n")
     for run in ablations:
         statistic = _selected_statistic(run)
         verdicts = intervention_verdicts(run)
         if not verdicts:
             out.write(f"- {_text(run.label)}: no named head set (single heads only); see `tables/ablation_sets.csv`.\n")
-        for name, verdict, line in verdicts:
+        for name, metric, verdict, line in verdicts:
             what = f"top {run.params.get('interventions.select.top', '?')} heads by `{_text(statistic)}` of run `{run.params.get('interventions.select.run', '?')[:8]}`" if name == "top" else "the listed heads (`interventions.heads`)"
             claim = INTERVENTION_CLAIM if name == "top" else "the listed heads matter more than random heads"
-            out.write(f"- {_text(run.label)}, {what}: {claim}: **{verdict}**\n  - {_text(line)}\n")
+            out.write(f"- {_text(run.label)}, {what}, by {metric}: {claim}: **{verdict}**\n  - {_text(line)}\n")
         rho = {m: run.metrics.get(f"ablation/{m}_effect_statistic_spearman") for m in _ABLATION_METRICS}
         rho = {m: v for m, v in rho.items() if v is not None}
         if rho:
@@ -434,7 +434,7 @@ def claim_interventions(claim: "Claim", runs: Sequence[RunData]) -> List[str]:
         finding = statistic.split("/", 1)[0]
         if not finding or (f"`{finding}/" not in claim.measure and f"tables/{finding}_heads" not in claim.measure):
             continue
-        for name, verdict, line in intervention_verdicts(run):
+        for name, _metric, verdict, line in intervention_verdicts(run):
             if name == "top":
                 lines.append(f"- intervention {_text(run.label)} (top heads by `{_text(statistic)}`): {INTERVENTION_CLAIM}: **{verdict}** ({_text(line)})\n")
     return lines
