@@ -55,8 +55,8 @@ def test_show_still_refuses_an_unknown_finding_without_heavy_imports():
 def test_finding_names_are_known_without_importing_any_finding():
     _, heavy, _ = heavy_after(
         "from attnsim.findings.registry import FINDINGS, NAMES\n"
-        "assert 'csm' in FINDINGS and 'nope' not in FINDINGS and len(FINDINGS) == len(NAMES) == 11\n"
-        "assert sorted(FINDINGS)[0] == 'anchors'"
+        "assert 'csm' in FINDINGS and 'nope' not in FINDINGS and len(FINDINGS) == len(NAMES) == 13\n"
+        "assert sorted(FINDINGS)[0] == 'ablation'"
     )
     assert heavy == []
 
