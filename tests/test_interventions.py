@@ -351,3 +351,19 @@ def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert
         read_pairs(str(bad), tokenizer, "classifier", labels)
     with pytest.raises(CorpusError, match="has no head"):
         read_pairs(bundled, tokenizer, "encoder")
+
+
+@pytest.mark.parametrize("z, verdict", [(2.5, "holds"), (1.0, "does not hold"), (float("nan"), "not measured")])
+def test_the_report_reads_the_verdict_of_the_singled_out_heads(z, verdict):
+    from attnsim.analysis.report import RunData, intervention_verdicts, render
+
+    metrics = {"ablation/clean_accuracy": 0.9, "ablation/top_accuracy_effect": 0.3, "ablation/top_accuracy_random_mean": 0.05, "ablation/top_accuracy_random_std": 0.1, "ablation/top_accuracy_zscore": z}
+    params = {"interventions.select.metric": "repetition/repetition_score", "interventions.select.top": "5", "interventions.select.run": "abcdef0123456789", "findings": "ablation"}
+    run = RunData("f" * 32, "ablation", "FINISHED", {}, metrics, params=params)
+    assert intervention_verdicts(run) == [("top", "accuracy", verdict, f"accuracy effect 0.3 against random heads 0.05 ± 0.1 (z = {'n/a' if z != z else f'{z:.3g}'}; clean accuracy 0.9)")]
+    text = render([run])
+    section = text.split("## Interventions")[1]
+    assert f"top 5 heads by `repetition/repetition_score` of run `abcdef01`, by accuracy: the heads the statistic singles out matter more than random heads: **{verdict}**" in section
+    repetition = text.split("## 6. Repetition heads")[1].split("## 7.")[0]
+    assert f"(top heads by `repetition/repetition_score`): the heads the statistic singles out matter more than random heads: **{verdict}**" in repetition
+    assert "the heads the statistic singles out" not in text.split("## 6. Repetition heads")[0].split("## Runs")[1]  # not under other claims

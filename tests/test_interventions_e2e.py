@@ -89,3 +89,23 @@ def test_mean_and_resample_ablation_of_a_listed_set_on_a_bare_encoder(tiny_bert,
     assert 0.0 < metrics["listed_cosine_effect"] < 1.0 and math.isfinite(metrics["listed_cosine_random_mean"])
     assert result.summaries["ablation"].scalars == {}  # no single heads: no (layer, head) statistics
     assert MlflowClient(tracking_uri).get_run(result.run_id).data.tags["attnsim.intervention_mode"] == mode
+
+
+def test_bad_intervention_input_is_refused_before_the_model_loads(checkpoint, tiny_bert, text_dir):
+    from attnsim.config import load_config
+    from attnsim.errors import CorpusError, TrackingError
+    from attnsim.findings.registry import FINDINGS
+    from attnsim.workflows.run import prepare
+
+    path, uri = checkpoint
+    base = [f"tracking.uri={uri}", "corpus.seq_len=32", "corpus.limit=4"]
+    with pytest.raises(TrackingError, match="'interventions.select.run' is '0123456789abcdef', which is not a run"):
+        prepare(load_config("ablation", base + [f"model.path={path}", "interventions.select={run: 0123456789abcdef, metric: csm/mean}"], known_findings=FINDINGS))
+    with pytest.raises(ConfigError, match="run in one process"):
+        prepare(load_config("ablation", base + [f"model.path={path}", "trainer.devices=2"], known_findings=FINDINGS))
+    with pytest.raises(CorpusError, match="its accuracy needs each window's class"):
+        prepare(load_config("ablation", base + [f"model.path={path}", "corpus=text", f"corpus.path={text_dir}"], known_findings=FINDINGS))
+    with pytest.raises(ConfigError, match=r"lists \[\(5, 0\)\], outside the model's 2 layers x 4 heads"):
+        prepare(load_config("ablation", base + [f"model.path={tiny_bert}", "interventions.heads=[[5, 0]]"], known_findings=FINDINGS))
+    with pytest.raises(ConfigError, match="Missing value for config key 'interventions.pairs'"):
+        prepare(load_config("patching", base + [f"model.path={path}", "interventions.pairs=null"], known_findings=FINDINGS))
