@@ -145,6 +145,25 @@ def test_zero_ablation_on_a_decoder_with_a_conv1d_w_o(gpt2):
     assert (ablated - expected).abs().max() <= 1e-6
 
 
+def test_zero_ablation_of_a_query_head_under_grouped_query_attention():
+    """Llama with 4 query heads sharing 2 key/value heads: W_O's input holds one Z per query head (its columns are zeroed)."""
+    from transformers import LlamaForCausalLM
+
+    from tests.tiny_models import tiny_config
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(tiny_config("llama", 100)).eval()
+    arch = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+    ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+    twin = _zeroed_linear(model, arch, 0, 3, 4)
+    with torch.no_grad():
+        with replace_heads(model, arch, 4, {(0, 3): torch.zeros(())}):
+            ablated = model(input_ids=ids).logits
+        expected = twin(input_ids=ids).logits
+        clean = model(input_ids=ids).logits
+    assert (ablated - expected).abs().max() <= 1e-6 and (ablated - clean).abs().max() > 1e-6
+
+
 def test_mean_ablation_over_a_single_window_is_that_windows_own_z(bert):
     info, model = bert
     ids, mask = _inputs(2, batch=1)
