@@ -319,7 +319,11 @@ class TaskMetric:
         self.seed = seed
 
     def _masked(self, batch) -> torch.Tensor:
-        return masked_positions(batch["special_mask"], batch["attention_mask"], batch["index"], self.mask_fraction, self.seed)
+        # drawn once per batch (the clean pass), reused by its ablated passes
+        key = tuple(batch["index"].tolist())
+        if getattr(self, "_mask_key", None) != key:
+            self._mask_key, self._mask = key, masked_positions(batch["special_mask"], batch["attention_mask"], batch["index"], self.mask_fraction, self.seed)
+        return self._mask
 
     def inputs(self, batch) -> Dict[str, torch.Tensor]:
         """Forward keyword arguments: ``input_ids`` (masked for a masked LM) and ``attention_mask``."""
