@@ -154,6 +154,23 @@ class Task(StrEnum):
     finetune = "finetune"
 
 
+class AblationMode(StrEnum):
+    """``interventions.mode``: what replaces an ablated head's Z before W_O: ``zero``, its corpus ``mean`` per
+    position (a first pass), or its Z on another window (``resample``, seeded)."""
+
+    zero = "zero"
+    mean = "mean"
+    resample = "resample"
+
+
+class InterventionSplit(StrEnum):
+    """``interventions.split``: the windows an ablation runs on: ``all`` the corpus's, or the ``validation``
+    windows of `attnsim finetune` (its seeded split by document: ``trainer.val_fraction``, ``seed``)."""
+
+    all = "all"
+    validation = "validation"
+
+
 # -- the schema: one dataclass per group, its range checks beside it ----------------------
 @dataclass
 class ModelConfig:
@@ -378,6 +395,50 @@ class MapsConfig:
 
 
 @dataclass
+class SelectConfig:
+    """``interventions.select``: the top heads of an earlier run's statistic (and the statistic of the scatter plots)."""
+
+    run: Optional[str] = None  # MLflow run id of the earlier measurement run
+    metric: Optional[str] = None  # finding/statistic of that run, e.g. repetition/repetition_score
+    top: int = 5  # heads in the selected set (0: none; the statistic is still read for the scatter plots)
+
+
+@dataclass
+class InterventionsConfig:
+    """Head ablation and activation patching (README, "Interventions"); read by the ``ablation`` and ``patching`` findings."""
+
+    # head sets ablated: null (none listed), "each" (every head alone), or a list of [layer, head] pairs (one set)
+    heads: Any = None
+    select: SelectConfig = field(default_factory=SelectConfig)
+    mode: AblationMode = AblationMode.zero
+    random_draws: int = 10  # random head sets of the same size per set size (0: no baseline)
+    split: InterventionSplit = InterventionSplit.all
+    mask_fraction: float = 0.15  # masked-LM metric: share of content tokens masked (seeded per window)
+    pairs: Optional[str] = None  # patching: JSONL of clean/corrupted prompt pairs ("bundled": the example file)
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for ``heads`` that is neither null, ``each`` nor a list of
+        [layer, head] pairs of non-negative integers, a ``random_draws`` of 1 or below 0, a negative ``select.top``,
+        ``select.run`` without ``select.metric`` (or the reverse), or ``mask_fraction`` outside (0, 1]."""
+        heads = self.heads
+        if heads is not None and heads != "each":
+            pairs = list(heads) if isinstance(heads, (list, tuple, ListConfig)) else None
+            ok = bool(pairs) and all(
+                isinstance(p, (list, tuple, ListConfig)) and len(p) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p) for p in pairs
+            )
+            if not ok:
+                _fail(f"Config key 'interventions.heads' is {heads!r}; give null, each (every head alone, in turn) or a list of [layer, head] pairs (0-indexed) that form one set, e.g. interventions.heads=[[2, 9], [3, 4]].")
+        if self.random_draws < 0 or self.random_draws == 1:
+            _fail(f"Config key 'interventions.random_draws' is {self.random_draws}; give 0 (no random baseline) or at least 2 draws (a spread needs two), e.g. 10.")
+        if self.select.top < 0:
+            _fail(f"Config key 'interventions.select.top' is {self.select.top}; give a number of heads >= 0.")
+        if bool(self.select.run) != bool(self.select.metric):
+            _fail("Config keys 'interventions.select.run' and 'interventions.select.metric' go together: name the earlier run's id and its statistic (e.g. repetition/repetition_score), or neither.")
+        if not 0.0 < self.mask_fraction <= 1.0:
+            _fail(f"Config key 'interventions.mask_fraction' is {self.mask_fraction}; give a share of tokens in (0, 1], e.g. 0.15.")
+
+
+@dataclass
 class RunConfig:
     """One experiment run."""
 
@@ -394,6 +455,7 @@ class RunConfig:
     plots: PlotsConfig = field(default_factory=PlotsConfig)
     maps: MapsConfig = field(default_factory=MapsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    interventions: InterventionsConfig = field(default_factory=InterventionsConfig)
 
     def check(self, findings: Optional[Iterable[str]] = None) -> None:
         """Every group's :meth:`check`, then the finding names against ``findings`` (not checked when None).
@@ -401,7 +463,7 @@ class RunConfig:
         Raises:
             ConfigError: naming the key, the bad value and what is allowed.
         """
-        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint):
+        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions):
             group.check()
         if findings is None:
             return
@@ -860,6 +922,10 @@ __all__ = [
     "PlotsConfig",
     "CheckpointConfig",
     "MapsConfig",
+    "InterventionsConfig",
+    "SelectConfig",
+    "AblationMode",
+    "InterventionSplit",
     "Init",
     "Vector",
     "AttnImplementation",

@@ -142,6 +142,9 @@ class Tag(StrEnum):
     COMPARE_SOURCE = "attnsim.compare_source"
     COMPARE_RUNS = "attnsim.compare_runs"
     COMPARE_FORCED = "attnsim.compare_forced"
+    # interventions (ablation, patching)
+    INTERVENTION_HEAD = "attnsim.intervention_head"  # classifier, masked_lm, causal_lm or encoder
+    INTERVENTION_MODE = "attnsim.intervention_mode"  # zero, mean or resample
 
     def __str__(self) -> str:  # the MLflow string, also in f-strings
         return self.value

@@ -19,7 +19,7 @@ BASE_DEFAULTS = [{"model": "minilm"}, {"corpus": "bbc"}, {"trainer": "cpu"}, {"t
 
 
 def test_the_bundled_experiments_are_the_listed_ones():
-    assert len(NAMES) >= 17 and {"csm", "paper", "induction", "alignment"} <= set(NAMES)  # other issues append experiments too
+    assert len(NAMES) >= 19 and {"csm", "paper", "induction", "alignment", "ablation", "patching"} <= set(NAMES)  # other issues append experiments too
     assert set(NAMES) <= set(list_experiments())
     assert BASE not in list_experiments() and (FOLDER / f"{BASE}.yaml").is_file()
 

@@ -363,6 +363,83 @@ CLAIMS: List[Claim] = [
 ]
 
 
+INTERVENTION_CLAIM = "the heads the statistic singles out matter more than random heads"
+Z_THRESHOLD = 2.0  # an ablated set "matters more than random heads" when its effect is >= 2 random spreads above the random mean
+_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine")  # each measured metric gets its verdict
+
+
+def intervention_verdicts(run: RunData) -> List[Tuple[str, str, str, str]]:
+    """An ablation run's verdicts on its named head sets (``top`` of ``interventions.select``, ``listed``), per task metric.
+
+    Rule: a set matters more than random heads when its effect (the metric's damage, positive = the
+    ablation hurt) is at least :data:`Z_THRESHOLD` random spreads above the random sets' mean effect
+    (z-score >= 2): *holds*, else *does not hold*; *not measured* without a random baseline
+    (``interventions.random_draws=0``).
+
+    Returns:
+        (set, metric, verdict, values line) per named set and metric the run measured.
+    """
+    out = []
+    for metric in _ABLATION_METRICS:
+        if f"ablation/clean_{metric}" not in run.metrics:
+            continue
+        for name in ("top", "listed"):
+            z = run.metrics.get(f"ablation/{name}_{metric}_zscore")
+            if z is None:
+                continue
+            effect = run.metrics.get(f"ablation/{name}_{metric}_effect", math.nan)
+            mean = run.metrics.get(f"ablation/{name}_{metric}_random_mean", math.nan)
+            std = run.metrics.get(f"ablation/{name}_{metric}_random_std", math.nan)
+            verdict = "not measured" if not math.isfinite(z) else ("holds" if z >= Z_THRESHOLD else "does not hold")
+            line = f"{metric} effect {fmt(effect)} against random heads {fmt(mean)} ± {fmt(std)} (z = {fmt(z, 2)}; clean {metric} {fmt(run.metrics[f'ablation/clean_{metric}'])})"
+            out.append((name, metric, verdict, line))
+    return out
+
+
+def _selected_statistic(run: RunData) -> str:
+    """``interventions.select.metric`` of an ablation run (params), empty when it named none."""
+    value = run.params.get("interventions.select.metric", "")
+    return "" if value in ("", "null", "None") else value
+
+
+def _intervention_section(runs: Sequence[RunData]) -> str:
+    """The report's "Interventions" section: each ablation run's verdict on the heads its statistic singles out."""
+    ablations = [run for run in runs if any(key.startswith("ablation/clean_") for key in run.metrics)]
+    if not ablations:
+        return ""
+    out = io.StringIO()
+    out.write("\n## Interventions\n\n")
+    out.write(f"Rule: {INTERVENTION_CLAIM} when ablating them hurts the task at least {Z_THRESHOLD:g} spreads more than ablating as many random heads does (z-score of the effect against `interventions.random_draws` random sets of the same size, drawn under the run's seed), one verdict per task metric.\n\n")
+    for run in ablations:
+        statistic = _selected_statistic(run)
+        verdicts = intervention_verdicts(run)
+        if not verdicts:
+            out.write(f"- {_text(run.label)}: no named head set (single heads only); see `tables/ablation_sets.csv`.\n")
+        for name, metric, verdict, line in verdicts:
+            what = f"top {run.params.get('interventions.select.top', '?')} heads by `{_text(statistic)}` of run `{run.params.get('interventions.select.run', '?')[:8]}`" if name == "top" else "the listed heads (`interventions.heads`)"
+            claim = INTERVENTION_CLAIM if name == "top" else "the listed heads matter more than random heads"
+            out.write(f"- {_text(run.label)}, {what}, by {metric}: {claim}: **{verdict}**\n  - {_text(line)}\n")
+        rho = {m: run.metrics.get(f"ablation/{m}_effect_statistic_spearman") for m in _ABLATION_METRICS}
+        rho = {m: v for m, v in rho.items() if v is not None}
+        if rho:
+            out.write("  - single-head effects against the statistic, Spearman: " + ", ".join(f"{m} {fmt(v, 2)}" for m, v in rho.items()) + "\n")
+    return out.getvalue()
+
+
+def claim_interventions(claim: "Claim", runs: Sequence[RunData]) -> List[str]:
+    """Lines for a claim's section: the verdicts of ablation runs whose selecting statistic is one of the claim's findings."""
+    lines = []
+    for run in runs:
+        statistic = _selected_statistic(run)
+        finding = statistic.split("/", 1)[0]
+        if not finding or (f"`{finding}/" not in claim.measure and f"tables/{finding}_heads" not in claim.measure):
+            continue
+        for name, _metric, verdict, line in intervention_verdicts(run):
+            if name == "top":
+                lines.append(f"- intervention {_text(run.label)} (top heads by `{_text(statistic)}`): {INTERVENTION_CLAIM}: **{verdict}** ({_text(line)})\n")
+    return lines
+
+
 def _marks(outcome: Outcome) -> str:
     criteria = outcome.criteria
     if all(c is None for c in criteria):
@@ -463,6 +540,9 @@ def render(runs: Sequence[RunData]) -> str:
             out.write(f"- {_text(run.label)}: **{outcome.verdict}**{' (' + marks + ')' if marks else ''}{flag}\n")
             for line in outcome.lines:
                 out.write(f"  - {_text(line)}\n")
+        for line in claim_interventions(claim, runs):
+            out.write(line)
+    out.write(_intervention_section(runs))
     out.write("\n## Rules\n\n")
     out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
     out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")

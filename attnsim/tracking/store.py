@@ -339,6 +339,7 @@ PREDICT_TRAINER_KEYS = ("accelerator", "devices", "precision", "batch_size", "nu
 # findings that read the `maps` section (rollout: head_fusion, discard_ratio, flow_max_tokens;
 # gradient_maps: target_class, num_labels)
 MAPS_FINDINGS = ("rollout", "gradient_maps")
+INTERVENTION_FINDINGS = ("ablation", "patching")  # their runs also log the interventions.* keys
 
 
 #: ``corpus`` keys that only some corpus sources read: logged as params only for those sources.
@@ -363,7 +364,7 @@ def measure_params(cfg: Any) -> Dict[str, str]:
     devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
     ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
     tags); ``plots`` only when ``tracking.figures`` is on; ``maps`` only when a finding of
-    :data:`MAPS_FINDINGS` runs. Never ``checkpoint.*`` (an ``attnsim finetune`` run logs those),
+    :data:`MAPS_FINDINGS` runs; ``interventions`` only when one of :data:`INTERVENTION_FINDINGS` runs. Never ``checkpoint.*`` (an ``attnsim finetune`` run logs those),
     ``name`` (tag ``attnsim.experiment`` and the run name), ``description`` (the run's description,
     :func:`run_note`) nor ``task``. The whole resolved config is the run's ``config.yaml``.
 
@@ -380,6 +381,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
         sections.add("plots")
     if set(cfg.findings) & set(MAPS_FINDINGS):
         sections.add("maps")
+    if set(cfg.findings) & set(INTERVENTION_FINDINGS):
+        sections.add("interventions")
     params: Dict[str, str] = {}
     for key, value in flatten(cfg).items():
         section, _, rest = key.partition(".")

@@ -35,6 +35,7 @@ from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key, run_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
+from attnsim.workflows import interventions
 from attnsim.workflows.common import (
     DatasetInput,
     Interrupted,
@@ -103,6 +104,7 @@ class Prepared:
     tokenizer: object
     corpus: Corpus
     finding_types: List[type]
+    interventions: Optional[object] = None  # attnsim.workflows.interventions.InterventionSetup of an ablation/patching run
 
 
 def prepare(cfg: DictConfig) -> Prepared:
@@ -128,8 +130,13 @@ def prepare(cfg: DictConfig) -> Prepared:
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
+    intervention = interventions.is_intervention(finding_types)
+    if intervention:
+        interventions.check_findings(cfg, finding_types)
     if is_seq2seq(info, cfg, finding_types):  # encoder–decoder: sentence pairs, not windows
         tokenizer, corpus = prepare_pairs(info, cfg)
+    elif intervention and "patching" in cfg.findings:  # the prompt pairs are the corpus
+        tokenizer, corpus = load_tokenizer(info, cfg.corpus.seq_len), None
     elif info.arch.vision or c.source == "images":
         from attnsim.capture.vision import prepare_images
 
@@ -142,9 +149,15 @@ def prepare(cfg: DictConfig) -> Prepared:
             corpus = repeated_corpus(tokenizer, c.seq_len, c.limit, c.repeat_length, c.repeats, cfg.seed)
         else:
             documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
+            if intervention and cfg.interventions.split == "validation":
+                documents = interventions.validation_documents(cfg, documents)
             corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
-    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types)
+    setup = None
+    if intervention:
+        setup = interventions.prepare_interventions(cfg, info, tokenizer, corpus, tracker, finding_types)
+        corpus = setup.pairs if setup.pairs is not None else corpus
+    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup)
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -196,6 +209,9 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     cfg, info = prepared.cfg, prepared.info
     if getattr(info.arch, "seq2seq", False):  # encoder–decoder: teacher-forced capture of three attention blocks
         module, model_tags = build_seq2seq_module(info, cfg, findings)
+        return module, model_tags, False
+    if prepared.interventions is not None:  # ablation / patching: the model with its head, several passes per batch
+        module, model_tags = interventions.build_intervention_module(prepared, findings)
         return module, model_tags, False
     needs_attention = any(f.needs_attention for f in findings)
     needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
@@ -307,7 +323,8 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
 
 
 def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
-    run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict")
+    # mean ablation predicts twice (its first pass sums each head's Z); every other run once
+    interventions.predict_all(lambda: run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict"), module)
 
 
 def _name_progress_bar(trainer: pl.Trainer, name: str) -> None:
@@ -377,7 +394,8 @@ def execute(
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
     seq2seq = bool(getattr(prepared.info.arch, "seq2seq", False))  # its findings keep their own example pairs
-    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples and not seq2seq else None
+    # intervention runs draw no example windows (their batches are not the capture's)
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples and not seq2seq and prepared.interventions is None else None
     # the Trainer comes first, so that the process's rank and the shards are known before the model loads
     trainer = make_trainer(cfg, list(findings), inference_mode=not any(getattr(f, "needs_gradients", False) for f in findings))
     rank = global_rank(trainer)
@@ -392,6 +410,8 @@ def execute(
         from attnsim.data.translation import PairDataModule
 
         datamodule = PairDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
+    elif prepared.interventions is not None and prepared.interventions.pairs is not None:
+        datamodule = interventions.intervention_datamodule(prepared)
     elif getattr(prepared.corpus, "layout", None) is not None:
         from attnsim.data.images import ImageDataModule
 
