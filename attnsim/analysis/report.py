@@ -365,7 +365,7 @@ CLAIMS: List[Claim] = [
 
 INTERVENTION_CLAIM = "the heads the statistic singles out matter more than random heads"
 Z_THRESHOLD = 2.0  # an ablated set "matters more than random heads" when its effect is >= 2 random spreads above the random mean
-_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine")  # each measured metric gets its verdict
+_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine", "csm_change")  # each measured metric gets its verdict
 
 
 def intervention_verdicts(run: RunData) -> List[Tuple[str, str, str, str]]:

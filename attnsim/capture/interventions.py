@@ -185,7 +185,9 @@ class Task(Protocol):
 
     def inputs(self, batch: Mapping[str, Any]) -> Dict[str, torch.Tensor]: ...
 
-    def sums(self, outputs: Any, batch: Mapping[str, Any], clean: Any) -> Tuple[torch.Tensor, torch.Tensor]: ...
+    needs_z: bool  # whether sums() reads both passes' Z (then given as z, clean_z, heads)
+
+    def sums(self, outputs: Any, batch: Mapping[str, Any], clean: Any, z: Optional[Sequence[torch.Tensor]] = None, clean_z: Optional[Sequence[torch.Tensor]] = None, heads: Sequence[Head] = ()) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class InterventionModule(pl.LightningModule):
@@ -254,7 +256,9 @@ class InterventionModule(pl.LightningModule):
         with capture_heads(self.model, arch, n_heads) as store:
             clean = self.model(**inputs)
         sums, counts = [], []
-        s, c = self.task.sums(clean, batch, clean)
+        needs_z = bool(getattr(self.task, "needs_z", False))
+        z_kwargs = {"z": store, "clean_z": store} if needs_z else {}
+        s, c = self.task.sums(clean, batch, clean, **z_kwargs)
         sums.append(s)
         counts.append(c)
         donor = None
@@ -270,9 +274,14 @@ class InterventionModule(pl.LightningModule):
             self.previous = [z.detach() for z in store]
         for heads in self.head_sets:
             values = ablation_values(heads, self.mode, self.mean_z, donor)
-            with replace_heads(self.model, arch, n_heads, values):
-                out = self.model(**inputs)
-            s, c = self.task.sums(out, batch, clean)
+            if needs_z:  # the other heads' Z under the ablation (the capture hooks run before the edit; the ablated heads are left out)
+                with capture_heads(self.model, arch, n_heads) as ablated, replace_heads(self.model, arch, n_heads, values):
+                    out = self.model(**inputs)
+                s, c = self.task.sums(out, batch, clean, z=ablated, clean_z=store, heads=heads)
+            else:
+                with replace_heads(self.model, arch, n_heads, values):
+                    out = self.model(**inputs)
+                s, c = self.task.sums(out, batch, clean)
             sums.append(s)
             counts.append(c)
         return {"sums": torch.stack(sums), "counts": torch.stack(counts), "windows": int(inputs["input_ids"].shape[0])}

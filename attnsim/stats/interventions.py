@@ -10,6 +10,12 @@ Task metrics (README, "Interventions"), each a sum over items and a count, divid
 - ``lm_loss``: mean cross-entropy (nats) of a causal LM predicting each real token from the ones before it.
 - ``cosine``: mean over real tokens of the cosine between a pass's final hidden states and the clean run's
   (an encoder without a head); 1 for the clean run itself.
+- ``csm_change``: how much an ablation changes the other heads' Context Similarity Matrices (an encoder
+  without a head): sum over the heads not ablated, windows and valid pairs i < j of |CSM_ablated - CSM_clean|,
+  divided by the sum over all heads, windows and valid pairs of |CSM_clean| (a relative L1 change; unitless;
+  0 for the clean run). Heads at or before the set's earliest layer compute what they computed in the clean
+  run, so only later layers add to it; a set in the last layer changes nothing (exactly 0). The denominator
+  is the same for every pass, so sets and random draws are read on one scale (:func:`csm_change_sums`).
 
 An *effect* is the damage an ablation does to a metric, signed so that positive means "the ablation hurt":
 ``clean - ablated`` for metrics where higher is better (accuracy, logit difference, cosine) and
@@ -30,17 +36,18 @@ import numpy as np
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.pairs.geometry import context_similarity
 
-METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine")
+METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine", "csm_change")
 """Every task metric, in the order of the accumulator's metric axis."""
 
-HIGHER_IS_BETTER = {"accuracy": True, "logit_diff": True, "mlm_loss": False, "lm_loss": False, "cosine": True}
+HIGHER_IS_BETTER = {"accuracy": True, "logit_diff": True, "mlm_loss": False, "lm_loss": False, "cosine": True, "csm_change": False}
 
 TASK_METRICS = {
     "classifier": ("accuracy", "logit_diff"),
     "masked_lm": ("mlm_loss",),
     "causal_lm": ("lm_loss",),
-    "encoder": ("cosine",),
+    "encoder": ("cosine", "csm_change"),
 }
 """The metrics of each kind of model head (:func:`attnsim.capture.interventions.head_kind`)."""
 
@@ -149,6 +156,50 @@ def cosine_sums(hidden: torch.Tensor, clean: torch.Tensor, attention_mask: torch
     cos = torch.nn.functional.cosine_similarity(hidden.double(), clean.double(), dim=-1)  # (B, T)
     sums[METRICS.index("cosine")] = cos[real].sum().cpu()
     counts[METRICS.index("cosine")] = float(real.sum())
+    return sums, counts
+
+
+def csm_change_sums(z: Sequence[torch.Tensor], clean_z: Sequence[torch.Tensor], attention_mask: torch.Tensor, ablated: Sequence[Tuple[int, int]] = (), normalise: str = "none") -> Tuple[torch.Tensor, torch.Tensor]:
+    """Sum and count of ``csm_change``: the other heads' CSM change under an ablation, relative to the clean CSMs.
+
+    Per layer l and head h, CSM = Z Zᵀ over positions with a zero diagonal (:func:`~attnsim.stats.pairs.geometry.context_similarity`,
+    as the ``csm`` finding computes it); the pairs are i < j with both tokens real (``attention_mask``).
+
+    - sum: over layers, heads not in ``ablated``, windows and pairs, of |CSM(z) - CSM(clean_z)|;
+    - count: over all layers, heads, windows and pairs, of |CSM(clean_z)|.
+
+    Their ratio is 0 for the clean pass. An ablated head's own Z (replaced, or computed from an unchanged
+    input) is left out of the sum: the metric reads what the ablation does to the *other* heads.
+
+    Args:
+        z: per layer, (batch, head, pos, d_head) Z of the ablated pass (as :func:`~attnsim.capture.hooks.capture_heads` gives it).
+        clean_z: the same of the clean pass.
+        attention_mask: (batch, pos), 1 for real tokens.
+        ablated: the (layer, head) pairs of the set.
+        normalise: ``none`` (Z Zᵀ) or ``cosine`` (``stats.normalise``).
+
+    Returns:
+        (sums, counts), each (len(METRICS),) float64, in units of the CSM (z² for ``none``).
+    """
+    sums, counts = _zeros()
+    real = attention_mask.bool()
+    length = real.shape[1]
+    upper = torch.ones(length, length, dtype=torch.bool, device=real.device).triu(1)
+    pairs = (real[:, :, None] & real[:, None, :] & upper)[:, None]  # (B, 1, T, T): valid pairs i < j
+    skip: Dict[int, List[int]] = {}
+    for layer, head in ablated:
+        skip.setdefault(int(layer), []).append(int(head))
+    changed = torch.zeros((), dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64)
+    for layer, (za, zc) in enumerate(zip(z, clean_z)):
+        clean_csm = context_similarity(zc.double(), normalise).masked_fill(~pairs, 0.0)  # (B, H, T, T)
+        total = total + clean_csm.abs().sum().cpu()
+        diff = (context_similarity(za.double(), normalise).masked_fill(~pairs, 0.0) - clean_csm).abs().sum((0, 2, 3))  # (H,)
+        keep = torch.ones_like(diff, dtype=torch.bool)
+        keep[skip.get(layer, [])] = False
+        changed = changed + diff[keep].sum().cpu()
+    index = METRICS.index("csm_change")
+    sums[index], counts[index] = changed, total
     return sums, counts
 
 
@@ -299,17 +350,20 @@ class TaskMetric:
     """What each forward pass of an intervention run is measured by, for one kind of model head.
 
     ``inputs(batch)`` gives the forward's keyword arguments (a masked LM's inputs have the drawn tokens
-    replaced by the mask token); ``sums(outputs, batch, clean)`` gives that pass's (sums, counts), each
-    (len(METRICS),) float64, ``clean`` being the clean pass's outputs of the same batch.
+    replaced by the mask token); ``sums(outputs, batch, clean, z, clean_z, heads)`` gives that pass's
+    (sums, counts), each (len(METRICS),) float64, ``clean`` being the clean pass's outputs of the same batch.
+    When ``needs_z`` (an encoder's ``csm_change``), the module also hands over both passes' Z, per layer
+    (batch, head, pos, d_head), and the ablated set ``heads``.
 
     Args:
         kind: ``classifier`` (batch needs ``labels``), ``masked_lm``, ``causal_lm`` or ``encoder``.
         mask_token_id: the tokenizer's mask token (``masked_lm``).
         mask_fraction: share of content tokens masked (``masked_lm``).
         seed: the run's seed (which tokens are masked).
+        normalise: the CSM of ``csm_change`` (``stats.normalise``: ``none`` or ``cosine``).
     """
 
-    def __init__(self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0):
+    def __init__(self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0, normalise: str = "none"):
         if kind not in TASK_METRICS:
             raise ValueError(f"unknown model head kind {kind!r}; one of {', '.join(TASK_METRICS)}")
         self.kind = kind
@@ -317,6 +371,8 @@ class TaskMetric:
         self.mask_token_id = mask_token_id
         self.mask_fraction = mask_fraction
         self.seed = seed
+        self.normalise = normalise
+        self.needs_z = "csm_change" in self.metrics
 
     def _masked(self, batch) -> torch.Tensor:
         # drawn once per batch (the clean pass), reused by its ablated passes
@@ -332,8 +388,11 @@ class TaskMetric:
             ids = ids.masked_fill(self._masked(batch), int(self.mask_token_id))
         return {"input_ids": ids, "attention_mask": batch["attention_mask"]}
 
-    def sums(self, outputs, batch, clean) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(sums, counts) of this kind's metrics for one pass (see the module docstring)."""
+    def sums(self, outputs, batch, clean, z: Optional[Sequence[torch.Tensor]] = None, clean_z: Optional[Sequence[torch.Tensor]] = None, heads: Sequence[Tuple[int, int]] = ()) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(sums, counts) of this kind's metrics for one pass (see the module docstring).
+
+        Raises:
+            ValueError: an encoder's pass without both passes' Z (``needs_z``)."""
         if self.kind == "classifier":
             return classification_sums(outputs.logits, batch["labels"])
         if self.kind == "masked_lm":
@@ -341,7 +400,11 @@ class TaskMetric:
             return token_loss_sums(outputs.logits, targets, "mlm_loss")
         if self.kind == "causal_lm":
             return token_loss_sums(outputs.logits, next_token_targets(batch["input_ids"], batch["attention_mask"]), "lm_loss")
-        return cosine_sums(outputs.last_hidden_state, clean.last_hidden_state, batch["attention_mask"])
+        sums, counts = cosine_sums(outputs.last_hidden_state, clean.last_hidden_state, batch["attention_mask"])
+        if z is None or clean_z is None:
+            raise ValueError("the encoder's csm_change needs the Z of the pass and of the clean pass")
+        csm_sums, csm_counts = csm_change_sums(z, clean_z, batch["attention_mask"], heads, self.normalise)
+        return sums + csm_sums, counts + csm_counts
 
 
 class PatchSums(Accumulator):

@@ -194,7 +194,7 @@ def build_intervention_module(prepared: Any, findings: List[Any]) -> Tuple[Any, 
     iv = cfg.interventions
     plan = build_plan(info.n_layers, info.n_heads, iv.heads, setup.top, iv.random_draws, cfg.seed, TASK_METRICS[kind], setup.statistic_name, setup.statistic)
     finding.configure(plan)
-    task = TaskMetric(kind, getattr(prepared.tokenizer, "mask_token_id", None), iv.mask_fraction, cfg.seed)
+    task = TaskMetric(kind, getattr(prepared.tokenizer, "mask_token_id", None), iv.mask_fraction, cfg.seed, cfg.stats.normalise)
     module = InterventionModule(model, info, plan.passes(), str(iv.mode), task, setup.labels, cfg.seed)
     tags[Tag.INTERVENTION_MODE.value] = str(iv.mode)
     return module, tags
