@@ -29,7 +29,7 @@ from attnsim.errors import ConfigError
 from attnsim.findings.base import Finding, FindingContext, reduce_findings, view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
-from attnsim.keys import RunKind, Tag
+from attnsim.keys import RunKind, Stage, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
@@ -66,7 +66,9 @@ class RunResult:
         summaries: finding name -> :class:`~attnsim.results.Summary`: ``scalars``
             statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
         windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
-        timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
+        timings: seconds spent per stage (:class:`~attnsim.keys.Stage`: ``config``, ``windows``, ``tracker``,
+            ``setup``, ``load_model``, ``open_run``, ``predict``, ``summarise``, ``log``, ``figures``; ``imports``
+            from the command line; ``reduce`` in a DDP run), their ``total`` and the ``unattributed`` rest.
         metrics: per statistic, without the per-head values: model means (``csm/mean``: mean
             over layers and heads), layer means (``csm/mean/L03``, layers 0-indexed, mean over heads)
             of every statistic (logged only for ``stats.per_layer``; the rest are in the heads tables)
@@ -102,6 +104,7 @@ class Prepared:
     tokenizer: object
     corpus: Corpus
     finding_types: List[type]
+    timings: Dict[str, float] = field(default_factory=dict)  # Stage.WINDOWS and Stage.TRACKER, seconds
 
 
 def prepare(cfg: DictConfig) -> Prepared:
@@ -125,6 +128,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     tables.check_per_layer(cfg.stats.per_layer, declared)
     from omegaconf import OmegaConf
 
+    start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
     if info.arch.vision or c.source == "images":
@@ -135,8 +139,10 @@ def prepare(cfg: DictConfig) -> Prepared:
         tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
         documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
         corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
+    windows = time.perf_counter()
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
-    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types)
+    timings = {Stage.WINDOWS.value: windows - start, Stage.TRACKER.value: time.perf_counter() - windows}
+    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, timings)
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -346,6 +352,8 @@ def execute(
     step: int = 0,
     extra_params: Optional[Dict[str, str]] = None,
     extra_metrics: Optional[Dict[str, float]] = None,
+    started: Optional[float] = None,
+    timings: Optional[Dict[str, float]] = None,
 ) -> RunResult:
     """Load the model, create the run, predict, summarise and log. See :func:`run`.
 
@@ -357,8 +365,14 @@ def execute(
         step: MLflow step of every metric the run logs (a sweep child: its checkpoint's global step).
         extra_params: params logged beside :func:`~attnsim.tracking.store.measure_params`.
         extra_metrics: metrics logged at ``step`` beside the statistics.
+        started: ``time.perf_counter()`` when the command or call began (default: now), the start of
+            ``zz_run/time_total``.
+        timings: seconds of the stages before :func:`prepare` (``imports``, ``config``; :class:`~attnsim.keys.Stage`).
     """
     cfg = prepared.cfg
+    started = time.perf_counter() if started is None else started
+    timings = {**(timings or {}), **prepared.timings}  # every stage: logged as zz_run/time_<stage>
+    setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
@@ -368,10 +382,11 @@ def execute(
     check_shards(trainer, len(prepared.corpus), cfg.trainer.batch_size)
     if recorder is not None and rank == 0:  # examples and figures are rank 0's alone
         trainer.callbacks.insert(len(findings), recorder)
-    timings: Dict[str, float] = {}
     start = time.perf_counter()
     module, model_tags, needs_gradients = build_module(prepared, findings)
-    timings["load_model"] = time.perf_counter() - start
+    timings[Stage.LOAD_MODEL.value] = time.perf_counter() - start
+    timings[Stage.SETUP.value] = start - setup
+    setup = time.perf_counter()
     if getattr(prepared.corpus, "layout", None) is not None:
         from attnsim.data.images import ImageDataModule
 
@@ -385,6 +400,8 @@ def execute(
     default_name = f"{cfg.name}-random" if tags.get(Tag.CONTROL.value) == "random" else cfg.name
     name = run_name or cfg.tracking.run_name or default_name
     _name_progress_bar(trainer, name)
+    timings[Stage.SETUP.value] += time.perf_counter() - setup
+    opened = time.perf_counter()
     if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
         _predict(trainer, module, datamodule)
         reduce_findings(findings)  # a collective: every rank, after its windows
@@ -400,6 +417,7 @@ def execute(
         sink.log_text(to_yaml(cfg), "config.yaml")
         log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
         start = time.perf_counter()
+        timings[Stage.OPEN_RUN.value] = start - opened
         try:
             _predict(trainer, module, datamodule)
             predicted = time.perf_counter()
@@ -420,6 +438,9 @@ def execute(
         if failed:
             sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
             raise failed[0].error  # type: ignore[misc]
+        total = time.perf_counter() - started
+        timings[Stage.UNATTRIBUTED.value] = max(0.0, total - sum(timings.values()))
+        timings[Stage.TOTAL.value] = total
         sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
     ended = prepared.tracker.client.get_run(sink.run_id).info
     return RunResult(
@@ -466,5 +487,7 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
             "e.g. attnsim.run('csm', ['corpus.limit=64', 'tracking.figures=false'])."
         )
     with api_call(f"attnsim.run({experiment!r}, {list(overrides or [])!r})"):
+        started = time.perf_counter()
         cfg = load_config(experiment, overrides, known_findings=FINDINGS)
-        return execute(prepare(cfg))
+        configured = {Stage.CONFIG.value: time.perf_counter() - started}
+        return execute(prepare(cfg), started=started, timings=configured)
