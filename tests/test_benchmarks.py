@@ -33,6 +33,20 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
     assert "csm: one forward pass per batch: 2 calls for 2 batches" in out.stdout
 
 
+def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
+    out = script("end_to_end.py", "--pairs", "1", "--windows", "4", "--batch-size", "2", "--experiments", "csm")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| command | wall | plain script | ratio | CPU s (user+sys) vs plain | peak RSS vs plain |" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| `attnsim run csm corpus.limit=4` |"))
+    wall, plain = (float(cell.strip().rstrip(" s")) for cell in row.split("|")[2:4])
+    assert f"| {plain / wall:.2f}× |" in row  # the ratio is the plain script's wall over attnsim's
+    rows = [line.split("|")[1:3] for line in out.stdout.splitlines() if line.count("|") == 3]
+    stages = {name.strip(): float(value) for name, value in rows if value.strip().replace(".", "", 1).isdigit()}
+    assert {"imports", "windows", "tracker", "setup", "load_model", "open_run", "predict", "figures", "unattributed"} <= set(stages)
+    assert stages["imports"] > 0 and stages["predict"] > 0 and stages["unattributed"] < stages["total (command start to the timings logged)"]
+    assert "target csm whole-process ratio >= 0.85:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
+
+
 @pytest.mark.parametrize(
     "name, args, message",
     [
@@ -45,6 +59,9 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
         ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),
         ("scaling.py", ["--experiment", "nosuch"], "Unknown experiment 'nosuch'"),
         ("scaling.py", ["--device", "gpu"], "'gpu' is not a device; use cpu or cuda"),
+        ("end_to_end.py", ["--pairs", "0"], "0 is not a positive number"),
+        ("end_to_end.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
+        ("end_to_end.py", ["--device", "cuda:x"], "'cuda:x' is not a device; use cpu or cuda"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):
