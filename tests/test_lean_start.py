@@ -55,8 +55,27 @@ def test_a_module_making_many_cycles_imports_without_a_collection(tmp_path, monk
     try:
         seconds = import_libraries(["cyclic_module_i18"])
         assert collections == [] and seconds > 0 and "cyclic_module_i18" in sys.modules
+        frozen = gc.get_freeze_count()
+        import_libraries(["cyclic_module_i18"])  # imported already: nothing more is frozen
+        assert gc.get_freeze_count() == frozen
     finally:
         sys.modules.pop("cyclic_module_i18", None)
+        gc.unfreeze()
+
+
+def test_only_a_command_line_process_freezes_after_predict(monkeypatch):
+    from attnsim.workflows import startup
+
+    kept = [[i] for i in range(1000)]
+    frozen = gc.get_freeze_count()
+    monkeypatch.setattr(startup, "_exit_hook", False)  # attnsim.run in a user's process
+    startup.freeze_if_exiting_soon()
+    assert gc.get_freeze_count() == frozen
+    monkeypatch.setattr(startup, "_exit_hook", True)  # `attnsim run`: freeze_at_exit() was called
+    try:
+        startup.freeze_if_exiting_soon()
+        assert gc.get_freeze_count() >= frozen + len(kept)
+    finally:
         gc.unfreeze()
 
 

@@ -46,6 +46,7 @@ from attnsim.workflows.common import (
     run_tags,
     seed_and_threads,
 )
+from attnsim.workflows.startup import freeze_if_exiting_soon
 
 log = logging.getLogger(__name__)
 
@@ -432,6 +433,7 @@ def execute(
                 log.exception("could not log the partial statistics")
             raise
         timings["predict"] = predicted - start
+        freeze_if_exiting_soon()  # `attnsim run` only: the figures' garbage collections skip the model and windows
         summaries, spent = log_results(sink, cfg, findings, recorder)
         timings.update(spent)
         failed = [f for f in findings if f.error is not None]

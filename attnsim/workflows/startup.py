@@ -12,6 +12,8 @@ modules live until the process ends.
 - :func:`import_libraries` imports them with the collector paused, then moves every object alive
   to the collector's permanent generation (:func:`gc.freeze`), so that later collections during
   the run skip them; objects created afterwards are collected as usual.
+- :func:`freeze_if_exiting_soon` freezes again after predict in such a process, so that the
+  collections while figures are drawn skip the model and the windows.
 - :func:`freeze_at_exit` does the same when the interpreter exits, so that its final collections
   skip the run's objects (the operating system frees the memory).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
@@ -54,14 +57,29 @@ def collector_paused() -> Iterator[None]:
 def import_libraries(names: Sequence[str] = LIBRARIES) -> float:
     """Import ``names`` with the collector paused (:func:`collector_paused`); seconds spent.
 
+    When every one of them is imported already, nothing is paused or frozen.
+
     Raises:
         ImportError: a library is missing (they are all dependencies of attnsim).
     """
     start = time.perf_counter()
+    if all(name in sys.modules for name in names):  # imported before (a second run in one process): nothing to pause or freeze
+        return time.perf_counter() - start
     with collector_paused():
         for name in names:
             importlib.import_module(name)
     return time.perf_counter() - start
+
+
+def freeze_if_exiting_soon() -> None:
+    """In a command-line process (:func:`freeze_at_exit` was called), freeze every object alive now.
+
+    Called after predict: the model, the windows and the findings' states then stay out of the
+    collections that drawing the figures starts (matplotlib makes many short-lived cycles). In a
+    user's process (:func:`attnsim.run`) it does nothing, so that nothing of theirs is kept.
+    """
+    if _exit_hook:
+        gc.freeze()
 
 
 def freeze_at_exit() -> None:
