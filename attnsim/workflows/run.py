@@ -366,13 +366,16 @@ def execute(
         step: MLflow step of every metric the run logs (a sweep child: its checkpoint's global step).
         extra_params: params logged beside :func:`~attnsim.tracking.store.measure_params`.
         extra_metrics: metrics logged at ``step`` beside the statistics.
-        started: ``time.perf_counter()`` when the command or call began (default: now), the start of
-            ``zz_run/time_total``.
+        started: ``time.perf_counter()`` when the command or call began, the start of ``zz_run/time_total``;
+            with it, ``timings`` and :func:`prepare`'s own (``windows``, ``tracker``) are logged. Default:
+            now, and only the stages of this call are logged (a sweep's children share one prepare).
         timings: seconds of the stages before :func:`prepare` (``imports``, ``config``; :class:`~attnsim.keys.Stage`).
     """
     cfg = prepared.cfg
-    started = time.perf_counter() if started is None else started
-    timings = {**(timings or {}), **prepared.timings}  # every stage: logged as zz_run/time_<stage>
+    if started is None:  # the clock starts now: stages before it (a sweep's shared prepare) are not this run's
+        started, timings = time.perf_counter(), {}
+    else:
+        timings = {**(timings or {}), **prepared.timings}  # every stage: logged as zz_run/time_<stage>
     setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
