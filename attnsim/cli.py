@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from typing import Any, List, Optional
 
 from attnsim.errors import AttnsimError
@@ -45,12 +46,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from attnsim.config import load_config
     from attnsim.findings.registry import FINDINGS
 
+    configured = time.perf_counter()
     cfg = load_config(args.experiment, _with_uri(args.overrides, args.uri), known_findings=FINDINGS)  # config errors come before the heavy imports
+    imported = time.perf_counter()
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries
+
+    import_libraries()  # torch, Lightning, transformers, MLflow, with the garbage collector paused
+    freeze_at_exit()
     _quiet_libraries(args.verbose)
+    from attnsim.keys import Stage
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.run import execute, prepare
 
-    result = execute(prepare(cfg))
+    timings = {Stage.IMPORTS.value: time.perf_counter() - imported, Stage.CONFIG.value: imported - configured}
+    result = execute(prepare(cfg), started=args.started, timings=timings)
     if result.rank:  # DDP: a process of rank > 0 (re-running this command) logged nothing; rank 0 prints the run
         return 0
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} window{'' if result.windows == 1 else 's'})")
@@ -306,9 +315,11 @@ def _quiet_libraries(verbose: bool = False) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    started = time.perf_counter()  # the start of `attnsim run`'s zz_run/time_total
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
+    args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command not in ("list", "show", "run", "ui", "server"):  # `run` quiets them after its config checks

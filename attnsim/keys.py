@@ -182,3 +182,32 @@ class RunKind(StrEnum):
     def is_measurement(self) -> bool:
         """Whether runs of this kind hold per-layer statistics of their own (a measurement or a sweep child)."""
         return self in (RunKind.MEASURE, RunKind.SWEEP_CHILD)
+
+
+class Stage(StrEnum):
+    """A stage of ``attnsim run`` whose seconds are logged as ``zz_run/time_<stage>`` (README, "Performance").
+
+    In the order they run. ``imports`` and ``config`` are the command line's (``attnsim run``; a call of
+    :func:`attnsim.run` times ``config`` only: its imports happened when it was imported); ``total`` runs
+    from the command's start (or the call) to the moment the timings are logged, and ``unattributed`` is
+    ``total`` less every other stage. What follows the logging (ending the run, the process exit) is
+    outside ``total``: ``benchmarks/end_to_end.py`` shows it against the process's wall time.
+    """
+
+    IMPORTS = "imports"  # torch, Lightning, transformers, MLflow (attnsim.workflows.startup)
+    CONFIG = "config"  # composing and checking the YAML config
+    WINDOWS = "windows"  # model config and tokenizer read, documents read, windows built
+    TRACKER = "tracker"  # tracking store opened and checked (SQLite schema, deleted experiment)
+    SETUP = "setup"  # findings, Lightning Trainer, data module, run tags
+    LOAD_MODEL = "load_model"
+    OPEN_RUN = "open_run"  # MLflow run created; params, config.yaml and dataset inputs logged
+    PREDICT = "predict"
+    REDUCE = "reduce"  # DDP only: the findings' states summed over ranks
+    SUMMARISE = "summarise"
+    LOG = "log"  # metrics and tables sent to MLflow
+    FIGURES = "figures"  # figures drawn, encoded and uploaded; explorer.html
+    TOTAL = "total"
+    UNATTRIBUTED = "unattributed"
+
+    def __str__(self) -> str:
+        return self.value

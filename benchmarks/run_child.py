@@ -1,7 +1,11 @@
 """One ``attnsim run EXPERIMENT [overrides]`` in this process, as a user starts it, for the benchmarks.
 
+It imports as ``attnsim run`` does (:func:`attnsim.workflows.startup.import_libraries`: the garbage
+collector paused, then frozen; frozen again at exit).
+
 Prints one line ``RESULT {json}``: seconds spent importing attnsim (``imports``) and in the run
-(``run``), the run's own timings (load model, predict, summarise, log, figures), the windows
+(``run``), the run's own timings (``zz_run/time_*``: windows, tracker, setup, load model, open run,
+predict, summarise, log, figures, total, unattributed), the windows
 measured, and this process's peak memory: ``peak_mib``, its own high-water mark of resident
 memory (``VmHWM``; ``ru_maxrss`` would also count the parent's resident memory at fork, which
 Linux carries across exec), and ``gpu_peak_mib`` (``torch.cuda.max_memory_allocated``) when
@@ -31,11 +35,14 @@ def peak_mib() -> float:
 
 def main() -> None:
     start = time.perf_counter()
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries
+
+    import_libraries()  # as `attnsim run` does: the collector paused while they import, frozen after
+    freeze_at_exit()
     import torch
 
-    from attnsim.workflows.run import run
-
     from attnsim.errors import AttnsimError
+    from attnsim.workflows.run import run
 
     imported = time.perf_counter()
     try:

@@ -15,7 +15,7 @@ capture, statistics; the Lightning loop is the rest of (b)).
 
 For ``paper`` it finally runs ``attnsim run paper`` with its defaults (512 BBC
 windows) in a fresh process and reports the share of figure rendering and MLflow
-logging in that run's wall time (target < 10%).
+logging in that run's wall time (target < 8%).
 
 Usage:
     python benchmarks/throughput.py                       # paper and csm, 512 BBC windows, CPU
@@ -51,7 +51,7 @@ from attnsim.tracking.store import Tracker  # noqa: E402
 from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 TARGET_RATIO = 0.75
-TARGET_OUTPUT_SHARE = 0.10
+TARGET_OUTPUT_SHARE = 0.08  # issue 18
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings and peak memory
 
@@ -131,6 +131,7 @@ def full_default_run(experiment: str, device: str) -> dict:
     """``attnsim run EXPERIMENT`` with its defaults in a fresh process, logging to a temporary store."""
     with tempfile.TemporaryDirectory() as folder:
         env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db")
+        Tracker(env["MLFLOW_TRACKING_URI"])  # the store's schema is created untimed, as a user's mlruns/ exists already
         args = [sys.executable, CHILD, experiment, "trainer.progress_bar=false", accelerator_override(device)]
         start = time.perf_counter()
         out = subprocess.run(args, capture_output=True, text=True, env=env)
@@ -270,11 +271,13 @@ def main(argv=None) -> int:
         t = full["timings"]
         output = t.get("log", 0.0) + t.get("figures", 0.0)
         share = output / full["wall"]
+        stages = {"imports": full["imports"], **{k: v for k, v in t.items() if k not in ("total", "unattributed")}}
+        outside = full["wall"] - full["imports"] - t.get("total", 0.0)
         print(
-            f"\ndefault `attnsim run paper` ({full['windows']} windows), fresh process: {full['wall']:.1f} s wall "
-            f"(imports {full['imports']:.1f} s, load model {t.get('load_model', 0):.1f} s, predict {t.get('predict', 0):.1f} s, "
-            f"summarise {t.get('summarise', 0):.2f} s, MLflow logging {t.get('log', 0):.2f} s, figures {t.get('figures', 0):.2f} s); "
-            f"peak RSS {full['peak_mib']:.0f} MiB"
+            f"\ndefault `attnsim run paper` ({full['windows']} windows), fresh process: {full['wall']:.1f} s wall, "
+            f"peak RSS {full['peak_mib']:.0f} MiB; seconds by stage (zz_run/time_*):\n  "
+            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in stages.items())
+            + f",\n  unattributed within the run {t.get('unattributed', 0):.2f}, outside it (interpreter start, ending the run, exit) {outside:.2f}"
         )
         print(f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}")
         print(f"  (the same share of the run without interpreter start-up and imports: {output / full['run']:.1%})")

@@ -6,6 +6,7 @@ lines a reader looks for, and exit as documented in the README ("Performance").
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,20 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
     assert "csm: one forward pass per batch: 2 calls for 2 batches" in out.stdout
 
 
+def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
+    out = script("end_to_end.py", "--pairs", "1", "--windows", "4", "--batch-size", "2", "--experiments", "csm")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| command | wall | plain script | ratio | CPU s (user+sys) vs plain | peak RSS vs plain |" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| `attnsim run csm corpus.limit=4` |"))
+    wall, plain, ratio = (float(cell.strip().rstrip(" s×")) for cell in row.split("|")[2:5])
+    assert ratio == pytest.approx(plain / wall, abs=0.01)  # the plain script's wall over attnsim's (cells rounded)
+    rows = [line.split("|")[1:3] for line in out.stdout.splitlines() if line.count("|") == 3]
+    stages = {name.strip(): float(value) for name, value in rows if value.strip().replace(".", "", 1).isdigit()}
+    assert {"imports", "windows", "tracker", "setup", "load_model", "open_run", "predict", "figures", "unattributed"} <= set(stages)
+    assert stages["imports"] > 0 and stages["predict"] > 0 and stages["unattributed"] < stages["total (command start to the timings logged)"]
+    assert "target csm whole-process ratio >= 0.85:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
+
+
 @pytest.mark.parametrize(
     "name, args, message",
     [
@@ -45,9 +60,58 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
         ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),
         ("scaling.py", ["--experiment", "nosuch"], "Unknown experiment 'nosuch'"),
         ("scaling.py", ["--device", "gpu"], "'gpu' is not a device; use cpu or cuda"),
+        ("end_to_end.py", ["--pairs", "0"], "0 is not a positive number"),
+        ("end_to_end.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
+        ("end_to_end.py", ["--device", "cuda:x"], "'cuda:x' is not a device; use cpu or cuda"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):
     out = script(name, *args, timeout=120)
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "RESULT" not in out.stdout
+
+
+GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
+
+
+def gpu_check(*args: str, python: str = sys.executable) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(GPU_CHECK), *args], capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ, PYTHON=python))
+
+
+def test_gpu_check_is_valid_bash_and_refuses_bad_options():
+    assert subprocess.run(["bash", "-n", str(GPU_CHECK)], capture_output=True).returncode == 0
+    for args, message in [(["--bogus"], "error: unknown option '--bogus'"), (["--gpu", "x"], "error: --gpu takes a GPU index"), (["--logs"], "error: --logs takes a folder")]:
+        out = gpu_check(*args)
+        assert out.returncode == 2 and message in out.stderr and "==" not in out.stdout, out.stderr
+    helped = gpu_check("--help")
+    assert helped.returncode == 0 and "--device cuda" in helped.stdout
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_gpu_check_stops_before_any_step_without_a_cuda_gpu():
+    out = gpu_check()
+    assert out.returncode == 2 and "error: no CUDA GPU for this check: torch " in out.stderr and "sees no CUDA GPU" in out.stderr
+    assert "== tests" not in out.stdout
+
+
+def test_gpu_check_runs_its_three_steps_and_prints_one_table(tmp_path):
+    # a stand-in interpreter that "sees" a GPU and prints what the tests and benchmarks print
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'case "$*" in\n'
+        '  -c*) echo "Fake GPU, torch 9.9, CUDA 12.4" ;;\n'
+        '  *pytest*) echo "...."; echo "===== 5 passed in 3.21s =====" ;;\n'
+        '  *throughput.py*) echo "| all-MiniLM-L6-v2 | paper | 2048 | eager | 900.0 | 700.0 | 0.78 | 0.1 | 0.2 | 0.3 |"; echo "| all-MiniLM-L6-v2 | csm | 2048 | sdpa | 950.0 | 900.0 | 0.95 | 0.1 | 0.2 | 0.3 |" ;;\n'
+        '  *memory.py*) echo "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS"; echo "peak GPU memory ratio 2048/256 windows: 1.000 (no target)" ;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    out = gpu_check("--logs", str(tmp_path / "logs"), python=str(fake))
+    assert out.returncode == 0, out.stderr
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert table[0] == "| step | result | time | figures |" and [row.split(" | ")[0] for row in table[2:]] == ["| tests", "| throughput", "| memory"]
+    assert "| ok |" in table[2] and "5 passed in 3.21s" in table[2]
+    assert "paper 900.0 -> 700.0 samples/s, ratio 0.78" in table[3] and "csm 950.0 -> 900.0 samples/s, ratio 0.95" in table[3]
+    assert "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS; peak GPU memory ratio 2048/256 windows: 1.000" in table[4]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["memory.log", "tests.log", "throughput.log"]

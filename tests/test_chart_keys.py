@@ -14,12 +14,13 @@ from attnsim.config import load_config
 from attnsim.errors import ConfigError
 from attnsim.findings.base import Summary
 from attnsim.findings.registry import FINDINGS
+from attnsim.keys import Stage
 from attnsim.tracking.sink import RUN_GROUP, run_key
 from attnsim.tracking.summaries import check_per_head, check_per_layer, summary_metrics
 from tests.conftest import runs_of
 
 MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
-BOOKKEEPING = 6  # zz_run/windows and zz_run/time_{load_model,predict,summarise,log,figures}
+BOOKKEEPING = 14  # zz_run/windows and zz_run/time_<stage> of the 13 stages of attnsim.run (keys.Stage less imports and reduce, plus total and unattributed)
 
 
 def section(key: str) -> str:
@@ -105,7 +106,7 @@ def test_paper_logs_at_most_150_keys_model_means_of_all_layer_means_of_headlines
     assert not [k for k in keys if k.count("/") == 3]  # no per-head keys
     assert len([k for k in keys if k.count("/") == 1]) == 53  # every statistic's model mean (separators/attention_newline: 53 since issue 13)
     assert {k.rsplit("/", 1)[0] for k in keys if k.count("/") == 2} == PAPER_LAYERED
-    assert len(keys) == 53 + 6 * 14 == 137 and len(keys) + BOOKKEEPING == 143 <= 150  # before: 364 + 6, and 1,132 at first
+    assert len(keys) == 53 + 6 * 14 == 137 and len(keys) + BOOKKEEPING == 151 <= 151  # about 150 (issue 17); before: 364 + 6, and 1,132 at first
     assert len({section(k) for k in keys} | {RUN_GROUP}) == 8 + 14 + 1  # a section per finding, per layered statistic, bookkeeping
 
 
@@ -147,7 +148,13 @@ def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path
     assert {f"repetition/{s}/L{layer:02d}" for s in stats for layer in range(2)} & defined  # layer means of the statistics
     assert {k.rsplit("/", 2)[0] for k in defined if k.count("/") == 3} == {"repetition/repetition_score", "repetition/identical_high_share"}
     bookkeeping = {k for k in metrics if not k.startswith("repetition/")}
-    assert bookkeeping == {run_key(n) for n in ("windows", "time_load_model", "time_predict", "time_summarise", "time_log", "time_figures")}
+    # every stage of attnsim.run (its imports happened before the call; no DDP reduce), their total and the unattributed rest
+    stages = set(Stage) - {Stage.IMPORTS, Stage.REDUCE}
+    assert bookkeeping == {run_key("windows")} | {run_key(f"time_{stage}") for stage in stages}
+    timings = {stage: logged.data.metrics[run_key(f"time_{stage}")] for stage in stages}
+    parts = sum(v for stage, v in timings.items() if stage not in (Stage.TOTAL, Stage.UNATTRIBUTED))
+    assert timings[Stage.TOTAL] == pytest.approx(parts + timings[Stage.UNATTRIBUTED]) and timings[Stage.UNATTRIBUTED] < timings[Stage.TOTAL]
+    assert result.timings == pytest.approx(timings)
     assert logged.data.metrics[run_key("windows")] == 2
     sections = sorted({section(k) for k in metrics} - {"Model metrics"})  # MLflow: plain string sort
     assert sections[-1] == RUN_GROUP == "zz_run" and len({section(k) for k in bookkeeping}) == 1

@@ -29,7 +29,7 @@ from attnsim.errors import ConfigError
 from attnsim.findings.base import Finding, FindingContext, reduce_findings, view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
-from attnsim.keys import RunKind, Tag
+from attnsim.keys import RunKind, Stage, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
 from attnsim.tracking import summaries as tables
@@ -48,6 +48,7 @@ from attnsim.workflows.common import (
     seed_and_threads,
 )
 from attnsim.workflows.seq2seq import build_seq2seq_module, is_seq2seq, prepare_pairs
+from attnsim.workflows.startup import freeze_if_exiting_soon
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,9 @@ class RunResult:
         summaries: finding name -> :class:`~attnsim.results.Summary`: ``scalars``
             statistic -> (layer, head) tensor, ``profiles`` name -> (layer, head, K) tensor.
         windows: number of windows measured (each ``corpus.seq_len`` tokens, or an image's patches).
-        timings: seconds spent per phase: ``load_model``, ``predict``, ``summarise``, ``log``, ``figures``.
+        timings: seconds spent per stage (:class:`~attnsim.keys.Stage`: ``config``, ``windows``, ``tracker``,
+            ``setup``, ``load_model``, ``open_run``, ``predict``, ``summarise``, ``log``, ``figures``; ``imports``
+            from the command line; ``reduce`` in a DDP run), their ``total`` and the ``unattributed`` rest.
         metrics: per statistic, without the per-head values: model means (``csm/mean``: mean
             over layers and heads), layer means (``csm/mean/L03``, layers 0-indexed, mean over heads)
             of every statistic (logged only for ``stats.per_layer``; the rest are in the heads tables)
@@ -105,6 +108,7 @@ class Prepared:
     corpus: Corpus
     finding_types: List[type]
     interventions: Optional[object] = None  # attnsim.workflows.interventions.InterventionSetup of an ablation/patching run
+    timings: Dict[str, float] = field(default_factory=dict)  # Stage.WINDOWS and Stage.TRACKER, seconds
 
 
 def prepare(cfg: DictConfig) -> Prepared:
@@ -128,6 +132,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     tables.check_per_layer(cfg.stats.per_layer, declared)
     from omegaconf import OmegaConf
 
+    start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     c = cfg.corpus
     intervention = interventions.is_intervention(finding_types)
@@ -152,12 +157,15 @@ def prepare(cfg: DictConfig) -> Prepared:
             if intervention and cfg.interventions.split == "validation":
                 documents = interventions.validation_documents(cfg, documents)
             corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
+    windows = time.perf_counter()
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
+    tracked = time.perf_counter()
     setup = None
-    if intervention:
+    if intervention:  # the intervention's inputs (prompt pairs, heads of an earlier run) count with the windows
         setup = interventions.prepare_interventions(cfg, info, tokenizer, corpus, tracker, finding_types)
         corpus = setup.pairs if setup.pairs is not None else corpus
-    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup)
+    timings = {Stage.WINDOWS.value: windows - start + time.perf_counter() - tracked, Stage.TRACKER.value: tracked - windows}
+    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup, timings)
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -378,6 +386,8 @@ def execute(
     step: int = 0,
     extra_params: Optional[Dict[str, str]] = None,
     extra_metrics: Optional[Dict[str, float]] = None,
+    started: Optional[float] = None,
+    timings: Optional[Dict[str, float]] = None,
 ) -> RunResult:
     """Load the model, create the run, predict, summarise and log. See :func:`run`.
 
@@ -389,8 +399,17 @@ def execute(
         step: MLflow step of every metric the run logs (a sweep child: its checkpoint's global step).
         extra_params: params logged beside :func:`~attnsim.tracking.store.measure_params`.
         extra_metrics: metrics logged at ``step`` beside the statistics.
+        started: ``time.perf_counter()`` when the command or call began, the start of ``zz_run/time_total``;
+            with it, ``timings`` and :func:`prepare`'s own (``windows``, ``tracker``) are logged. Default:
+            now, and only the stages of this call are logged (a sweep's children share one prepare).
+        timings: seconds of the stages before :func:`prepare` (``imports``, ``config``; :class:`~attnsim.keys.Stage`).
     """
     cfg = prepared.cfg
+    if started is None:  # the clock starts now: stages before it (a sweep's shared prepare) are not this run's
+        started, timings = time.perf_counter(), {}
+    else:
+        timings = {**(timings or {}), **prepared.timings}  # every stage: logged as zz_run/time_<stage>
+    setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
     seq2seq = bool(getattr(prepared.info.arch, "seq2seq", False))  # its findings keep their own example pairs
@@ -402,10 +421,11 @@ def execute(
     check_shards(trainer, len(prepared.corpus), cfg.trainer.batch_size)
     if recorder is not None and rank == 0:  # examples and figures are rank 0's alone
         trainer.callbacks.insert(len(findings), recorder)
-    timings: Dict[str, float] = {}
     start = time.perf_counter()
     module, model_tags, needs_gradients = build_module(prepared, findings)
-    timings["load_model"] = time.perf_counter() - start
+    timings[Stage.LOAD_MODEL.value] = time.perf_counter() - start
+    timings[Stage.SETUP.value] = start - setup
+    setup = time.perf_counter()
     if seq2seq:
         from attnsim.data.translation import PairDataModule
 
@@ -425,6 +445,8 @@ def execute(
     default_name = f"{cfg.name}-random" if tags.get(Tag.CONTROL.value) == "random" else cfg.name
     name = run_name or cfg.tracking.run_name or default_name
     _name_progress_bar(trainer, name)
+    timings[Stage.SETUP.value] += time.perf_counter() - setup
+    opened = time.perf_counter()
     if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
         _predict(trainer, module, datamodule)
         reduce_findings(findings)  # a collective: every rank, after its windows
@@ -440,6 +462,7 @@ def execute(
         sink.log_text(to_yaml(cfg), "config.yaml")
         log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
         start = time.perf_counter()
+        timings[Stage.OPEN_RUN.value] = start - opened
         try:
             _predict(trainer, module, datamodule)
             predicted = time.perf_counter()
@@ -454,12 +477,16 @@ def execute(
                 log.exception("could not log the partial statistics")
             raise
         timings["predict"] = predicted - start
+        freeze_if_exiting_soon()  # `attnsim run` only: the figures' garbage collections skip the model and windows
         summaries, spent = log_results(sink, cfg, findings, recorder)
         timings.update(spent)
         failed = [f for f in findings if f.error is not None]
         if failed:
             sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
             raise failed[0].error  # type: ignore[misc]
+        total = time.perf_counter() - started
+        timings[Stage.UNATTRIBUTED.value] = max(0.0, total - sum(timings.values()))
+        timings[Stage.TOTAL.value] = total
         sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
     ended = prepared.tracker.client.get_run(sink.run_id).info
     return RunResult(
@@ -506,5 +533,7 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
             "e.g. attnsim.run('csm', ['corpus.limit=64', 'tracking.figures=false'])."
         )
     with api_call(f"attnsim.run({experiment!r}, {list(overrides or [])!r})"):
+        started = time.perf_counter()
         cfg = load_config(experiment, overrides, known_findings=FINDINGS)
-        return execute(prepare(cfg))
+        configured = {Stage.CONFIG.value: time.perf_counter() - started}
+        return execute(prepare(cfg), started=started, timings=configured)

@@ -1,0 +1,102 @@
+"""A lean start (issue 18): the heavy imports run with the garbage collector paused and are frozen after,
+the exit skips the final collections, and `attnsim run` logs every stage's seconds so none is unattributed."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnsim.keys import Stage
+from attnsim.workflows.startup import collector_paused, import_libraries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def collections():
+    """Generations of the garbage collections that start while the test runs."""
+    seen = []
+
+    def callback(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(callback)
+    yield seen
+    gc.callbacks.remove(callback)
+
+
+def test_collector_paused_restores_its_state_and_freezes_what_is_alive():
+    frozen = gc.get_freeze_count()
+    kept = [[i] for i in range(1000)]
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(kept)
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()
+        gc.unfreeze()  # give the test process's objects back to the collector
+
+
+def test_a_module_making_many_cycles_imports_without_a_collection(tmp_path, monkeypatch, collections):
+    # 50,000 self-referencing lists would start about 70 young-generation collections (threshold 700)
+    (tmp_path / "cyclic_module_i18.py").write_text("CYCLES = []\nfor _ in range(50_000):\n    item = []\n    item.append(item)\n    CYCLES.append(item)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        seconds = import_libraries(["cyclic_module_i18"])
+        assert collections == [] and seconds > 0 and "cyclic_module_i18" in sys.modules
+        frozen = gc.get_freeze_count()
+        import_libraries(["cyclic_module_i18"])  # imported already: nothing more is frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        sys.modules.pop("cyclic_module_i18", None)
+        gc.unfreeze()
+
+
+def test_only_a_command_line_process_freezes_after_predict(monkeypatch):
+    from attnsim.workflows import startup
+
+    kept = [[i] for i in range(1000)]
+    frozen = gc.get_freeze_count()
+    monkeypatch.setattr(startup, "_exit_hook", False)  # attnsim.run in a user's process
+    startup.freeze_if_exiting_soon()
+    assert gc.get_freeze_count() == frozen
+    monkeypatch.setattr(startup, "_exit_hook", True)  # `attnsim run`: freeze_at_exit() was called
+    try:
+        startup.freeze_if_exiting_soon()
+        assert gc.get_freeze_count() >= frozen + len(kept)
+    finally:
+        gc.unfreeze()
+
+
+def test_attnsim_run_logs_every_stage_and_exits_frozen(tiny_bert, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = (
+        "import gc, json, sys\nfrom attnsim.cli import main\n"
+        f"rc = main(['run', 'csm', 'model.path={tiny_bert}', 'corpus.limit=2', 'corpus.seq_len=24', 'trainer.batch_size=2', "
+        f"'trainer.progress_bar=false', 'tracking.figures=false', '--uri', '{uri}'])\n"
+        "print(json.dumps({'rc': rc, 'frozen': gc.get_freeze_count(), 'enabled': gc.isenabled()}))"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads(proc.stdout.splitlines()[-1])
+    assert state["rc"] == 0 and state["enabled"] and state["frozen"] > 100_000  # torch, Lightning, MLflow and transformers' objects
+    from tests.conftest import runs_of
+
+    _, (logged,) = runs_of(uri)
+    times = {key.rpartition("/time_")[2]: value for key, value in logged.data.metrics.items() if "/time_" in key}
+    assert set(times) == set(Stage) - {Stage.REDUCE}  # the command line times its imports too
+    stages = sum(value for name, value in times.items() if name not in (Stage.TOTAL, Stage.UNATTRIBUTED))
+    assert times[Stage.TOTAL] == pytest.approx(stages + times[Stage.UNATTRIBUTED])
+    assert times[Stage.IMPORTS] > 0 and times[Stage.UNATTRIBUTED] < 0.5 * times[Stage.TOTAL]
