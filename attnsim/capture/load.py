@@ -159,3 +159,33 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     tags[Tag.ATTN_IMPLEMENTATION.value] = str(getattr(model.config, "_attn_implementation", impl))
     tags[Tag.MODEL_INIT.value] = "random" if info.path == BUILD else init
     return model, tags
+
+
+def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False) -> str:
+    """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
+
+    ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
+    (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images and gradient findings
+    always use ``dense``.
+
+    Raises:
+        ConfigError: ``blockwise`` was asked for images or a finding that needs gradients.
+        ModelError: ``blockwise`` with attention findings on a model whose scores the recomputation
+            cannot reproduce (soft-capping, ALiBi, a relative position bias).
+    """
+    if requested == "dense":
+        return "dense"
+    if requested == "auto":
+        if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
+            return "dense"
+    elif info.arch.vision or needs_gradients:
+        raise ConfigError(
+            "capture.path=blockwise works on text windows without gradient findings (images and gradient maps need the dense path). "
+            "Set capture.path=dense or auto."
+        )
+    if needs_attention:
+        from attnsim.capture.queries import check_recomputable
+
+        check_recomputable(info.config)
+    return "blockwise"
+

@@ -59,6 +59,26 @@ class RegionInsideSums(ChunkReducer):
         picked = chunk.gather(-1, part.clamp_max(max(n_pairs - 1, 0))) if n_pairs else chunk[..., :0]
         self.inside[start:stop] = torch.where(part < n_pairs, picked, 0.0).sum(-1)
 
+    @classmethod
+    def from_blocks(cls, view: PairView) -> "RegionInsideSums":
+        """The blockwise view's counterpart: the CSM of each high-attention pair recomputed from its two tokens'
+        vectors (``z_i · z_j``, over the k listed pairs only)."""
+        out = cls.__new__(cls)
+        region = view.attention_index  # (B, L, H, S)
+        rows, cols, listed = view.pair_ends(region)
+        inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+        for layer in range(view.n_layers):
+            z = view.layer_vectors(layer).double()  # (B, H, T, d), float64 as the CSM (similarity_rows)
+            if view.normalise == "cosine":
+                z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            d = z.shape[-1]
+            first = z.gather(2, rows[:, layer, :, :, None].expand(-1, -1, -1, d))  # (B, H, S, d)
+            second = z.gather(2, cols[:, layer, :, :, None].expand(-1, -1, -1, d))
+            values = torch.linalg.vecdot(first, second).float()  # each pair's CSM value, rounded as the CSM's
+            inside[:, layer] = torch.where(listed[:, layer], values, 0.0).sum(-1)
+        out.inside = inside
+        return out
+
 
 def _region_update(
     both: torch.Tensor,
@@ -132,7 +152,9 @@ class AttentionRegionAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         inside = view.reduced(RegionInsideSums).inside.transpose(0, 1)  # (L, B, H)
         total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs, shared with other statistics
-        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, view.pair_weights[..., 0], inside, total))
+        # only the number of valid pairs per window is read from the pair mask: (B, 1) on the blockwise path
+        valid = view.by_distance[:, 0].sum(-1, keepdim=True).float() if view.blockwise else view.pair_weights[..., 0]
+        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, valid, inside, total))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined."""
