@@ -190,3 +190,47 @@ def test_score_changes_the_recomputation_cannot_reproduce_are_refused():
             check_recomputable(config)
     check_recomputable(SimpleNamespace(model_type="llama", position_embedding_type="absolute"))
     assert QueryKey  # the record type is public
+
+
+def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_cannot_run():
+    """auto: blockwise above capture.blockwise_above tokens for text; dense for images and gradients;
+    blockwise asked for images is a ConfigError before any model loads."""
+    from types import SimpleNamespace
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.load import ModelInfo, choose_capture_path
+    from attnsim.errors import ConfigError
+
+    text = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="llama"))
+    image = ModelInfo("x", "x", "vit", 2, 4, 8, 32, 0, architecture_for("vit"), SimpleNamespace(model_type="vit"))
+    assert choose_capture_path("auto", 512, 512, text, True) == "dense"
+    assert choose_capture_path("auto", 513, 512, text, True) == "blockwise"
+    assert choose_capture_path("dense", 8192, 512, text, True) == "dense"
+    assert choose_capture_path("blockwise", 64, 512, text, True) == "blockwise"
+    assert choose_capture_path("auto", 4096, 512, image, True) == "dense"
+    assert choose_capture_path("auto", 4096, 512, text, True, needs_gradients=True) == "dense"
+    with pytest.raises(ConfigError, match="capture.path=dense"):
+        choose_capture_path("blockwise", 64, 512, image, True)
+    soft = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="gemma2", attn_logit_softcapping=50.0))
+    with pytest.raises(ModelError, match="soft-capping"):
+        choose_capture_path("auto", 4096, 512, soft, True)
+    assert choose_capture_path("auto", 4096, 512, soft, False) == "blockwise"  # no attention recomputed: CSM only
+
+
+def test_blockwise_run_is_tagged_with_its_path(tiny_bert, tracking_uri):
+    """An end-to-end `attnsim run` on the blockwise path: FINISHED, tagged attnsim.capture_path=blockwise and the
+    recording SDPA implementation; its CSM mean equals the dense run's."""
+    import mlflow
+
+    from attnsim.workflows.run import run
+
+    common = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", f"tracking.uri={tracking_uri}", "plots.examples=0"]
+    blocks = run("csm", common + ["capture.path=blockwise", "findings=[csm,separators]"])
+    dense = run("csm", common + ["capture.path=dense", "findings=[csm,separators]"])
+    client = mlflow.MlflowClient(tracking_uri)
+    got, want = client.get_run(blocks.run_id), client.get_run(dense.run_id)
+    assert got.data.tags["attnsim.capture_path"] == "blockwise" and want.data.tags["attnsim.capture_path"] == "dense"
+    assert got.data.tags["attnsim.attn_implementation"] == "attnsim_sdpa"
+    assert got.info.status == "FINISHED"
+    for key in ("csm/mean", "separators/attention_entropy"):
+        assert got.data.metrics[key] == pytest.approx(want.data.metrics[key], rel=1e-5)

@@ -75,3 +75,6 @@ def architecture_for(model_type: str) -> Architecture:
 def layer_modules(model: nn.Module, arch: Architecture) -> nn.ModuleList:
     """The encoder's layers (``base_model.<arch.layers>``)."""
     return model.base_model.get_submodule(arch.layers)
+
+# decoder families (minimal entry for the long-context path; the decoder work adds the full family)
+ARCHITECTURES.setdefault("llama", Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"))

@@ -274,11 +274,35 @@ class BlockPairView(PairView):
     def pairs(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (2, P) pair table; use pair_ends.")
 
-    def csm_windows(self, stop: int):  # noqa: D102
-        raise ValueError("The blockwise view draws no example windows (their T x T matrices are what it avoids).")
+    @property
+    def draws_examples(self) -> bool:
+        """Whether example windows' T x T matrices are made for figures: up to :data:`POOL_ABOVE` tokens."""
+        return self.seq_len <= POOL_ABOVE
 
-    def attention_windows(self, stop: int):  # noqa: D102
-        raise ValueError("The blockwise view draws no example windows (their T x T matrices are what it avoids).")
+    def csm_windows(self, stop: int) -> torch.Tensor:
+        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows (figures; up to :data:`POOL_ABOVE` tokens).
+
+        Raises:
+            ValueError: the windows are longer (their T x T matrices are what the blockwise view avoids).
+        """
+        if not self.draws_examples:
+            raise ValueError(f"The blockwise view makes no T x T example matrices above {POOL_ABOVE} tokens.")
+        return super().csm_windows(stop)
+
+    def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
+        """(layer, stop, head, T, T) float32 recomputed attention of the first ``stop`` windows, or None (figures;
+        up to :data:`POOL_ABOVE` tokens).
+
+        Raises:
+            ValueError: the windows are longer.
+        """
+        if self.query_keys is None:
+            return None
+        if not self.draws_examples:
+            raise ValueError(f"The blockwise view makes no T x T example matrices above {POOL_ABOVE} tokens.")
+        from attnsim.stats.pairs.scores import attention_rows
+
+        return torch.stack([attention_rows(qk, 0, self.seq_len)[:stop] for qk in self.query_keys])
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
