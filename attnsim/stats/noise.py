@@ -87,13 +87,18 @@ def _noise_update_blocks(view: PairView, short_range: int) -> Dict[str, torch.Te
     table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
 
     def classes(index: torch.Tensor) -> Dict[str, torch.Tensor]:
-        f = view.pair_features(index)
-        short = f["valid"] & (f["distance"] <= short_range)
-        rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
-        return {"short": short, "same": f["same"], "identical": f["identical"], "rest": rest}
+        # (B, L, H, S) -> each class's count (B, L, H), one layer at a time (bounded memory at long T)
+        out: Dict[str, list] = {"short": [], "same": [], "identical": [], "rest": []}
+        for layer in range(index.shape[1]):
+            f = view.pair_features(index[:, layer : layer + 1])
+            short = f["valid"] & (f["distance"] <= short_range)
+            rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
+            for name, mask in (("short", short), ("same", f["same"]), ("identical", f["identical"]), ("rest", rest)):
+                out[name].append(mask.sum(-1).double())
+        return {name: torch.cat(values, 1) for name, values in out.items()}
 
-    def total(mask: torch.Tensor) -> torch.Tensor:  # (B, L, H, S) -> (L, B, H)
-        return mask.double().sum(-1).transpose(0, 1)
+    def total(counts: torch.Tensor) -> torch.Tensor:  # (B, L, H) -> (L, B, H)
+        return counts.transpose(0, 1)
 
     high = classes(view.high_index)
     high_rest_region = total(classes(view.high_in_attention_index)["rest"])

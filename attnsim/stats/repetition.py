@@ -86,10 +86,13 @@ def _repetition_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
     """:func:`_repetition_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView` (same increments)."""
     table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
     far = (torch.arange(view.seq_len, device=table.device) >= view.seq_len / 2).double()  # (T,)
-    f = view.pair_features(view.high_index)
-    identical = f["identical"].double()
-    long = identical * (f["distance"] >= view.seq_len / 2).double()
-    counts = torch.stack([identical.sum(-1), long.sum(-1)], -1).transpose(0, 1)  # (L, B, H, 2)
+    parts = []
+    for layer in range(view.n_layers):  # one layer at a time (bounded memory at long T)
+        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
+        identical = f["identical"].double()
+        long = identical * (f["distance"] >= view.seq_len / 2).double()
+        parts.append(torch.stack([identical.sum(-1), long.sum(-1)], -1))
+    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 2)
     k = view.high_count.double()
     n = table[:, 0].sum(-1)
     n_identical = table[:, 3].sum(-1)  # (B,)

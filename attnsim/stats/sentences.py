@@ -104,11 +104,14 @@ def _sentence_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
     table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
     valid_at, same_at_count = table[:, 0], table[:, 1]
     same_at = safe_divide(same_at_count, valid_at).nan_to_num(0.0)  # (B, T)
-    f = view.pair_features(view.high_index)  # (B, L, H, S)
-    same = f["same"].double()
-    distance = f["distance"]
-    matched = same_at[:, None, None, :].expand(*distance.shape[:-1], -1).gather(-1, distance) * f["valid"].double()
-    counts = torch.stack([same.sum(-1), (same * distance.double()).sum(-1), matched.sum(-1)], -1).transpose(0, 1)  # (L, B, H, 3)
+    parts = []
+    for layer in range(view.n_layers):  # one layer's k pairs per head at a time (bounded memory at long T)
+        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
+        same = f["same"].double()
+        distance = f["distance"]
+        matched = same_at[:, None, None, :].expand(*distance.shape[:-1], -1).gather(-1, distance) * f["valid"].double()
+        parts.append(torch.stack([same.sum(-1), (same * distance.double()).sum(-1), matched.sum(-1)], -1))
+    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 3)
     k = view.high_count.double()
     n = valid_at.sum(-1)
     n_same = same_at_count.sum(-1)

@@ -436,7 +436,6 @@ class BlockPairView(PairView):
         return block.reshape(*lead, (rows + pad_r) // c, c, (width + pad_c) // c, c).sum((-3, -1))
 
     def _attention_walk(self) -> Dict[str, Any]:
-
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
         key_mass = torch.zeros(B, L * H, T, device=self.device)
         distance = torch.zeros(B, L * H, device=self.device)
@@ -446,23 +445,24 @@ class BlockPairView(PairView):
         position = torch.arange(T, device=self.device, dtype=torch.float32)
         tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
-            for layer in range(L):
-                qk = self.query_keys[layer]
-                # float64 scores (masked_scores): the probabilities are those of attention_rows, whatever the block
-                lse = torch.cat([masked_scores(qk, b, start, stop).logsumexp(-1) for start, stop in self._blocks()], -1)  # (H, T)
-                heads = slice(layer * H, (layer + 1) * H)
-                for start, stop in self._blocks():
-                    probs = torch.exp(masked_scores(qk, b, start, stop) - lse[:, start:stop, None]).float()  # (H, rows, T) rows of A
-                    back = torch.exp(masked_scores(qk, b, start, stop, transposed=True) - lse[:, None, :]).float()  # (H, rows, T): A[j, i], i in rows
-                    q = queries[b, start:stop]  # (rows,)
+            # first pass: each query row's log-sum-exp, per layer (L x (H, T))
+            lse = [torch.cat([masked_scores(qk, b, start, stop).logsumexp(-1) for start, stop in self._blocks()], -1) for qk in self.query_keys]
+            for start, stop in self._blocks():
+                rows = torch.arange(start, stop, device=self.device)
+                q = queries[b, start:stop]  # (rows,)
+                weight = q[:, None] * keys[b][None, :]  # (rows, T): statistic query i, real key j
+                weighted_gap = weight * (position[start:stop, None] - position[None, :]).abs()
+                invalid = ~((torch.arange(T, device=self.device)[None, :] > rows[:, None]) & self.tokens[b, start:stop, None] & self.tokens[b][None, :])
+                for layer, qk in enumerate(self.query_keys):
+                    heads = slice(layer * H, (layer + 1) * H)
+                    probs = torch.exp(masked_scores(qk, b, start, stop).sub_(lse[layer][:, start:stop, None]))  # (H, rows, T) rows of A
+                    back = torch.exp(masked_scores(qk, b, start, stop, transposed=True).sub_(lse[layer][:, None, :]))  # (H, rows, T): A[j, i], i in rows
                     key_mass[b, heads] += (q[None, None, :] @ probs)[:, 0]
-                    weight = q[:, None] * keys[b][None, :]  # (rows, T)
-                    gap = (position[start:stop, None] - position[None, :]).abs()
-                    distance[b, heads] += (probs * (weight * gap)).sum((-1, -2))
-                    plogp = probs.clamp_min(TINY).log().mul_(probs)
-                    entropy[b, heads] -= (plogp * weight).sum((-1, -2))
-                    valid = self._weights(b, start, stop)[0]
-                    pair_values = torch.maximum(probs, back).masked_fill_(valid == 0, float("-inf"))
+                    distance[b, heads] += (probs * weighted_gap).sum((-1, -2))
+                    plogp = probs.clamp_min(TINY).log_().mul_(probs)
+                    entropy[b, heads] -= plogp.mul_(weight).sum((-1, -2))
+                    del plogp
+                    pair_values = torch.maximum(probs, back, out=back).masked_fill_(invalid, float("-inf"))
                     self._push(tops[b][layer], pair_values, start, stop)
         return {"key_mass": key_mass, "distance": distance, "entropy": entropy, "attention_index": self._index(tops)}
 

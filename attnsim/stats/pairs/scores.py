@@ -14,15 +14,15 @@ import torch
 
 
 def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool = False) -> torch.Tensor:
-    """The scores the model's kernel softmaxes, for query rows ``start..stop-1`` of batch element ``window``, in float64.
+    """The scores the model's kernel softmaxes, for query rows ``start..stop-1`` of batch element ``window`` (float32).
 
     ``Q[rows] Kᵀ · scaling`` plus the mask: a boolean mask's False cells get float32's lowest value (as
     eager attention's mask does, so that a fully masked row is uniform rather than NaN), an additive mask
     is added (and clamped to that value), and SDPA's own causal rule masks keys j > i.
 
-    Computed in float64 so that a probability rounded to float32 does not depend on how many rows are
-    computed together (BLAS rounds float32 products differently with their shape): whole rows
-    (:func:`attention_rows`) and the blockwise view's blocks give the same probabilities.
+    Each score is one dot product over d_head, accumulated in the same order whatever the number of rows
+    computed together, so whole rows (:func:`attention_rows`) and the blockwise view's blocks give the same
+    scores and probabilities (tests/test_blockwise.py checks it).
 
     Args:
         qk: one layer's ``QueryKey`` (:mod:`attnsim.capture.queries`).
@@ -31,9 +31,9 @@ def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool 
         transposed: the scores ``S[j, i]`` of every query j against the keys i of ``start..stop-1``, laid out (head, i, j).
 
     Returns:
-        (head, stop - start, T) float64.
+        (head, stop - start, T) float32.
     """
-    q, k = qk.query[window].double(), qk.key[window].double()  # (H, T, d)
+    q, k = qk.query[window].float(), qk.key[window].float()  # (H, T, d)
     lowest = float(torch.finfo(torch.float32).min)
     full = None if qk.mask is None else qk.mask[window if qk.mask.shape[0] > 1 else 0]  # (1 or H, T or 1, T)
     rows = torch.arange(start, stop, device=q.device)[:, None]
@@ -50,7 +50,7 @@ def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool 
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, lowest)
         else:
-            scores = (scores + mask.double()).clamp_(min=lowest)
+            scores = (scores + mask.float()).clamp_(min=lowest)
     if causal is not None:
         scores = scores.masked_fill(causal, lowest)
     return scores
@@ -58,7 +58,7 @@ def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool 
 
 def attention_rows(qk: Any, start: int, stop: int) -> torch.Tensor:
     """Recompute the attention probabilities of query rows ``start..stop-1``, as the model's kernel does:
-    ``exp(S - logsumexp(S))`` of the :func:`masked_scores` S (float64), rounded to float32.
+    ``exp(S - logsumexp(S))`` of the :func:`masked_scores` S (float32).
 
     Args:
         qk: one layer's ``QueryKey`` (:mod:`attnsim.capture.queries`).
@@ -70,7 +70,7 @@ def attention_rows(qk: Any, start: int, stop: int) -> torch.Tensor:
     out = []
     for window in range(qk.query.shape[0]):
         scores = masked_scores(qk, window, start, stop)
-        out.append(torch.exp(scores - scores.logsumexp(-1, keepdim=True)).float())
+        out.append(torch.exp(scores - scores.logsumexp(-1, keepdim=True)))
     return torch.stack(out)
 
 
