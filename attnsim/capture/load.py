@@ -105,7 +105,8 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
 
     Raises:
         ModelError: no fast tokenizer could be loaded.
-        ConfigError: ``seq_len`` exceeds the tokenizer's ``model_max_length``.
+        ConfigError: ``seq_len`` exceeds the tokenizer's ``model_max_length`` (for a model without a known
+            number of positions; otherwise the model's positions are the limit).
     """
     from transformers import AutoTokenizer
 
@@ -116,6 +117,10 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"The tokenizer of '{info.name}' is not a fast tokenizer; attnsim needs its character offsets (tokenizer.json).")
     limit = tokenizer.model_max_length
+    if info.max_length and not info.arch.vision:
+        # the model's positions govern (inspect_model checked them): a tokenizer's model_max_length is often
+        # a default smaller than a long-context model's positions (README, "Long contexts")
+        limit = info.max_length
     if limit and limit < 1_000_000 and seq_len > limit:
         raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set corpus.seq_len to at most {limit}.")
     return tokenizer

@@ -25,6 +25,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import ChunkReducer, PairView
 
 SCALARS = ("mean", "std")
@@ -151,13 +152,15 @@ def _csm_compute(state: Mapping[str, torch.Tensor], seq_len: int) -> Dict[str, t
     ``distance_mean`` and ``distance_high_ratio`` (L, H, T) indexed by distance (index 0 is NaN); float64."""
     mean = safe_divide(state["csm_sum"], state["pair_count"])
     var = (safe_divide(state["csm_sq_sum"], state["pair_count"]) - mean**2).clamp_min(0)
-    high, chance = state["high_by_distance"], state["chance_by_distance"]
+    edges = distance_bins(seq_len)  # one bin per distance up to 512, logarithmic beyond
+    high, chance = bin_profile(state["high_by_distance"], edges), bin_profile(state["chance_by_distance"], edges)
     return {
         "mean": mean,
         "std": var.sqrt(),
         "matrix": state["pooled_matrix"] if "pooled_matrix" in state else _csm_matrix(state["matrix_sum"], state["matrix_count"], seq_len),
-        "distance_mean": safe_divide(state["distance_sum"], state["distance_count"]),
+        "distance_mean": safe_divide(bin_profile(state["distance_sum"], edges), bin_profile(state["distance_count"], edges)),
         "distance_high_ratio": safe_divide(high, chance),
+        "distance_bins": edges.to(high.device),
     }
 
 

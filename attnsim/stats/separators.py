@@ -25,11 +25,12 @@ computed per query and averaged over every query of the corpus:
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import ChunkReducer, PairView
 
 CATEGORIES = ("cls", "sep", "period", "comma")
@@ -192,8 +193,9 @@ class SeparatorAccumulator(Accumulator):
 
     reducers = (SeparatorSums,)
 
-    def __init__(self, n_layers: int, n_heads: int, category_ids: Dict[str, Sequence[int]]):
+    def __init__(self, n_layers: int, n_heads: int, category_ids: Dict[str, Sequence[int]], seq_len: Optional[int] = None):
         super().__init__()
+        self.seq_len = seq_len
         self.categories = tuple(category_ids)
         self.category_ids = [tuple(int(i) for i in category_ids[c]) for c in self.categories]
         self.add_sum("mass_sum", n_layers, n_heads, len(self.categories) + 1)
@@ -203,6 +205,9 @@ class SeparatorAccumulator(Accumulator):
         self.add_sum("separators_chance_sum")
         self.add_sum("entropy_chance_sum")
         self.add_sum("distance_chance_sum")
+        if seq_len is not None:  # attention by absolute position: mass each key position receives, and uniform attention's
+            self.add_sum("position_mass", n_layers, n_heads, seq_len)
+            self.add_sum("position_chance", seq_len)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if not view.has_attention:
@@ -213,7 +218,26 @@ class SeparatorAccumulator(Accumulator):
         entropy = sums.entropy.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
         distance = sums.distance.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
         self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids))
+        if self.seq_len is not None:
+            keys = view.batch["attention_mask"].double()  # (B, T) real keys
+            queries = view.tokens.double().sum(-1)  # (B,)
+            # uniform attention: each query gives 1 / n_keys to every real key
+            chance = (queries[:, None] * safe_divide(keys, keys.sum(-1, keepdim=True).expand_as(keys)).nan_to_num(0.0)).sum(0)
+            self.fold({"position_mass": key_mass.double().sum(1), "position_chance": chance})
 
     def compute(self) -> Dict[str, torch.Tensor]:
-        """Scalars (see :func:`scalar_names`), each (layer, head) float64; NaN without queries."""
-        return _separator_compute(self.metric_state, self.categories)
+        """Scalars (see :func:`scalar_names`), each (layer, head) float64; NaN without queries. With ``seq_len``, also
+        ``position_mass`` (layer, head, K): the attention mass the key positions of each position bin receive, per
+        query (bins of :func:`~attnsim.stats.distance.distance_bins`: one per position up to 512, logarithmic beyond),
+        ``position_mass_chance`` (layer, head, K) the same under uniform attention over the real keys, and
+        ``position_bins`` (K,) the bins' first positions."""
+        state = dict(self.metric_state)
+        out = _separator_compute({k: v for k, v in state.items() if not k.startswith("position_")}, self.categories)
+        if self.seq_len is not None:
+            edges = distance_bins(self.seq_len)
+            queries = state["queries"]
+            mass = safe_divide(bin_profile(state["position_mass"], edges), queries.expand(*state["position_mass"].shape[:-1], len(edges)))
+            chance = safe_divide(bin_profile(state["position_chance"], edges), queries.expand(len(edges)))
+            out["position_mass"], out["position_mass_chance"] = mass, chance.expand_as(mass)
+            out["position_bins"] = edges
+        return out

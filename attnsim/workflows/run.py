@@ -272,7 +272,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         sink.log_table(heads, f"tables/{finding.name}_heads.csv")
         sink.log_table(heads, f"tables/{finding.name}_heads.json")
         for name, profile in summary.profiles.items():
-            sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
+            sink.log_table(tables.profile_table(profile, value_name=name, index=summary.profile_index.get(name)), f"tables/{finding.name}_{name}.csv")
         for path, frame in summary.tables.items():  # a finding's own tables: artifact path -> DataFrame
             sink.log_table(frame, path)
         # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
