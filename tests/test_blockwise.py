@@ -215,6 +215,9 @@ def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_canno
     with pytest.raises(ModelError, match="soft-capping"):
         choose_capture_path("auto", 4096, 512, soft, True)
     assert choose_capture_path("auto", 4096, 512, soft, False) == "blockwise"  # no attention recomputed: CSM only
+    with pytest.raises(ConfigError, match="high_rule=top_fraction"):
+        choose_capture_path("auto", 4096, 512, text, True, high_rule="zscore")
+    assert choose_capture_path("auto", 256, 512, text, True, high_rule="zscore") == "dense"
 
 
 def test_blockwise_run_is_tagged_with_its_path(tiny_bert, tracking_uri):

@@ -166,7 +166,7 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     return model, tags
 
 
-def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False) -> str:
+def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction") -> str:
     """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
 
     ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
@@ -174,7 +174,8 @@ def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info
     always use ``dense``.
 
     Raises:
-        ConfigError: ``blockwise`` was asked for images or a finding that needs gradients.
+        ConfigError: ``blockwise`` was asked for images or a finding that needs gradients, or would be used
+            with ``stats.high_rule=zscore`` (the blockwise path selects by the top-fraction rule only).
         ModelError: ``blockwise`` with attention findings on a model whose scores the recomputation
             cannot reproduce (soft-capping, ALiBi, a relative position bias).
     """
@@ -187,6 +188,11 @@ def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info
         raise ConfigError(
             "capture.path=blockwise works on text windows without gradient findings (images and gradient maps need the dense path). "
             "Set capture.path=dense or auto."
+        )
+    if high_rule == "zscore":
+        raise ConfigError(
+            f"Windows of {seq_len} tokens use the blockwise path (capture.path={requested}), which selects high pairs by stats.high_rule=top_fraction only. "
+            "Set stats.high_rule=top_fraction, or capture.path=dense for windows short enough for T x T maps."
         )
     if needs_attention:
         from attnsim.capture.queries import check_recomputable

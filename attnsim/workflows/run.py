@@ -127,7 +127,7 @@ def prepare(cfg: DictConfig) -> Prepared:
 
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
-    choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types), any(getattr(k, "needs_gradients", False) for k in finding_types))
+    choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types), any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule)
     c = cfg.corpus
     if info.arch.vision or c.source == "images":
         from attnsim.capture.vision import prepare_images
@@ -201,7 +201,7 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
         module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
-        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention)
+        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule)
         if path == "blockwise":  # SDPA; queries and keys recorded when a finding reads attention
             from attnsim.capture.queries import register
 

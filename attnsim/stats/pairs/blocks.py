@@ -365,6 +365,7 @@ class BlockPairView(PairView):
     def _push(self, tops: List[StreamingTop], values: torch.Tensor, start: int, stop: int) -> None:
         """Offer a block's pair values (heads, rows, T), -inf outside valid pairs, to each head's stream."""
         positions = None
+        values = values.cpu()  # the selection runs in NumPy (a no-op on a CPU)
         for head, top in enumerate(tops):
             if top.k == 0:
                 continue
@@ -373,7 +374,7 @@ class BlockPairView(PairView):
             if not len(chosen):
                 continue
             if positions is None:
-                positions = self._upper_positions(start, stop).reshape(-1).numpy()
+                positions = self._upper_positions(start, stop).reshape(-1).cpu().numpy()
             top.push(row[chosen], positions[chosen])
 
     def _index(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
