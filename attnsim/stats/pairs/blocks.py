@@ -44,6 +44,9 @@ CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
 """Rows of :attr:`BlockPairView.by_distance`: valid pairs, same-sentence, cross-sentence, identical-token,
 and valid pairs that are neither same-sentence nor identical (the noise statistic's static rest)."""
 
+BLOCK_ELEMENTS = 1 << 23
+"""Largest number of elements of one block's (head, rows, T) tensors (``capture.block_rows`` is lowered to fit)."""
+
 TINY = torch.finfo(torch.float32).tiny  # as the separators' entropy: probabilities are clamped to this inside the log
 
 
@@ -84,7 +87,7 @@ class StreamingTop:
     def __init__(self, k: int):
         self.k = k
         self.values = np.empty(0, dtype=np.float32)
-        self.index = np.empty(0, dtype=np.int64)
+        self.index = np.empty(0, dtype=np.int32)  # pair indices < 2^31 up to T = 65,536: half the memory of int64
 
     @property
     def threshold(self) -> float:
@@ -92,11 +95,11 @@ class StreamingTop:
         return float(self.values.min()) if self.k and len(self.values) >= self.k else -math.inf
 
     def push(self, values: np.ndarray, index: np.ndarray) -> None:
-        """Offer ``values`` (n,) float32 at pair ``index`` (n,) int64, ascending and above every earlier index."""
+        """Offer ``values`` (n,) float32 at pair ``index`` (n,) int, ascending and above every earlier index."""
         if self.k == 0 or not len(values):
             return
         values = np.concatenate([self.values, values])
-        index = np.concatenate([self.index, index])
+        index = np.concatenate([self.index, index.astype(np.int32, copy=False)])
         if len(values) > self.k:
             kth = np.partition(values, len(values) - self.k)[len(values) - self.k]
             take = values > kth
@@ -157,7 +160,9 @@ class BlockPairView(PairView):
             raise ValueError("The blockwise path serves text windows; image tokens (positions) use capture.path=dense.")
         self.query_keys = tuple(query_keys) if query_keys is not None else None
         self.cell = max(1, -(-self.seq_len // POOL_ABOVE)) if self.seq_len > POOL_ABOVE else 1
-        self.block_rows = max(self.cell, block_rows // self.cell * self.cell)
+        # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (32 MB): fewer rows for long windows
+        rows = max(1, min(block_rows, BLOCK_ELEMENTS // max(1, self.n_heads * self.seq_len)))
+        self.block_rows = max(self.cell, rows // self.cell * self.cell)
         self._results: Dict[str, Dict[str, Any]] = {}
 
     @classmethod
@@ -374,7 +379,7 @@ class BlockPairView(PairView):
             if not len(chosen):
                 continue
             if positions is None:
-                positions = self._upper_positions(start, stop).reshape(-1).cpu().numpy()
+                positions = self._upper_positions(start, stop).reshape(-1).to(torch.int32).cpu().numpy()
             top.push(row[chosen], positions[chosen])
 
     def _index(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
