@@ -77,8 +77,9 @@ def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: An
         anchor's position (int64), its token id (int64), its degree / k
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
-    if callable(pairs):  # the view's pair_ends (the blockwise view has no (2, P) table)
-        degree = degree_from_ends(*pairs(high_index), input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
+    if callable(pairs):  # the view's pair_ends (the blockwise view has no (2, P) table), one layer at a time
+        layers = [degree_from_ends(*pairs(high_index[:, layer]), input_ids.shape[-1]) for layer in range(high_index.shape[1])]
+        degree = torch.stack(layers)  # (L, B, H, T)
     else:
         degree = token_degree(high_index, pairs, input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
     top_degree, position = degree.max(-1)  # first maximum: ties go to the lowest position

@@ -65,7 +65,6 @@ class RegionInsideSums(ChunkReducer):
         vectors (``z_i · z_j``, over the k listed pairs only)."""
         out = cls.__new__(cls)
         region = view.attention_index  # (B, L, H, S)
-        rows, cols, listed = view.pair_ends(region)
         inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, device=view.device)
         step = 1 << 16  # pairs per gather: (B, 1, step, d) float64 at a time
         for layer in range(view.n_layers):
@@ -73,15 +72,16 @@ class RegionInsideSums(ChunkReducer):
             if view.normalise == "cosine":
                 z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
             d = z.shape[-1]
+            rows, cols, listed = view.pair_ends(region[:, layer : layer + 1])  # one layer's pairs at a time: (B, 1, H, S)
             for head in range(view.n_heads):
                 zh = z[:, head : head + 1]  # (B, 1, T, d)
                 for start in range(0, region.shape[-1], step):
-                    r = rows[:, layer, head : head + 1, start : start + step]  # (B, 1, s)
-                    c = cols[:, layer, head : head + 1, start : start + step]
+                    r = rows[:, 0, head : head + 1, start : start + step]  # (B, 1, s)
+                    c = cols[:, 0, head : head + 1, start : start + step]
                     first = zh.gather(2, r[..., None].expand(-1, -1, -1, d))
                     second = zh.gather(2, c[..., None].expand(-1, -1, -1, d))
                     values = torch.linalg.vecdot(first, second).float()  # each pair's CSM value, rounded as the CSM's
-                    inside[:, layer, head] += torch.where(listed[:, layer, head : head + 1, start : start + step], values, 0.0).sum(-1)[:, 0]
+                    inside[:, layer, head] += torch.where(listed[:, 0, head : head + 1, start : start + step], values, 0.0).sum(-1)[:, 0]
         out.inside = inside
         return out
 

@@ -68,10 +68,9 @@ def decode_pairs(index: torch.Tensor, seq_len: int) -> tuple:
     """
     n_pairs = seq_len * (seq_len - 1) // 2
     listed = index < n_pairs
-    safe = torch.where(listed, index, torch.zeros_like(index))
     offsets = pair_offsets(seq_len, index.device)
-    rows = torch.searchsorted(offsets, safe, right=True) - 1
-    cols = safe - offsets[rows] + rows + 1
+    rows = torch.searchsorted(offsets, index.masked_fill(~listed, 0), right=True).sub_(1)
+    cols = index.masked_fill(~listed, 0).sub_(offsets[rows]).add_(rows).add_(1)  # in place: two index-sized tensors in all
     return rows, cols, listed
 
 
@@ -311,12 +310,15 @@ class BlockPairView(PairView):
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
-        distance = self.pair_features(self.high_index)["distance"]  # (B, L, H, S)
-        listed = self.high_index < self.n_pairs
-        counts = torch.zeros(*distance.shape[:-1], self.seq_len, device=self.device)
-        counts.scatter_add_(-1, distance, listed.float())
+        counts = torch.zeros(self.n_layers, self.n_heads, self.seq_len, device=self.device)
+        for layer in range(self.n_layers):  # one layer's k pairs per head at a time (bounded memory at long T)
+            rows, cols, listed = self.pair_ends(self.high_index[:, layer])  # (B, H, S)
+            distance = cols.sub_(rows)  # 0 at unused slots
+            del rows
+            part = torch.zeros(*distance.shape[:-1], self.seq_len, device=self.device)
+            counts[layer] = part.scatter_add_(-1, distance, listed.float()).sum(0)
         counts[..., 0] = 0
-        return counts.sum(0)
+        return counts
 
     @cached_property
     def chance_by_distance(self) -> torch.Tensor:
@@ -327,11 +329,17 @@ class BlockPairView(PairView):
 
     @cached_property
     def high_in_attention_index(self) -> torch.Tensor:
-        # both index lists ascend: a high pair is a high-attention pair where searchsorted finds it
-        region = self.attention_index
-        found = torch.searchsorted(region, self.high_index).clamp_max(max(region.shape[-1] - 1, 0))
-        inside = (region.gather(-1, found) == self.high_index) & (self.high_index < self.n_pairs) if region.shape[-1] else torch.zeros_like(self.high_index, dtype=torch.bool)
-        return self.high_index.masked_fill(~inside, self.n_pairs)
+        # both index lists ascend: a high pair is a high-attention pair where searchsorted finds it (layer by layer)
+        region, high = self.attention_index, self.high_index
+        out = high.clone()
+        if not region.shape[-1]:
+            return out.fill_(self.n_pairs)
+        for layer in range(self.n_layers):
+            h, r = high[:, layer], region[:, layer]
+            found = torch.searchsorted(r, h).clamp_max_(r.shape[-1] - 1)
+            inside = (r.gather(-1, found) == h) & (h < self.n_pairs)
+            out[:, layer].masked_fill_(~inside, self.n_pairs)
+        return out
 
     # -- reducers: each dense reducer's counterpart from the walks ----------------------------------
     def reduced(self, kind: Type[ChunkReducer]) -> ChunkReducer:
