@@ -237,3 +237,66 @@ def test_blockwise_run_is_tagged_with_its_path(tiny_bert, tracking_uri):
     assert got.info.status == "FINISHED"
     for key in ("csm/mean", "separators/attention_entropy"):
         assert got.data.metrics[key] == pytest.approx(want.data.metrics[key], rel=1e-5)
+
+
+def test_causal_decoder_blockwise_equals_dense():
+    """A tiny Llama (rotary, grouped key/value heads, SDPA's own causal rule, no padding): the blockwise view,
+    which computes only the columns a causal block can reach, equals the dense view of the same capture."""
+    from transformers import AutoModel
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.hooks import BatchCapture, forward_with_capture
+    from attnsim.findings.base import view_factory
+    from tests.findings_helpers import batch_of
+    from tests.tiny_models import tiny_config
+
+    torch.manual_seed(0)
+    config = tiny_config("llama", 60, layers=2, heads=4, hidden=32, initializer_range=0.3)
+    model = AutoModel.from_config(config, attn_implementation=register()).eval()
+    seq_len = 70
+    ids = torch.randint(3, 60, (2, seq_len), generator=torch.Generator().manual_seed(1))
+    sentences = (torch.arange(seq_len) // 9).expand(2, -1).clone()
+    batch = batch_of(ids, sentences, specials=())
+    with torch.no_grad():
+        capture = forward_with_capture(model, architecture_for("llama"), 4, {"input_ids": ids, "attention_mask": batch["attention_mask"]}, attention=False, queries=True)[1]
+    assert all(qk.causal and qk.mask is None for qk in capture.query_keys)
+    maps = tuple(attention_rows(qk, 0, seq_len) for qk in capture.query_keys)
+    results = []
+    for path, raw in (("dense", BatchCapture(capture.z_layers, maps, "z")), ("blockwise", BatchCapture(capture.z_layers, None, "z", capture.query_keys))):
+        findings, stats = _findings(seq_len, _VocabTokenizer())
+        view = view_factory(findings, stats, path, block_rows=24)(raw, batch)
+        for finding in findings:
+            finding.update(view)
+            assert finding.error is None, (path, finding.name, finding.error)
+        results.append((findings, view))
+    (dense, dense_view), (blocks, block_view) = results
+    assert torch.equal(dense_view.high_index, block_view.high_index)
+    assert torch.equal(dense_view.attention_index, block_view.attention_index)
+    for a, b in zip(dense, blocks):
+        for key, acc in a.accumulators.items():
+            got = b.accumulators[key].compute()
+            for name, value in acc.compute().items():
+                if value.is_floating_point():
+                    scale = value.abs().nan_to_num(0).max().clamp_min(1e-30)
+                    torch.testing.assert_close(got[name].double(), value.double(), rtol=1e-5, atol=1e-6 * float(scale), equal_nan=True, msg=f"{a.name}/{name}")
+                else:
+                    assert torch.equal(got[name], value), (a.name, name)
+
+
+class _VocabTokenizer:
+    """The least a finding context needs from a tokenizer here: ids for the separator categories, a vocabulary size."""
+
+    all_special_tokens = []
+    cls_token = sep_token = None
+
+    def __len__(self) -> int:
+        return 200
+
+    def convert_tokens_to_ids(self, token):  # noqa: ANN001
+        return 199
+
+    def encode(self, text, add_special_tokens=False):  # noqa: ANN001
+        return [198]
+
+    def __call__(self, text, add_special_tokens=False):  # noqa: ANN001
+        return {"input_ids": [198]}

@@ -459,8 +459,12 @@ class BlockPairView(PairView):
         position = torch.arange(T, device=self.device, dtype=torch.float32)
         tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
+            # SDPA's own causal rule (a decoder window without padding): keys after the block's last row are
+            # masked for every row, and A[j, i] of a key i of the block is 0 for queries j before the block, so
+            # only those columns are computed (half the work); their probabilities are exactly 0
+            causal = [qk.causal and qk.mask is None for qk in self.query_keys]
             # first pass: each query row's log-sum-exp, per layer (L x (H, T))
-            lse = [torch.cat([masked_scores(qk, b, start, stop).logsumexp(-1) for start, stop in self._blocks()], -1) for qk in self.query_keys]
+            lse = [torch.cat([masked_scores(qk, b, start, stop, columns=(0, stop) if causal[layer] else None).logsumexp(-1) for start, stop in self._blocks()], -1) for layer, qk in enumerate(self.query_keys)]
             for start, stop in self._blocks():
                 rows = torch.arange(start, stop, device=self.device)
                 q = queries[b, start:stop]  # (rows,)
@@ -469,14 +473,21 @@ class BlockPairView(PairView):
                 invalid = ~((torch.arange(T, device=self.device)[None, :] > rows[:, None]) & self.tokens[b, start:stop, None] & self.tokens[b][None, :])
                 for layer, qk in enumerate(self.query_keys):
                     heads = slice(layer * H, (layer + 1) * H)
-                    probs = torch.exp(masked_scores(qk, b, start, stop).sub_(lse[layer][:, start:stop, None]))  # (H, rows, T) rows of A
-                    back = torch.exp(masked_scores(qk, b, start, stop, transposed=True).sub_(lse[layer][:, None, :]))  # (H, rows, T): A[j, i], i in rows
-                    key_mass[b, heads] += (q[None, None, :] @ probs)[:, 0]
-                    distance[b, heads] += (probs * weighted_gap).sum((-1, -2))
+                    last = stop if causal[layer] else T  # keys 0..last-1 of these rows can have probability
+                    first = start if causal[layer] else 0  # queries first..T-1 can attend to keys of these rows
+                    probs = torch.exp(masked_scores(qk, b, start, stop, columns=(0, last)).sub_(lse[layer][:, start:stop, None]))  # (H, rows, last)
+                    back = torch.exp(masked_scores(qk, b, start, stop, transposed=True, columns=(first, T)).sub_(lse[layer][:, None, first:]))  # (H, rows, T - first): A[j, i]
+                    key_mass[b, heads, :last] += (q[None, None, :] @ probs)[:, 0]
+                    distance[b, heads] += (probs * weighted_gap[:, :last]).sum((-1, -2))
                     plogp = probs.clamp_min(TINY).log_().mul_(probs)
-                    entropy[b, heads] -= plogp.mul_(weight).sum((-1, -2))
+                    entropy[b, heads] -= plogp.mul_(weight[:, :last]).sum((-1, -2))
                     del plogp
-                    pair_values = torch.maximum(probs, back, out=back).masked_fill_(invalid, float("-inf"))
+                    pair_values = torch.full((H, stop - start, T), float("-inf"), device=self.device)
+                    pair_values[..., first:] = back
+                    if last > 0:
+                        torch.maximum(pair_values[..., :last], probs, out=pair_values[..., :last])
+                    pair_values.masked_fill_(invalid, float("-inf"))
+                    del probs, back
                     self._push(tops[b][layer], pair_values, start, stop)
         return {"key_mass": key_mass, "distance": distance, "entropy": entropy, "attention_index": self._index(tops)}
 

@@ -8,12 +8,12 @@ queries, keys, scaling and mask the model's SDPA kernel received (a ``QueryKey``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Tuple
 
 import torch
 
 
-def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool = False) -> torch.Tensor:
+def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool = False, columns: Optional[Tuple[int, int]] = None) -> torch.Tensor:
     """The scores the model's kernel softmaxes, for query rows ``start..stop-1`` of batch element ``window`` (float32).
 
     ``Q[rows] Kᵀ · scaling`` plus the mask: a boolean mask's False cells get float32's lowest value (as
@@ -29,22 +29,24 @@ def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool 
         window: the batch element.
         start, stop: rows i (or, ``transposed``, the keys i).
         transposed: the scores ``S[j, i]`` of every query j against the keys i of ``start..stop-1``, laid out (head, i, j).
+        columns: ``(first, last)``: only the keys j (or, ``transposed``, the queries j) ``first..last-1``; None: all T.
 
     Returns:
-        (head, stop - start, T) float32.
+        (head, stop - start, last - first) float32.
     """
     q, k = qk.query[window].float(), qk.key[window].float()  # (H, T, d)
     lowest = float(torch.finfo(torch.float32).min)
     full = None if qk.mask is None else qk.mask[window if qk.mask.shape[0] > 1 else 0]  # (1 or H, T or 1, T)
+    first, last = columns if columns is not None else (0, k.shape[1])
     rows = torch.arange(start, stop, device=q.device)[:, None]
-    cols = torch.arange(k.shape[1], device=q.device)[None, :]
+    cols = torch.arange(first, last, device=q.device)[None, :]
     if not transposed:
-        scores = (q[:, start:stop] @ k.transpose(-1, -2)).mul_(qk.scaling)  # (H, rows, T)
-        mask = None if full is None else (full[..., start:stop, :] if full.shape[-2] > 1 else full)
+        scores = (q[:, start:stop] @ k[:, first:last].transpose(-1, -2)).mul_(qk.scaling)  # (H, rows, columns)
+        mask = None if full is None else (full[..., start:stop, first:last] if full.shape[-2] > 1 else full[..., first:last])
         causal = cols > rows if qk.causal else None  # key j after query i
     else:
-        scores = (k[:, start:stop] @ q.transpose(-1, -2)).mul_(qk.scaling)  # (H, key i, query j)
-        mask = None if full is None else full[..., :, start:stop].transpose(-1, -2)  # mask[j, i] laid out (i, j); broadcasts
+        scores = (k[:, start:stop] @ q[:, first:last].transpose(-1, -2)).mul_(qk.scaling)  # (H, key i, query j)
+        mask = None if full is None else full[..., first:last, start:stop].transpose(-1, -2)  # mask[j, i] laid out (i, j); broadcasts
         causal = rows > cols if qk.causal else None  # key i after query j
     if mask is not None:
         if mask.dtype == torch.bool:
