@@ -27,6 +27,7 @@ import torch
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs.blocks import POOL_ABOVE  # windows longer than this keep the mean matrix pooled
 
 SCALARS = ("mean", "std")
 
@@ -58,10 +59,6 @@ class CSMPairSums(ChunkReducer):
         out.by_pair, out.squares = walked["by_pair"], walked["squares"]
         out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
         return out
-
-
-POOL_ABOVE = 512
-"""Windows longer than this keep the corpus-mean matrix pooled, by cells of ``ceil(T / 512)`` tokens, not in pair space."""
 
 
 def pool_cell(seq_len: int) -> int:

@@ -130,13 +130,6 @@ def _diagonal_sums(block: torch.Tensor, start: int) -> torch.Tensor:
     return out.reshape(*lead, width)
 
 
-class _Results(ChunkReducer):
-    """A reducer's results filled by the blockwise walks (attributes set by :meth:`BlockPairView._fill`)."""
-
-    def __init__(self, **fields: Any) -> None:  # noqa: D107
-        self.__dict__.update(fields)
-
-
 class BlockPairView(PairView):
     """:class:`PairView` computed one block of query rows at a time (see the module docstring).
 
