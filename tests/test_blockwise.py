@@ -104,8 +104,8 @@ def test_blockwise_equals_dense(tokenizer, seq_len):
         assert float(((attention_rows(capture.query_keys[layer], 0, seq_len) - maps).abs() * real).max()) < 1e-5
     (dense, dense_view), (blocks, block_view) = _views(capture, batch, seq_len, tokenizer)
     assert isinstance(block_view, BlockPairView) and not isinstance(dense_view, BlockPairView)
-    assert torch.equal(dense_view.high_index, block_view.high_index)
-    assert torch.equal(dense_view.attention_index, block_view.attention_index)
+    assert torch.equal(dense_view.high_index, block_view.high_index.long())
+    assert torch.equal(dense_view.attention_index, block_view.attention_index.long())
     compared = 0
     for a, b in zip(dense, blocks):
         for key, acc in a.accumulators.items():
@@ -270,8 +270,8 @@ def test_causal_decoder_blockwise_equals_dense():
             assert finding.error is None, (path, finding.name, finding.error)
         results.append((findings, view))
     (dense, dense_view), (blocks, block_view) = results
-    assert torch.equal(dense_view.high_index, block_view.high_index)
-    assert torch.equal(dense_view.attention_index, block_view.attention_index)
+    assert torch.equal(dense_view.high_index, block_view.high_index.long())
+    assert torch.equal(dense_view.attention_index, block_view.attention_index.long())
     for a, b in zip(dense, blocks):
         for key, acc in a.accumulators.items():
             got = b.accumulators[key].compute()

@@ -44,7 +44,7 @@ CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
 """Rows of :attr:`BlockPairView.by_distance`: valid pairs, same-sentence, cross-sentence, identical-token,
 and valid pairs that are neither same-sentence nor identical (the noise statistic's static rest)."""
 
-BLOCK_ELEMENTS = 1 << 23
+BLOCK_ELEMENTS = 1 << 22
 """Largest number of elements of one block's (head, rows, T) tensors (``capture.block_rows`` is lowered to fit)."""
 
 TINY = torch.finfo(torch.float32).tiny  # as the separators' entropy: probabilities are clamped to this inside the log
@@ -60,13 +60,14 @@ def decode_pairs(index: torch.Tensor, seq_len: int) -> tuple:
     """Rows and columns of pair indices (row-major upper triangle, as :func:`~attnsim.stats.pairs.geometry.pair_indices`).
 
     Args:
-        index: int64 pair indices, P (the sentinel) or more in unused slots.
+        index: int32 or int64 pair indices, P (the sentinel) or more in unused slots.
         seq_len: T.
 
     Returns:
         (rows, cols, listed): int64 tensors shaped like ``index`` (0 at sentinel slots) and a bool mask of real pairs.
     """
     n_pairs = seq_len * (seq_len - 1) // 2
+    index = index.long()  # the blockwise view keeps its indices as int32
     listed = index < n_pairs
     offsets = pair_offsets(seq_len, index.device)
     rows = torch.searchsorted(offsets, index.masked_fill(~listed, 0), right=True).sub_(1)
@@ -109,8 +110,8 @@ class StreamingTop:
         self.values, self.index = values, index
 
     def result(self, slots: int, sentinel: int) -> torch.Tensor:
-        """(slots,) int64 the kept indices, ascending, then ``sentinel``."""
-        out = np.full(slots, sentinel, dtype=np.int64)
+        """(slots,) int32 the kept indices, ascending, then ``sentinel``."""
+        out = np.full(slots, sentinel, dtype=np.int32)
         out[: len(self.index)] = self.index  # kept in ascending order
         return torch.from_numpy(out)
 
@@ -138,6 +139,9 @@ class BlockPairView(PairView):
             the attention from; None when no finding reads attention.
         block_rows: query rows per block (rounded to whole pooled cells for long windows).
 
+    Its :attr:`high_index` and :attr:`attention_index` are int32 (the dense view's are int64): at T = 8,192 the
+    k = 671k indices of each of a model's heads are the one store quadratic in T.
+
     Raises:
         ValueError: the ``zscore`` high rule, or image positions (the blockwise view serves text windows).
     """
@@ -152,7 +156,7 @@ class BlockPairView(PairView):
             raise ValueError("The blockwise path serves text windows; image tokens (positions) use capture.path=dense.")
         self.query_keys = tuple(query_keys) if query_keys is not None else None
         self.cell = max(1, -(-self.seq_len // POOL_ABOVE)) if self.seq_len > POOL_ABOVE else 1
-        # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (32 MB): fewer rows for long windows
+        # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (16 MB): fewer rows for long windows
         rows = max(1, min(block_rows, BLOCK_ELEMENTS // max(1, self.n_heads * self.seq_len)))
         self.block_rows = max(self.cell, rows // self.cell * self.cell)
         self._results: Dict[str, Dict[str, Any]] = {}
@@ -385,7 +389,9 @@ class BlockPairView(PairView):
 
     def _index(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
         slots = max(self.host["k"], default=0)
-        out = torch.full((self.batch_size, self.n_layers, self.n_heads, slots), self.n_pairs, dtype=torch.long)
+        # int32 (pair indices stay below 2^31 up to T = 65,536): the k indices per head are the one store
+        # quadratic in T, and statistics decode them one layer at a time (decode_pairs widens to int64)
+        out = torch.full((self.batch_size, self.n_layers, self.n_heads, slots), self.n_pairs, dtype=torch.int32)
         for b, layers in enumerate(tops):
             for layer, heads in enumerate(layers):
                 for head, top in enumerate(heads):
