@@ -45,3 +45,7 @@ scaling: install
 
 clean:
 	rm -rf $(VENV) mlruns
+
+# Long contexts (README, "Long contexts"): one window of T = 512 .. 8,192 tokens, blockwise and dense paths
+long-context: install
+	$(PY) benchmarks/long_context.py $(ARGS)

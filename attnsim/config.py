@@ -147,6 +147,16 @@ class HeadFusion(StrEnum):
     min = "min"
 
 
+class CapturePath(StrEnum):
+    """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else ``dense``;
+    ``dense``: the model's T x T attention maps (eager attention when a finding needs them); ``blockwise``: queries and keys
+    captured under SDPA and the attention recomputed one block of query rows at a time (no T x T map)."""
+
+    auto = "auto"
+    dense = "dense"
+    blockwise = "blockwise"
+
+
 class Task(StrEnum):
     """``task``: ``measure`` (`attnsim run` / `attnsim sweep`, a predict run) or ``finetune`` (`attnsim finetune`, a fit run)."""
 
@@ -439,6 +449,20 @@ class InterventionsConfig:
 
 
 @dataclass
+class CaptureConfig:
+    """How per-head internals are captured and walked (README, "Long contexts")."""
+
+    path: CapturePath = CapturePath.auto
+    blockwise_above: int = 512  # auto: blockwise for windows of more tokens than this
+    block_rows: int = 256  # query rows (and pair rows) per block of the blockwise path
+
+    def check(self) -> None:
+        """Raises :class:`~attnsim.errors.ConfigError` for ``blockwise_above`` below 2 or ``block_rows`` below 1."""
+        if self.blockwise_above < 2 or self.block_rows < 1:
+            _fail(f"Config keys 'capture.blockwise_above' ({self.blockwise_above}) must be >= 2 and 'capture.block_rows' ({self.block_rows}) >= 1, e.g. 512 and 256.")
+
+
+@dataclass
 class RunConfig:
     """One experiment run."""
 
@@ -456,6 +480,7 @@ class RunConfig:
     maps: MapsConfig = field(default_factory=MapsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     interventions: InterventionsConfig = field(default_factory=InterventionsConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
 
     def check(self, findings: Optional[Iterable[str]] = None) -> None:
         """Every group's :meth:`check`, then the finding names against ``findings`` (not checked when None).
@@ -463,7 +488,7 @@ class RunConfig:
         Raises:
             ConfigError: naming the key, the bad value and what is allowed.
         """
-        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions):
+        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions, self.capture):
             group.check()
         if findings is None:
             return

@@ -35,6 +35,9 @@ class Summary:
             reads, name -> value (e.g. the mean CSM matrix, (layer, head, T, T)); not logged.
         examples: one dict per drawn example window (``plots.examples``), for figures.
         windows: number of windows folded in.
+        profile_index: name of a profile -> (K,) the index value of each of its K entries (e.g. the lower
+            edge of each distance bin, :func:`attnsim.stats.distance.distance_bins`); a profile without
+            one is indexed 0..K-1.
     """
 
     finding: str
@@ -45,3 +48,4 @@ class Summary:
     figure_data: Dict[str, Any] = field(default_factory=dict)
     examples: List[Dict[str, Any]] = field(default_factory=list)
     windows: int = 0
+    profile_index: Dict[str, "torch.Tensor"] = field(default_factory=dict)

@@ -169,7 +169,7 @@ def test_distance_scalars_are_computed_once_by_the_distance_finding():
 
     acc = CSMAccumulator(1, 1, 4)
     acc.update(view_of([Z], [4], 4))
-    assert set(acc.compute()) == {"mean", "std", "matrix", "distance_mean", "distance_high_ratio"}
+    assert set(acc.compute()) == {"mean", "std", "matrix", "distance_mean", "distance_high_ratio", "distance_bins"}
     assert CSMFinding.statistics == ("mean", "std")
     assert set(expected_distance_hand_worked()) <= set(DistanceFinding.statistics)
 

@@ -21,10 +21,10 @@ the layer and both shapes.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -48,6 +48,7 @@ class HeadCapture:
 
     z_layers: Tuple[torch.Tensor, ...]
     attention_layers: Optional[Tuple[torch.Tensor, ...]] = None
+    query_keys: Optional[Tuple[Any, ...]] = None  # L QueryKey (attnsim.capture.queries) when captured for recomputation
 
     @cached_property
     def z(self) -> torch.Tensor:
@@ -77,6 +78,9 @@ class BatchCapture:
     vectors: Tuple[torch.Tensor, ...]
     attention: Optional[Tuple[torch.Tensor, ...]] = None
     vector: str = "z"
+    query_keys: Optional[Tuple[Any, ...]] = None
+    """L :class:`~attnsim.capture.queries.QueryKey` (queries, keys, scaling, mask) from which the blockwise
+    path recomputes the attention one block of query rows at a time; None on the dense path."""
 
 
 def _projection_input(where: str, args: tuple, kwargs: dict) -> torch.Tensor:
@@ -173,22 +177,35 @@ def check_shapes(z_layers: Sequence[torch.Tensor], attention_layers: Optional[Se
             )
 
 
-def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None):
+def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None, queries: bool = False):
     """Run ``model(**inputs)`` once and return ``(outputs, HeadCapture)``, its tensors' shapes checked.
 
     Args:
         inputs: the forward's keyword arguments (``input_ids`` and ``attention_mask``, or ``pixel_values``).
         attention: also return the attention probabilities (``output_attentions``).
         seq_len: T of the inputs; None: ``input_ids.shape[1]`` for text, the captured Z's for images.
+        queries: also record each layer's queries, keys, scaling and mask (the model must be loaded with
+            :data:`attnsim.capture.queries.IMPLEMENTATION`), for the blockwise recomputation of the attention.
 
     Raises:
         ModelError: attention probabilities were requested but the model returned none
         (an attention implementation such as SDPA or flash that cannot return them), the capture
         did not see every layer, or a captured tensor has the wrong shape (:func:`check_shapes`).
     """
-    with capture_heads(model, arch, n_heads) as store:
+    from attnsim.capture.queries import recording
+
+    with capture_heads(model, arch, n_heads) as store, (recording() if queries else nullcontext([])) as recorded:
         outputs = model(**inputs, output_attentions=attention)
     n_layers = len(layer_modules(model, arch))
+    query_keys = None
+    if queries:
+        if len(recorded) != n_layers:
+            impl = getattr(model.config, "_attn_implementation", "?")
+            raise ModelError(
+                f"Recorded the queries and keys of {len(recorded)} attention calls but the model has {n_layers} layers (attention implementation '{impl}'). "
+                "The blockwise path needs the model loaded with attn_implementation='attnsim_sdpa' and one attention call per layer; use capture.path=dense for this model."
+            )
+        query_keys = tuple(recorded)
     if len(store) != n_layers:
         raise ModelError(f"Captured {len(store)} layers of per-head outputs but the model has {n_layers}; the architecture table does not match this model.")
     probs = None
@@ -205,7 +222,7 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
     if seq_len is None and "input_ids" in inputs:
         seq_len = int(inputs["input_ids"].shape[1])
     check_shapes(store, probs, n_heads, int(first.shape[0]), seq_len)
-    return outputs, HeadCapture(z_layers=tuple(store), attention_layers=probs)
+    return outputs, HeadCapture(z_layers=tuple(store), attention_layers=probs, query_keys=query_keys)
 
 
 def output_projections(model: nn.Module, arch: Architecture, n_heads: int) -> torch.Tensor:

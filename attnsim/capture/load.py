@@ -135,7 +135,8 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
 
     Raises:
         ModelError: no fast tokenizer could be loaded.
-        ConfigError: ``seq_len`` exceeds the tokenizer's ``model_max_length``.
+        ConfigError: ``seq_len`` exceeds the tokenizer's ``model_max_length`` (for a model without a known
+            number of positions; otherwise the model's positions are the limit).
     """
     from transformers import AutoTokenizer
 
@@ -146,6 +147,10 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"The tokenizer of '{info.name}' is not a fast tokenizer; attnsim needs its character offsets (tokenizer.json).")
     limit = tokenizer.model_max_length
+    if info.max_length and not info.arch.vision:
+        # the model's positions govern (inspect_model checked them): a tokenizer's model_max_length is often
+        # a default smaller than a long-context model's positions (README, "Long contexts")
+        limit = info.max_length
     if limit and limit < 1_000_000 and seq_len > limit:
         raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set corpus.seq_len to at most {limit}.")
     return tokenizer
@@ -189,3 +194,39 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     tags[Tag.ATTN_IMPLEMENTATION.value] = str(getattr(model.config, "_attn_implementation", impl))
     tags[Tag.MODEL_INIT.value] = "random" if info.path == BUILD else init
     return model, tags
+
+
+def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction") -> str:
+    """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
+
+    ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
+    (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images and gradient findings
+    always use ``dense``.
+
+    Raises:
+        ConfigError: ``blockwise`` was asked for images or a finding that needs gradients, or would be used
+            with ``stats.high_rule=zscore`` (the blockwise path selects by the top-fraction rule only).
+        ModelError: ``blockwise`` with attention findings on a model whose scores the recomputation
+            cannot reproduce (soft-capping, ALiBi, a relative position bias).
+    """
+    if requested == "dense":
+        return "dense"
+    if requested == "auto":
+        if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
+            return "dense"
+    elif info.arch.vision or needs_gradients:
+        raise ConfigError(
+            "capture.path=blockwise works on text windows without gradient findings (images and gradient maps need the dense path). "
+            "Set capture.path=dense or auto."
+        )
+    if high_rule == "zscore":
+        raise ConfigError(
+            f"Windows of {seq_len} tokens use the blockwise path (capture.path={requested}), which selects high pairs by stats.high_rule=top_fraction only. "
+            "Set stats.high_rule=top_fraction, or capture.path=dense for windows short enough for T x T maps."
+        )
+    if needs_attention:
+        from attnsim.capture.queries import check_recomputable
+
+        check_recomputable(info.config)
+    return "blockwise"
+

@@ -25,9 +25,11 @@ class CaptureModule(pl.LightningModule):
         needs_attention: capture attention probabilities as well as per-head outputs.
         vector: ``z`` (per-head outputs before W_O) or ``result`` (z · W_O[h]).
         view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
+        capture_path: ``dense`` (attention maps from the model when needed) or ``blockwise`` (queries and
+            keys recorded under SDPA, :mod:`attnsim.capture.queries`; no attention map is ever returned).
     """
 
-    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, view_factory: Optional[ViewFactory] = None):
+    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, view_factory: Optional[ViewFactory] = None, capture_path: str = "dense"):
         super().__init__()
         self.model = model
         self.info = info
@@ -35,6 +37,7 @@ class CaptureModule(pl.LightningModule):
         self.vector = vector
         self.view_factory = view_factory
         self.forward_calls = 0
+        self.capture_path = capture_path
         if vector == "result":
             self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
 
@@ -45,7 +48,10 @@ class CaptureModule(pl.LightningModule):
         else:
             inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         # T of the batch (images: extra tokens + patches of the layout); every captured tensor is checked against it
-        _, capture = forward_with_capture(self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention, seq_len=int(batch["input_ids"].shape[1]))
+        blockwise = self.capture_path == "blockwise"
+        _, capture = forward_with_capture(
+            self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention and not blockwise, seq_len=int(batch["input_ids"].shape[1]), queries=blockwise and self.needs_attention
+        )
         return capture
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> Any:
@@ -54,7 +60,7 @@ class CaptureModule(pl.LightningModule):
         vectors = capture.z_layers
         if self.vector == "result":
             vectors = tuple(head_results(z[None], self.w_o[layer : layer + 1])[0] for layer, z in enumerate(capture.z_layers))
-        raw = BatchCapture(vectors, capture.attention_layers, self.vector)
+        raw = BatchCapture(vectors, capture.attention_layers, self.vector, capture.query_keys)
         return raw if self.view_factory is None else self.view_factory(raw, batch)
 
     def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:

@@ -162,7 +162,7 @@ def reduce_findings(findings: Sequence[Finding]) -> None:
         finding.windows = int(total)
 
 
-def view_factory(findings: Sequence[Finding], stats_cfg: Any) -> Callable[[Any, Dict[str, Any]], PairView]:
+def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str = "dense", block_rows: int = 256) -> Callable[[Any, Dict[str, Any]], PairView]:
     """The per-batch view builder the workflow gives the capture module: ``(capture, batch) -> PairView``.
 
     Every finding's reducers are registered with each view up front, so that one walk over the
@@ -171,6 +171,8 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any) -> Callable[[Any, 
     Args:
         findings: the run's finding callbacks.
         stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
+        capture_path: ``dense`` (:class:`~attnsim.stats.pairs.PairView`) or ``blockwise``
+            (:class:`~attnsim.stats.pairs.blocks.BlockPairView`, ``block_rows`` query rows per block).
 
     Returns:
         :meth:`PairView.from_capture <attnsim.stats.pairs.PairView.from_capture>` with the run's settings
@@ -182,6 +184,19 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any) -> Callable[[Any, 
             if kind not in kinds:  # a reducer shared by two findings runs once
                 kinds.append(kind)
     s = stats_cfg
+    if capture_path == "blockwise":
+        from attnsim.stats.pairs.blocks import BlockPairView
+
+        return functools.partial(
+            BlockPairView.from_capture,
+            top_fraction=s.top_fraction,
+            high_rule=s.high_rule,
+            zscore=s.zscore,
+            include_special=s.include_special,
+            normalise=s.normalise,
+            reducers=tuple(kinds),
+            block_rows=block_rows,
+        )
     return functools.partial(
         PairView.from_capture,
         top_fraction=s.top_fraction,

@@ -29,10 +29,11 @@ class CSMFinding(Finding):
         out = self.accumulators["csm"].compute()
         scalars = {name: out[name] for name in SCALARS}
         profiles = {"distance_mean": out["distance_mean"], "distance_high_ratio": out["distance_high_ratio"]}
-        return Summary(self.name, scalars, profiles, figure_data={"matrix": out["matrix"]}, windows=self.windows)
+        index = {name: out["distance_bins"] for name in profiles}  # one bin per distance up to 512, logarithmic beyond
+        return Summary(self.name, scalars, profiles, figure_data={"matrix": out["matrix"]}, windows=self.windows, profile_index=index)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/csm/heads.png", scalar_mosaic(summary.scalars, self.name)
-        yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"])
+        yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"], summary.profile_index.get("distance_mean"))
         yield from plots.mean_matrices(summary.figure_data["matrix"], plots_cfg.max_tokens)
         yield from plots.example_csms(examples, plots_cfg.max_tokens)

@@ -26,7 +26,7 @@ class DistanceFinding(Finding):
 
     def summarise(self) -> Summary:
         out = self.accumulators["distance"].compute()
-        return Summary(self.name, {n: out[n] for n in SCALARS}, {"distance_high_ratio": out["distance_high_ratio"]}, windows=self.windows)
+        return Summary(self.name, {n: out[n] for n in SCALARS}, {"distance_high_ratio": out["distance_high_ratio"]}, windows=self.windows, profile_index={"distance_high_ratio": out["distance_bins"]})
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars

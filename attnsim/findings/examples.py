@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -9,6 +10,8 @@ import pytorch_lightning as pl
 import torch
 
 from attnsim.data.windows import batch_labels
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,6 +66,10 @@ class ExampleRecorder(pl.Callback):
     def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:  # noqa: ANN001
         have = len(self.examples)
         if have >= self.count:
+            return
+        if not getattr(outputs, "draws_examples", True):  # the blockwise path above 512 tokens: no T x T examples
+            log.info("example figures are not drawn for windows of %d tokens on the blockwise path", outputs.seq_len)
+            self.count = 0
             return
         take = min(self.count - have, outputs.batch_size)
         ex = self.examples

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.heads import scalar_mosaic
-from attnsim.plots.layers import by_layer
+from attnsim.plots.layers import by_layer, position_profile
 from attnsim.stats.separators import CATEGORIES, EXTRA_CATEGORIES, SeparatorAccumulator, scalar_names
 
 
@@ -74,11 +74,16 @@ class SeparatorsFinding(Finding):
 
     def build(self):
         causal = bool(getattr(self.context.model, "causal", False))
-        return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.context.tokenizer), causal)}
+        positions = None if self.context.vision else self.seq_len  # attention by absolute position (text windows)
+        return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.context.tokenizer), causal, positions)}
 
     def summarise(self) -> Summary:
         out = self.accumulators["separators"].compute()
-        return Summary(self.name, {n: out[n] for n in self.statistics}, windows=self.windows)
+        profiles, index = {}, {}
+        if "position_mass" in out:  # does the model rely on the start of the document?
+            profiles = {"position_mass": out["position_mass"], "position_mass_chance": out["position_mass_chance"]}
+            index = {name: out["position_bins"] for name in profiles}
+        return Summary(self.name, {n: out[n] for n in self.statistics}, profiles, windows=self.windows, profile_index=index)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars
@@ -87,3 +92,5 @@ class SeparatorsFinding(Finding):
         yield "figures/separators/by_layer.png", by_layer(
             series, "Attention mass on separator tokens", "attention mass per query", {"union of the first four": s["attention_separators_chance"]}, heads=False
         )
+        if "position_mass" in summary.profiles:
+            yield "figures/separators/position_profile.png", position_profile(summary.profiles["position_mass"], summary.profiles["position_mass_chance"], summary.profile_index["position_mass"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,14 +32,16 @@ def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, 
     )
 
 
-def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor):
+def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor, distances: Optional[torch.Tensor] = None):
     """Mean CSM by distance (top) and high-pair count over chance by distance (bottom), a line per head.
 
     The layers sit side by side along each axes' x axis (one segment of distances 1..T-1 per
     layer), so that the figure has two axes and two line collections whatever the model size.
 
     Args:
-        distance_mean, high_ratio: (layer, head, T) indexed by distance (index 0 unused).
+        distance_mean, high_ratio: (layer, head, K) indexed by distance bin (bin 0, distance 0, unused).
+        distances: (K,) lower edge of each bin (one bin per distance up to 512 tokens, logarithmic
+            beyond); None: bin k is distance k. Tick labels name the distances.
     """
     n_layers, n_heads, size = distance_mean.shape
     d = np.arange(1, size, dtype=float)
@@ -63,9 +65,11 @@ def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor):
     for layer in range(n_layers):
         axes[0].text(layer * span + size / 2, 1.02, f"layer {layer}", transform=axes[0].get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
     ticks = [t for t in (1, size // 2) if 1 <= t < size]  # two labelled distances per layer keep the axis readable
-    axes[1].set_xticks([layer * span + t for layer in range(n_layers) for t in ticks], [str(t) for _ in range(n_layers) for t in ticks])
+    names = [str(int(distances[t])) if distances is not None else str(t) for t in ticks]
+    axes[1].set_xticks([layer * span + t for layer in range(n_layers) for t in ticks], [n for _ in range(n_layers) for n in names])
     axes[1].set_xlim(0, n_layers * span)
-    axes[1].set_xlabel("distance j - i (tokens), per layer", fontsize=8)
+    binned = distances is not None and size > 1 and int(distances[-1]) != size - 1
+    axes[1].set_xlabel("distance j - i (tokens; logarithmic bins beyond 512), per layer" if binned else "distance j - i (tokens), per layer", fontsize=8)
     axes[0].set_ylabel("mean CSM", fontsize=8)
     axes[1].set_ylabel("high pairs / chance", fontsize=8)
     fig.suptitle(f"Distance profiles, one line per head (colour = head; {INDEX_NOTE}); dashed: chance", fontsize=10)

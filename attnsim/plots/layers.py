@@ -50,3 +50,32 @@ def by_layer(series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: O
     ax.set_title(f"{title}\n(lines: mean over heads; dots: heads; {INDEX_NOTE})", fontsize=8)
     ax.tick_params(labelsize=7)
     return fig
+
+
+def position_profile(mass: torch.Tensor, chance: torch.Tensor, positions: torch.Tensor):
+    """Attention by absolute position: the mass each position bin receives per query, one line per layer
+    (mean over heads), over the same under uniform attention (dashed at 1); positions on a log axis.
+
+    Args:
+        mass, chance: (layer, head, K) mass per query received by the key positions of each bin.
+        positions: (K,) the first position of each bin (one bin per position up to 512, logarithmic beyond).
+    """
+    import matplotlib.pyplot as plt
+
+    ratio = (mass / chance).detach().double().cpu().nanmean(1).numpy()  # (L, K)
+    x = positions.detach().cpu().double().numpy() + 1  # 1-based on the log axis: position 0 at 1
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    colours = plt.get_cmap("viridis")(np.linspace(0, 1, max(2, ratio.shape[0])))
+    for layer in range(ratio.shape[0]):
+        ax.plot(x, ratio[layer], color=colours[layer], linewidth=1.0, label=f"layer {layer}")
+    ax.axhline(1.0, color="black", linewidth=0.6, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("key position + 1 (tokens; bins logarithmic beyond 512)", fontsize=8)
+    ax.set_ylabel("mass received / uniform attention", fontsize=8)
+    ax.set_title(f"Attention by absolute position, mean over heads ({INDEX_NOTE})", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+

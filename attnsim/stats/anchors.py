@@ -20,7 +20,7 @@ have no anchor). Over the corpus, per layer l and head h:
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict
 
 import torch
 
@@ -52,13 +52,24 @@ def token_degree(index: torch.Tensor, pairs: torch.Tensor, seq_len: int) -> torc
     return degree[..., :seq_len]
 
 
-def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: torch.Tensor, input_ids: torch.Tensor) -> tuple:
+def degree_from_ends(rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """:func:`token_degree` from the pairs' two tokens (``rows``, ``cols``, (..., S) int64) and which slots hold
+    a pair (``listed``, bool): (..., T) float32 (the blockwise view decodes pair indices without a pair table)."""
+    ones = listed.float()
+    degree = torch.zeros(*rows.shape[:-1], seq_len, dtype=torch.float32, device=rows.device)
+    degree.scatter_add_(-1, rows, ones)
+    degree.scatter_add_(-1, cols, ones)
+    return degree
+
+
+def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: Any, input_ids: torch.Tensor) -> tuple:
     """Each window's anchor per layer and head.
 
     Args:
         high_index: (batch, layer, head, S) int64 pair indices of the high pairs, P in unused slots.
         high_count: (layer, batch, head) number of high pairs k.
-        pairs: (2, P) rows and columns of the pairs i < j.
+        pairs: (2, P) rows and columns of the pairs i < j, or a function of the index returning
+            ``(rows, cols, listed)`` (:meth:`~attnsim.stats.pairs.PairView.pair_ends`).
         input_ids: (batch, T) token ids.
 
     Returns:
@@ -66,7 +77,11 @@ def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: to
         anchor's position (int64), its token id (int64), its degree / k
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
-    degree = token_degree(high_index, pairs, input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
+    if callable(pairs):  # the view's pair_ends (the blockwise view has no (2, P) table), one layer at a time
+        layers = [degree_from_ends(*pairs(high_index[:, layer]), input_ids.shape[-1]) for layer in range(high_index.shape[1])]
+        degree = torch.stack(layers)  # (L, B, H, T)
+    else:
+        degree = token_degree(high_index, pairs, input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
     top_degree, position = degree.max(-1)  # first maximum: ties go to the lowest position
     k = high_count.float()  # (L, B, H)
     token = input_ids[torch.arange(input_ids.shape[0], device=input_ids.device)[None, :, None], position]  # (L, B, H)
@@ -155,7 +170,8 @@ class AnchorAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)
             raise ValueError(f"token id {view.max_token_id} is outside the vocabulary of {self.vocab_size} ids given to the anchors accumulator")
-        increments = _anchor_update(view.high_index, view.high_count, view.pairs, view.batch["input_ids"], self.vocab_size)
+        pairs = view.pair_ends if view.blockwise else view.pairs
+        increments = _anchor_update(view.high_index, view.high_count, pairs, view.batch["input_ids"], self.vocab_size)
         cells = increments.pop("anchor_cells")
         self.fold(increments)
         self.token_counts.view(-1).index_add_(0, cells, torch.ones_like(cells, dtype=self.token_counts.dtype))

@@ -65,6 +65,32 @@ class RegionInsideSums(ChunkReducer):
         picked = chunk.gather(-1, part.clamp_max(max(n_pairs - 1, 0))) if n_pairs else chunk[..., :0]
         self.inside[start:stop] = torch.where(part < n_pairs, picked, 0.0).sum(-1)
 
+    @classmethod
+    def from_blocks(cls, view: PairView) -> "RegionInsideSums":
+        """The blockwise view's counterpart: the CSM of each high-attention pair recomputed from its two tokens'
+        vectors (``z_i · z_j``, over the k listed pairs only)."""
+        out = cls.__new__(cls)
+        region = view.attention_index  # (B, L, H, S)
+        inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+        step = 1 << 16  # pairs per gather: (B, 1, step, d) float64 at a time
+        for layer in range(view.n_layers):
+            z = view.layer_vectors(layer).double()  # (B, H, T, d), float64 as the CSM (similarity_rows)
+            if view.normalise == "cosine":
+                z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            d = z.shape[-1]
+            rows, cols, listed = view.pair_ends(region[:, layer : layer + 1])  # one layer's pairs at a time: (B, 1, H, S)
+            for head in range(view.n_heads):
+                zh = z[:, head : head + 1]  # (B, 1, T, d)
+                for start in range(0, region.shape[-1], step):
+                    r = rows[:, 0, head : head + 1, start : start + step]  # (B, 1, s)
+                    c = cols[:, 0, head : head + 1, start : start + step]
+                    first = zh.gather(2, r[..., None].expand(-1, -1, -1, d))
+                    second = zh.gather(2, c[..., None].expand(-1, -1, -1, d))
+                    values = torch.linalg.vecdot(first, second).float()  # each pair's CSM value, rounded as the CSM's
+                    inside[:, layer, head] += torch.where(listed[:, 0, head : head + 1, start : start + step], values, 0.0).sum(-1)[:, 0]
+        out.inside = inside
+        return out
+
 
 def _region_update(
     both: torch.Tensor,
@@ -138,7 +164,9 @@ class AttentionRegionAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         inside = view.reduced(RegionInsideSums).inside.transpose(0, 1)  # (L, B, H)
         total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs, shared with other statistics
-        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, view.pair_weights[..., 0], inside, total))
+        # only the number of valid pairs per window is read from the pair mask: (B, 1) on the blockwise path
+        valid = view.by_distance[:, 0].sum(-1, keepdim=True).float() if view.blockwise else view.pair_weights[..., 0]
+        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, valid, inside, total))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined."""

@@ -25,7 +25,9 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
+from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs.blocks import POOL_ABOVE  # windows longer than this keep the mean matrix pooled
 
 SCALARS = ("mean", "std")
 
@@ -47,6 +49,31 @@ class CSMPairSums(ChunkReducer):
     def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
         self.by_pair += chunk.sum(0)
         self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
+
+    @classmethod
+    def from_blocks(cls, view: PairView) -> "CSMPairSums":
+        """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
+        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``squares`` and ``distance_sum`` (L, H, T)."""
+        walked = view.walk("csm")
+        out = cls.__new__(cls)
+        out.by_pair, out.squares = walked["by_pair"], walked["squares"]
+        out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
+        return out
+
+
+def pool_cell(seq_len: int) -> int:
+    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`POOL_ABOVE` tokens, else ``ceil(T / 512)``."""
+    return 1 if seq_len <= POOL_ABOVE else -(-seq_len // POOL_ABOVE)
+
+
+def _pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: int) -> torch.Tensor:
+    """(..., P) pair values summed into (..., G, G) cells of ``cell`` tokens (pair (i, j) in cell (i // c, j // c))."""
+    cells = -(-seq_len // cell)
+    target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
+    flat = values.reshape(-1, values.shape[-1]).double()
+    out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
+    out.index_add_(1, target, flat)
+    return out.reshape(*values.shape[:-1], cells, cells)
 
 
 def _csm_update(
@@ -82,6 +109,30 @@ def _csm_update(
     }
 
 
+def _csm_update_blocks(view: PairView, sums: CSMPairSums, cell: int) -> Dict[str, torch.Tensor]:
+    """:func:`_csm_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView`: the same increments, from its
+    walk's sums and its valid pairs counted by distance (no pair-space tensor unless the matrix is kept per pair)."""
+    valid_by_distance = view.by_distance[:, 0]  # (B, T) float64
+    out = {
+        "pair_count": valid_by_distance.sum(),
+        "csm_sum": view.class_value_sums[..., 0].double().sum(1),
+        "csm_sq_sum": sums.squares.sum(0).double(),
+        "distance_sum": sums.distance_sum,
+        "distance_count": valid_by_distance.sum(0),
+        "high_by_distance": view.high_by_distance.double(),
+        "chance_by_distance": view.chance_by_distance.double(),
+    }
+    if cell == 1:
+        tokens = view.tokens.double()  # (B, T): a pair is valid in a window where both its tokens are
+        both = tokens.t() @ tokens  # (T, T) windows with both positions valid
+        rows, cols = torch.triu_indices(view.seq_len, view.seq_len, 1, device=both.device)
+        out["matrix_sum"] = sums.by_pair.double()
+        out["matrix_count"] = both[rows, cols]
+    else:
+        out["pool_sum"], out["pool_count"] = sums.pool_sum, sums.pool_count
+    return out
+
+
 def _csm_matrix(matrix_sum: torch.Tensor, matrix_count: torch.Tensor, seq_len: int) -> torch.Tensor:
     """(L, H, T, T) float64 corpus-mean CSM from its pair-space sums (L, H, P) and counts (P,): written at
     (i, j) and (j, i); NaN on the diagonal and wherever no window had both positions valid."""
@@ -98,13 +149,15 @@ def _csm_compute(state: Mapping[str, torch.Tensor], seq_len: int) -> Dict[str, t
     ``distance_mean`` and ``distance_high_ratio`` (L, H, T) indexed by distance (index 0 is NaN); float64."""
     mean = safe_divide(state["csm_sum"], state["pair_count"])
     var = (safe_divide(state["csm_sq_sum"], state["pair_count"]) - mean**2).clamp_min(0)
-    high, chance = state["high_by_distance"], state["chance_by_distance"]
+    edges = distance_bins(seq_len)  # one bin per distance up to 512, logarithmic beyond
+    high, chance = bin_profile(state["high_by_distance"], edges), bin_profile(state["chance_by_distance"], edges)
     return {
         "mean": mean,
         "std": var.sqrt(),
-        "matrix": _csm_matrix(state["matrix_sum"], state["matrix_count"], seq_len),
-        "distance_mean": safe_divide(state["distance_sum"], state["distance_count"]),
+        "matrix": state["pooled_matrix"] if "pooled_matrix" in state else _csm_matrix(state["matrix_sum"], state["matrix_count"], seq_len),
+        "distance_mean": safe_divide(bin_profile(state["distance_sum"], edges), bin_profile(state["distance_count"], edges)),
         "distance_high_ratio": safe_divide(high, chance),
+        "distance_bins": edges.to(high.device),
     }
 
 
@@ -127,12 +180,18 @@ class CSMAccumulator(Accumulator):
     def __init__(self, n_layers: int, n_heads: int, seq_len: int):
         super().__init__()
         self.seq_len = seq_len
+        self.cell = pool_cell(seq_len)
         n_pairs = seq_len * (seq_len - 1) // 2
         self.add_sum("pair_count")
         self.add_sum("csm_sum", n_layers, n_heads)
         self.add_sum("csm_sq_sum", n_layers, n_heads)
-        self.add_sum("matrix_sum", n_layers, n_heads, n_pairs)
-        self.add_sum("matrix_count", n_pairs)
+        if self.cell == 1:
+            self.add_sum("matrix_sum", n_layers, n_heads, n_pairs)
+            self.add_sum("matrix_count", n_pairs)
+        else:  # long windows: the matrix by cells of tokens (README, "Long contexts")
+            cells = -(-seq_len // self.cell)
+            self.add_sum("pool_sum", n_layers, n_heads, cells, cells)
+            self.add_sum("pool_count", cells, cells)
         self.add_sum("distance_sum", n_layers, n_heads, seq_len)
         self.add_sum("distance_count", seq_len)
         self.add_sum("high_by_distance", n_layers, n_heads, seq_len)
@@ -140,9 +199,21 @@ class CSMAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         sums = view.reduced(CSMPairSums)
+        if view.blockwise:
+            self.fold(_csm_update_blocks(view, sums, self.cell))
+            return
         valid = view.pair_weights[..., 0]  # (B, P)
-        self.fold(_csm_update(sums.by_pair, sums.squares.transpose(0, 1), valid, view.distance_onehot, view.high_by_distance, view.chance_by_distance))
+        increments = _csm_update(sums.by_pair, sums.squares.transpose(0, 1), valid, view.distance_onehot, view.high_by_distance, view.chance_by_distance)
+        if self.cell > 1:  # a long window on the dense path: pool its pair-space sums
+            increments["pool_sum"] = _pool_pairs(increments.pop("matrix_sum"), view.pairs, view.seq_len, self.cell)
+            increments["pool_count"] = _pool_pairs(increments.pop("matrix_count"), view.pairs, view.seq_len, self.cell)
+        self.fold(increments)
 
     def compute(self) -> Dict[str, torch.Tensor]:
-        """Statistics as float64 tensors (see :func:`_csm_compute`)."""
-        return _csm_compute(self.metric_state, self.seq_len)
+        """Statistics as float64 tensors (see :func:`_csm_compute`); for pooled windows ``matrix`` is (L, H, G, G) by cells of tokens."""
+        state = dict(self.metric_state)
+        if self.cell > 1:
+            total, count = state.pop("pool_sum"), state.pop("pool_count")
+            # pairs i < j sit in cells (i // c, j // c): the symmetric matrix adds the transposed cells
+            state["pooled_matrix"] = safe_divide(total + total.transpose(-1, -2), (count + count.t()).expand_as(total))
+        return _csm_compute(state, self.seq_len)

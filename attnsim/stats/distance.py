@@ -24,6 +24,7 @@ table as the ``csm`` finding's).
 
 from __future__ import annotations
 
+import math
 from typing import Dict
 
 import torch
@@ -40,6 +41,38 @@ SCALARS = (
     "long_range_share_chance",
     "distance_spread",
 )
+
+
+LINEAR_DISTANCES = 512
+"""Distances up to this are profiled one by one; beyond it, in logarithmic bins (:func:`distance_bins`)."""
+BINS_PER_OCTAVE = 8
+
+
+def distance_bins(seq_len: int) -> torch.Tensor:
+    """(K,) int64 lower edges of the distance (or position) bins of a profile over 0..T-1.
+
+    Up to :data:`LINEAR_DISTANCES` one bin per distance (so windows of at most 512 tokens keep every
+    distance, K = T); beyond it :data:`BINS_PER_OCTAVE` logarithmic bins per doubling, edges
+    ``ceil(512 * 2^(k/8))`` (a profile of 8,192 tokens has 545 bins, not 8,192).
+    """
+    edges = list(range(min(seq_len, LINEAR_DISTANCES + 1)))
+    k = 1
+    while True:
+        edge = math.ceil(LINEAR_DISTANCES * 2 ** (k / BINS_PER_OCTAVE))
+        if edge >= seq_len:
+            break
+        if edge > edges[-1]:
+            edges.append(edge)
+        k += 1
+    return torch.tensor(edges, dtype=torch.long)
+
+
+def bin_profile(values: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """Sums of ``values`` (..., T) over the bins with lower ``edges`` (K,): (..., K)."""
+    seq_len = values.shape[-1]
+    which = torch.bucketize(torch.arange(seq_len, device=values.device), edges.to(values.device), right=True) - 1  # (T,) bin of each index
+    out = torch.zeros(*values.shape[:-1], len(edges), dtype=values.dtype, device=values.device)
+    return out.index_add_(-1, which, values)
 
 
 def entropy(counts: torch.Tensor) -> torch.Tensor:
@@ -91,7 +124,9 @@ def _distance_compute(high: torch.Tensor, chance: torch.Tensor, seq_len: int, sh
         "long_range_share": safe_divide(high[..., long].sum(-1), n_high),
         "long_range_share_chance": safe_divide(chance[..., long].sum(-1), n_chance),
         "distance_spread": safe_divide(entropy(high), entropy(chance)),
-        "distance_high_ratio": safe_divide(high, chance),
+        # beyond 512 tokens the profile is binned logarithmically (sums per bin, then the ratio)
+        "distance_high_ratio": safe_divide(bin_profile(high, distance_bins(seq_len)), bin_profile(chance, distance_bins(seq_len))),
+        "distance_bins": distance_bins(seq_len).to(high.device),
     }
 
 

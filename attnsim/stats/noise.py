@@ -82,6 +82,43 @@ def _noise_update(
     }
 
 
+def _noise_update_blocks(view: PairView, short_range: int) -> Dict[str, torch.Tensor]:
+    """:func:`_noise_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView` (same increments)."""
+    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
+
+    def classes(index: torch.Tensor) -> Dict[str, torch.Tensor]:
+        # (B, L, H, S) -> each class's count (B, L, H), one layer at a time (bounded memory at long T)
+        out: Dict[str, list] = {"short": [], "same": [], "identical": [], "rest": []}
+        for layer in range(index.shape[1]):
+            f = view.pair_features(index[:, layer : layer + 1])
+            short = f["valid"] & (f["distance"] <= short_range)
+            rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
+            for name, mask in (("short", short), ("same", f["same"]), ("identical", f["identical"]), ("rest", rest)):
+                out[name].append(mask.sum(-1).double())
+        return {name: torch.cat(values, 1) for name, values in out.items()}
+
+    def total(counts: torch.Tensor) -> torch.Tensor:  # (B, L, H) -> (L, B, H)
+        return counts.transpose(0, 1)
+
+    high = classes(view.high_index)
+    high_rest_region = total(classes(view.high_in_attention_index)["rest"])
+    region_rest = total(classes(view.attention_index)["rest"])
+    k = view.high_count.double()
+    n = table[:, 0].sum(-1)
+    far = (torch.arange(view.seq_len, device=table.device) > short_range).double()
+    rest_pairs = (table[:, 4] * far).sum(-1)  # (B,) valid pairs neither short, same-sentence nor identical
+    unexplained_pairs = rest_pairs[None, :, None] - region_rest
+    return {
+        "high": k.sum(1),
+        "short": total(high["short"]).sum(1),
+        "sentence": total(high["same"]).sum(1),
+        "identical": total(high["identical"]).sum(1),
+        "attention": view.high_in_attention.double().sum(1),
+        "unexplained": (total(high["rest"]) - high_rest_region).sum(1),
+        "unexplained_chance": (k * safe_divide(unexplained_pairs, n[None, :, None].expand_as(k)).nan_to_num(0.0)).sum(1),
+    }
+
+
 def _noise_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """Scalars from the :class:`NoiseAccumulator` states, each (layer, head) float64; NaN without high pairs."""
     high = state["high"]
@@ -113,6 +150,9 @@ class NoiseAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
+        if view.blockwise:
+            self.fold(_noise_update_blocks(view, self.short_range))
+            return
         self.fold(
             _noise_update(
                 view.high_index, view.high_count, view.attention_index, view.high_in_attention_index, view.high_in_attention, view.pair_weights, view.distance, self.short_range

@@ -82,6 +82,36 @@ def _repetition_update(
     }
 
 
+def _repetition_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
+    """:func:`_repetition_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView` (same increments)."""
+    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
+    far = (torch.arange(view.seq_len, device=table.device) >= view.seq_len / 2).double()  # (T,)
+    parts = []
+    for layer in range(view.n_layers):  # one layer at a time (bounded memory at long T)
+        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
+        identical = f["identical"].double()
+        long = identical * (f["distance"] >= view.seq_len / 2).double()
+        parts.append(torch.stack([identical.sum(-1), long.sum(-1)], -1))
+    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 2)
+    k = view.high_count.double()
+    n = table[:, 0].sum(-1)
+    n_identical = table[:, 3].sum(-1)  # (B,)
+    n_long = (table[:, 3] * far).sum(-1)
+    rate = safe_divide(k, n[:, None].expand_as(k)).nan_to_num(0.0)
+    class_sums = view.class_value_sums.double()
+    return {
+        "high_identical": counts[..., 0].sum(1),
+        "high_long": counts[..., 1].sum(1),
+        "chance_identical": (rate * n_identical[:, None]).sum(1),
+        "chance_long": (rate * n_long[:, None]).sum(1),
+        "csm_identical_sum": class_sums[..., 3].sum(1),
+        "csm_other_sum": class_sums[..., 4].sum(1),
+        "n_identical": n_identical.sum(),
+        "n_long": n_long.sum(),
+        "n_other": (n - n_identical).sum(),
+    }
+
+
 def _repetition_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """Scalars from the :class:`RepetitionAccumulator` states, each (layer, head) float64; NaN where
     undefined (e.g. no identical pairs)."""
@@ -125,6 +155,9 @@ class RepetitionAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         # the class sums are shared with the sentence and region statistics
+        if view.blockwise:
+            self.fold(_repetition_update_blocks(view))
+            return
         self.fold(_repetition_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.seq_len, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:

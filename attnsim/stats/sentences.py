@@ -98,6 +98,41 @@ def _sentence_update(
     }
 
 
+def _sentence_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
+    """:func:`_sentence_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView`: the high pairs' classes
+    decoded from their indices, the windows' pair counts from its tables by distance (the same increments)."""
+    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
+    valid_at, same_at_count = table[:, 0], table[:, 1]
+    same_at = safe_divide(same_at_count, valid_at).nan_to_num(0.0)  # (B, T)
+    parts = []
+    for layer in range(view.n_layers):  # one layer's k pairs per head at a time (bounded memory at long T)
+        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
+        same = f["same"].double()
+        distance = f["distance"]
+        matched = same_at[:, None, None, :].expand(*distance.shape[:-1], -1).gather(-1, distance) * f["valid"].double()
+        parts.append(torch.stack([same.sum(-1), (same * distance.double()).sum(-1), matched.sum(-1)], -1))
+    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 3)
+    k = view.high_count.double()
+    n = valid_at.sum(-1)
+    n_same = same_at_count.sum(-1)
+    share = safe_divide(n_same, n).nan_to_num(0.0)
+    length = torch.arange(view.seq_len, dtype=torch.float64, device=table.device)
+    mean_same_distance = safe_divide((same_at_count * length).sum(-1), n_same).nan_to_num(0.0)
+    class_sums = view.class_value_sums.double()
+    return {
+        "high": k.sum(1),
+        "high_same": counts[..., 0].sum(1),
+        "chance_same": (k * share[:, None]).sum(1),
+        "matched_same": counts[..., 2].sum(1),
+        "high_same_distance": counts[..., 1].sum(1),
+        "chance_same_distance": (counts[..., 0] * mean_same_distance[:, None]).sum(1),
+        "csm_same_sum": class_sums[..., 1].sum(1),
+        "csm_cross_sum": class_sums[..., 2].sum(1),
+        "n_same": n_same.sum(),
+        "n_cross": table[:, 2].sum(),
+    }
+
+
 def _sentence_compute(state: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """Scalars from the :class:`SentenceAccumulator` states, each (layer, head) float64; NaN where
     undefined (no high pairs, no same-sentence pairs)."""
@@ -138,6 +173,9 @@ class SentenceAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         # the class sums are shared with the repetition and region statistics
+        if view.blockwise:
+            self.fold(_sentence_update_blocks(view))
+            return
         self.fold(_sentence_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.distance_onehot, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from typing import Dict, Iterable, List, Mapping, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 import pandas as pd
 import torch
@@ -135,11 +135,14 @@ def head_table(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def profile_table(profile: torch.Tensor, index_name: str = "distance", value_name: str = "value") -> pd.DataFrame:
-    """Long table of a (layer, head, K) profile: columns layer, head, ``index_name``, ``value_name``."""
+def profile_table(profile: torch.Tensor, index_name: str = "distance", value_name: str = "value", index: Optional[torch.Tensor] = None) -> pd.DataFrame:
+    """Long table of a (layer, head, K) profile: columns layer, head, ``index_name``, ``value_name``.
+
+    ``index``: (K,) the index value of each entry (e.g. the lower edge of a distance bin); None: 0..K-1.
+    """
     data = profile.detach().double().cpu()
     n_layers, n_heads, size = data.shape
     layer = torch.arange(n_layers).repeat_interleave(n_heads * size)
     head = torch.arange(n_heads).repeat_interleave(size).repeat(n_layers)
-    index = torch.arange(size).repeat(n_layers * n_heads)
+    index = (torch.arange(size) if index is None else index.detach().cpu().long()).repeat(n_layers * n_heads)
     return pd.DataFrame({"layer": layer.numpy(), "head": head.numpy(), index_name: index.numpy(), value_name: data.reshape(-1).numpy()})

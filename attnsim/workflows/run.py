@@ -19,7 +19,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from attnsim.capture.load import ModelInfo, inspect_model, load_model, load_tokenizer
+from attnsim.capture.load import ModelInfo, choose_capture_path, inspect_model, load_model, load_tokenizer
 from attnsim.capture.module import CaptureModule
 from attnsim.config import load_config, to_yaml
 from attnsim.data.module import WindowDataModule
@@ -134,6 +134,8 @@ def prepare(cfg: DictConfig) -> Prepared:
 
     start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
+    # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
+    choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types), any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule)
     c = cfg.corpus
     intervention = interventions.is_intervention(finding_types)
     if intervention:
@@ -190,7 +192,7 @@ def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig, findings: List[Finding]) -> CaptureModule:
+def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig, findings: List[Finding], capture_path: str = "dense") -> CaptureModule:
     """The plain capture's LightningModule around ``model`` (the one place a :class:`CaptureModule` is constructed).
 
     Args:
@@ -200,8 +202,10 @@ def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention
         cfg: the resolved config (``model.vector``, ``stats``).
         findings: the run's findings, whose per-chunk reducers the injected view factory registers
             (:func:`~attnsim.findings.base.view_factory`: one walk per window source per batch).
+        capture_path: ``dense`` or ``blockwise`` (:func:`~attnsim.capture.load.choose_capture_path`).
     """
-    return CaptureModule(model, info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats))
+    factory = view_factory(findings, cfg.stats, capture_path, cfg.capture.block_rows)
+    return CaptureModule(model, info, needs_attention, cfg.model.vector, factory, capture_path=capture_path)
 
 
 def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
@@ -234,8 +238,15 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
         module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
-        model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
-        module = make_capture_module(model, info, needs_attention, cfg, findings)
+        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule)
+        if path == "blockwise":  # SDPA; queries and keys recorded when a finding reads attention
+            from attnsim.capture.queries import register
+
+            model, model_tags = load_model(info, cfg.model.init, cfg.seed, register() if needs_attention else "sdpa", False, cfg.model.dtype)
+        else:
+            model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
+        model_tags[Tag.CAPTURE_PATH.value] = path
+        module = make_capture_module(model, info, needs_attention, cfg, findings, path)
     if info.arch.vision:
         from attnsim.capture.vision import check_layout
 
@@ -298,7 +309,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         sink.log_table(heads, f"tables/{finding.name}_heads.csv")
         sink.log_table(heads, f"tables/{finding.name}_heads.json")
         for name, profile in summary.profiles.items():
-            sink.log_table(tables.profile_table(profile, value_name=name), f"tables/{finding.name}_{name}.csv")
+            sink.log_table(tables.profile_table(profile, value_name=name, index=summary.profile_index.get(name)), f"tables/{finding.name}_{name}.csv")
         for path, frame in summary.tables.items():  # a finding's own tables: artifact path -> DataFrame
             sink.log_table(frame, path)
         # a finding's corpus-level numbers (no layer or head axis): logged as finding/name

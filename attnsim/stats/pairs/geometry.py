@@ -46,14 +46,35 @@ def context_similarity(z: torch.Tensor, normalise: str = "none") -> torch.Tensor
     Raises:
         ValueError: ``normalise`` is neither ``none`` nor ``cosine``.
     """
-    csm = z @ z.transpose(-1, -2)  # (..., T, T)
-    if normalise == "cosine":
-        norm = z.norm(dim=-1).clamp_min(_EPS)  # (..., T)
-        csm = csm / (norm.unsqueeze(-1) * norm.unsqueeze(-2))
-    elif normalise != "none":
-        raise ValueError(f"normalise must be 'none' or 'cosine', not {normalise!r}")
+    csm = similarity_rows(z, z, normalise)  # (..., T, T)
     csm.diagonal(dim1=-2, dim2=-1).zero_()
     return csm
+
+
+def similarity_rows(rows: torch.Tensor, z: torch.Tensor, normalise: str = "none") -> torch.Tensor:
+    """CSM entries of some rows against every token: ``rows @ zᵀ`` (cosine: divided by both norms), diagonal kept.
+
+    Computed in float64 and rounded once to ``z``'s dtype, so that a value does not depend on how many rows
+    are computed together (BLAS rounds a float32 product differently with its shape): the dense view's
+    whole matrices and the blockwise view's row blocks give the same values, and the same high pairs.
+
+    Args:
+        rows: (..., R, d) the vectors of R tokens; z: (..., T, d) every token's vector.
+        normalise: ``none`` or ``cosine``.
+
+    Returns:
+        (..., R, T) in ``z``'s dtype.
+
+    Raises:
+        ValueError: ``normalise`` is neither ``none`` nor ``cosine``.
+    """
+    wide_rows, wide = rows.double(), z.double()
+    csm = wide_rows @ wide.transpose(-1, -2)
+    if normalise == "cosine":
+        csm = csm / (wide_rows.norm(dim=-1).clamp_min(_EPS).unsqueeze(-1) * wide.norm(dim=-1).clamp_min(_EPS).unsqueeze(-2))
+    elif normalise != "none":
+        raise ValueError(f"normalise must be 'none' or 'cosine', not {normalise!r}")
+    return csm.to(z.dtype)
 
 
 def token_mask(attention_mask: torch.Tensor, special_mask: torch.Tensor, include_special: bool = True) -> torch.Tensor:

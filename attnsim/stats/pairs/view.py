@@ -161,6 +161,11 @@ class _ClassSums(ChunkReducer):
         else:  # one batched product for the whole chunk (the batch) on an accelerator
             self.sums[start:stop] = torch.bmm(flat, view.pair_weights[start:stop])
 
+    @classmethod
+    def from_blocks(cls, view: Any) -> Any:
+        """The blockwise counterpart (:class:`~attnsim.stats.pairs.blocks.BlockPairView`): ``sums`` from its CSM walk."""
+        return _BlockResults(sums=view.walk("csm")["class_sums"])
+
 
 class _HighPairs(ChunkReducer):
     """Indices of the high-CSM pairs (:attr:`index`)."""
@@ -187,6 +192,11 @@ class _HighPairs(ChunkReducer):
         """(B, L, H, S) int64 ascending, P in unused slots (under the zscore rule S is the batch's most high pairs)."""
         return pad_slots(self.parts, self.sentinel) if self.zscore else self.selected
 
+    @classmethod
+    def from_blocks(cls, view: Any) -> Any:
+        """The blockwise counterpart: ``index`` from the streaming top-k of the CSM walk."""
+        return _BlockResults(index=view.walk("csm")["high_index"])
+
 
 class _HighAttentionPairs(ChunkReducer):
     """Indices of the high-attention pairs: (B, L, H, S) int64, ascending, P in unused slots."""
@@ -207,6 +217,18 @@ class _HighAttentionPairs(ChunkReducer):
             pair_values.masked_fill_(~valid, float("-inf"))
         chosen = select_top(pair_values, view.host["k"][start:stop], None, view.n_pairs)
         self.index[start:stop, ..., : chosen.shape[-1]] = chosen
+
+    @classmethod
+    def from_blocks(cls, view: Any) -> Any:
+        """The blockwise counterpart: ``index`` from the streaming top-k of the recomputed attention."""
+        return _BlockResults(index=view.walk("attention")["attention_index"])
+
+
+class _BlockResults(ChunkReducer):
+    """A reducer's results as the blockwise view's walks computed them (attributes given as keywords)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
 
 
 _SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}
@@ -237,6 +259,9 @@ class PairView:
     (the batch's largest number of high pairs). Statistics are float32 (the model's dtype is
     converted chunk by chunk); accumulators sum batches in float64.
     """
+
+    blockwise = False
+    """True for :class:`~attnsim.stats.pairs.blocks.BlockPairView` (no pair-space tensors; statistics read its blockwise forms)."""
 
     def __init__(
         self,
@@ -361,6 +386,10 @@ class PairView:
             return self._stacked_vectors.transpose(0, 1)[start:stop].float()
         return torch.stack([v[start:stop] for v in self._vector_layers], 1).float()
 
+    def layer_vectors(self, layer: int) -> torch.Tensor:
+        """(batch, head, T, d) float32 per-head vectors of one layer."""
+        return self._vector_layers[layer].float()
+
     def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
         # (c, L, H, T, T) float32 CSM of windows start..stop-1
         return context_similarity(self._vector_chunk(start, stop), self.normalise)
@@ -414,6 +443,13 @@ class PairView:
     def _flat_pairs(self) -> torch.Tensor:
         # (P,) int64, index i * T + j of each pair in a flattened T x T matrix
         return self.pairs[0] * self.seq_len + self.pairs[1]
+
+    def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
+        whether the slot holds a pair."""
+        listed = index < self.n_pairs
+        safe = torch.where(listed, index, torch.zeros_like(index))
+        return self.pairs[0][safe], self.pairs[1][safe], listed
 
     @cached_property
     def distance(self) -> torch.Tensor:
