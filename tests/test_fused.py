@@ -87,3 +87,49 @@ def test_window_probabilities_apply_the_causal_rule_and_an_additive_mask():
     assert torch.equal(masked[..., 2], torch.zeros_like(masked[..., 2]))
     keep = [0, 1, 3, 4]
     torch.testing.assert_close(masked[..., keep], torch.softmax((q @ k.transpose(-1, -2) * 0.5)[..., keep], -1), rtol=1e-6, atol=1e-7)
+
+
+def test_recomputed_path_choice_and_refusals():
+    """capture.path=recomputed is kept at any length for text; images and gradient findings (which need eager maps)
+    and scores the recomputation cannot reproduce are refused before any model loads."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.load import ModelInfo, choose_capture_path
+    from attnsim.errors import ConfigError, ModelError
+
+    text = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="llama"))
+    image = ModelInfo("x", "x", "vit", 2, 4, 8, 32, 0, architecture_for("vit"), SimpleNamespace(model_type="vit"))
+    assert choose_capture_path("recomputed", 128, 512, text, True) == "recomputed"
+    assert choose_capture_path("recomputed", 128, 512, text, True, high_rule="zscore") == "recomputed"  # the dense view's rules
+    with pytest.raises(ConfigError, match="capture.path=dense"):
+        choose_capture_path("recomputed", 128, 512, image, True)
+    with pytest.raises(ConfigError, match="gradient"):
+        choose_capture_path("recomputed", 128, 512, text, True, needs_gradients=True)
+    soft = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="gemma2", attn_logit_softcapping=50.0))
+    with pytest.raises(ModelError, match="soft-capping"):
+        choose_capture_path("recomputed", 128, 512, soft, True)
+
+
+def test_recomputed_run_equals_the_dense_run(tiny_bert, tracking_uri):
+    """An end-to-end `attnsim run` with capture.path=recomputed: the model runs the recording SDPA (tagged), and
+    the CSM and attention statistics equal the dense (eager) run's."""
+    import mlflow
+    import pytest
+
+    from attnsim.workflows.run import run
+
+    common = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", f"tracking.uri={tracking_uri}", "plots.examples=0", "findings=[csm,separators,attention_regions]"]
+    recomputed = run("csm", common + ["capture.path=recomputed"])
+    dense = run("csm", common + ["capture.path=dense"])
+    client = mlflow.MlflowClient(tracking_uri)
+    got, want = client.get_run(recomputed.run_id), client.get_run(dense.run_id)
+    assert got.info.status == "FINISHED"
+    assert got.data.tags["attnsim.capture_path"] == "recomputed" and want.data.tags["attnsim.capture_path"] == "dense"
+    assert got.data.tags["attnsim.attn_implementation"] == "attnsim_sdpa" and want.data.tags["attnsim.attn_implementation"] == "eager"
+    compared = [key for key in want.data.metrics if key.startswith(("csm/", "separators/", "attention_regions/")) and "time" not in key]
+    assert any(key.startswith("separators/") for key in compared) and any(key.startswith("attention_regions/") for key in compared)
+    for key in compared:
+        assert got.data.metrics[key] == pytest.approx(want.data.metrics[key], rel=1e-5, abs=1e-6), key
