@@ -23,6 +23,8 @@ is used where the model already runs SDPA (``capture.path=blockwise`` windows sh
 
 from __future__ import annotations
 
+from functools import cached_property
+from types import SimpleNamespace
 from typing import Any, Dict, Optional, Sequence
 
 import torch
@@ -45,12 +47,17 @@ def window_probabilities(qk: Any, start: int, stop: int) -> torch.Tensor:
     Returns:
         (stop - start, head, T, T) float32, rows (queries) summing to 1.
     """
-    q, k = qk.query[start:stop].float(), qk.key[start:stop].float()
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(qk.scaling)  # (c, H, T, T)
+    mask = qk.mask
+    window = SimpleNamespace(query=qk.query[start:stop].float(), scaling=qk.scaling, causal=qk.causal, mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask))
+    return _probabilities(window, qk.key[start:stop].float().transpose(-1, -2))
+
+
+def _probabilities(qk: Any, keys_t: torch.Tensor) -> torch.Tensor:
+    # softmax(query @ keys_t * scaling + mask) over the last axis; qk.mask already cut to the windows (or None)
+    scores = torch.matmul(qk.query, keys_t).mul_(qk.scaling)  # (..., T, T)
     lowest = float(torch.finfo(torch.float32).min)
     mask = qk.mask
     if mask is not None:
-        mask = mask[start:stop] if mask.shape[0] > 1 else mask
         if mask.dtype == torch.bool:
             scores.masked_fill_(~mask, lowest)
         else:
@@ -83,9 +90,29 @@ class RecomputedPairView(PairView):
         """Whether queries and keys were recorded (the attention can be recomputed)."""
         return self.query_keys is not None
 
+    @cached_property
+    def _stacked_query_keys(self) -> Optional[tuple]:
+        # (B, L, H, T, d) queries, (B, L, H, d, T) keys transposed, both contiguous float32, and the mask
+        # every layer shares, broadcastable to (B, L, H, T, T); None where the layers' score rules differ
+        # (then each layer is recomputed on its own)
+        first = self.query_keys[0]
+        if any(qk.mask is not first.mask or qk.causal != first.causal or qk.scaling != first.scaling for qk in self.query_keys):
+            return None
+        queries = torch.stack([qk.query.float() for qk in self.query_keys], 1)
+        keys = torch.stack([qk.key.float().transpose(-1, -2) for qk in self.query_keys], 1)
+        return queries, keys, None if first.mask is None else first.mask.unsqueeze(1)
+
     def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
-        # (c, L, H, T, T) float32 attention of windows start..stop-1, recomputed layer by layer
-        return torch.stack([window_probabilities(qk, start, stop) for qk in self.query_keys], 1)
+        # (c, L, H, T, T) float32 attention of windows start..stop-1: one batched product and one softmax for
+        # every layer when the layers share their score rule (as eager computes each layer: Q Kᵀ, times the
+        # scaling, the mask, softmax), else layer by layer
+        stacked = self._stacked_query_keys
+        if stacked is None:
+            return torch.stack([window_probabilities(qk, start, stop) for qk in self.query_keys], 1)
+        queries, keys, mask = stacked
+        first = self.query_keys[0]
+        probe = SimpleNamespace(query=queries[start:stop], key=None, scaling=first.scaling, mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask), causal=first.causal)
+        return _probabilities(probe, keys[start:stop])
 
     @property
     def attention(self) -> Optional[torch.Tensor]:
