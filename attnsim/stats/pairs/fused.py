@@ -15,10 +15,14 @@ Equality with eager attention: the same scores up to the rounding of the product
 float32 ulps; high-attention pairs therefore equal eager's except float32 near-ties at the k-th value
 (tests/test_fused.py checks both on a tiny model).
 
-Measured on MiniLM (6 layers x 12 heads, T = 128, batch 32, 2 threads; CPU seconds, min of 9, shared
-machine): eager forward with maps 1.31 s, SDPA forward with Q/K recorded 1.20 s, the recomputation
-0.14 s; the paths cost about the same, so the dense path keeps eager attention by default and this view
-is used where the model already runs SDPA (``capture.path=blockwise`` windows short enough for T x T).
+Chosen with ``capture.path=recomputed`` (text windows; images and gradient findings need eager maps). Measured
+on MiniLM (6 layers x 12 heads, T = 128, batch 32, 2 threads; CPU seconds per batch, min of 6 alternating
+runs on a shared, loaded machine): forward with Q/K recorded under SDPA 1.23 against eager with maps
+1.30; the recomputation (one batched product and softmax per window for all layers) 0.12 against
+0.03 for stacking eager's maps; statistics and forward together 2.15 against 2.20, within the run-to-run
+spread. A whole ``attnsim run paper corpus.limit=128`` peaks about 90 MiB lower (no (layer, batch, head,
+T, T) maps held). ``capture.path=auto`` keeps eager maps at these lengths until an idle machine shows a
+clear gain.
 """
 
 from __future__ import annotations
@@ -114,9 +118,10 @@ class RecomputedPairView(PairView):
         probe = SimpleNamespace(query=queries[start:stop], key=None, scaling=first.scaling, mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask), causal=first.causal)
         return _probabilities(probe, keys[start:stop])
 
-    @property
+    @cached_property
     def attention(self) -> Optional[torch.Tensor]:
-        """(layer, batch, head, T, T) recomputed attention probabilities, or None (computed on each read)."""
+        """(layer, batch, head, T, T) recomputed attention probabilities, or None (computed on first use, for
+        findings that read every map, e.g. rollout; the window walks never stack them)."""
         if self.query_keys is None:
             return None
         return self._attention_chunk(0, self.batch_size).transpose(0, 1)
