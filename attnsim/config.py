@@ -155,6 +155,7 @@ class CapturePath(StrEnum):
     auto = "auto"
     dense = "dense"
     blockwise = "blockwise"
+    recomputed = "recomputed"  # dense statistics, the attention recomputed from queries and keys recorded under SDPA (no eager maps)
 
 
 class Task(StrEnum):

@@ -211,6 +211,17 @@ def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info
     """
     if requested == "dense":
         return "dense"
+    if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded
+        if info.arch.vision or needs_gradients:
+            raise ConfigError(
+                "capture.path=recomputed works on text windows without gradient findings (images and gradient maps need eager attention). "
+                "Set capture.path=dense or auto."
+            )
+        if needs_attention:
+            from attnsim.capture.queries import check_recomputable
+
+            check_recomputable(info.config)
+        return "recomputed"
     if requested == "auto":
         if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
             return "dense"

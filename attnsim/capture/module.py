@@ -26,7 +26,8 @@ class CaptureModule(pl.LightningModule):
         vector: ``z`` (per-head outputs before W_O) or ``result`` (z · W_O[h]).
         view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
         capture_path: ``dense`` (attention maps from the model when needed) or ``blockwise`` (queries and
-            keys recorded under SDPA, :mod:`attnsim.capture.queries`; no attention map is ever returned).
+            keys recorded under SDPA, :mod:`attnsim.capture.queries`; no attention map is ever returned); ``recomputed``
+            records them likewise for the dense view that recomputes each chunk's maps (:mod:`attnsim.stats.pairs.fused`).
     """
 
     def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, view_factory: Optional[ViewFactory] = None, capture_path: str = "dense"):
@@ -48,9 +49,9 @@ class CaptureModule(pl.LightningModule):
         else:
             inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         # T of the batch (images: extra tokens + patches of the layout); every captured tensor is checked against it
-        blockwise = self.capture_path == "blockwise"
+        recorded = self.capture_path in ("blockwise", "recomputed")  # queries and keys under SDPA, no maps
         _, capture = forward_with_capture(
-            self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention and not blockwise, seq_len=int(batch["input_ids"].shape[1]), queries=blockwise and self.needs_attention
+            self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention and not recorded, seq_len=int(batch["input_ids"].shape[1]), queries=recorded and self.needs_attention
         )
         return capture
 

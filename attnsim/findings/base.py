@@ -172,7 +172,8 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
         findings: the run's finding callbacks.
         stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
         capture_path: ``dense`` (:class:`~attnsim.stats.pairs.PairView`) or ``blockwise``
-            (:class:`~attnsim.stats.pairs.blocks.BlockPairView`, ``block_rows`` query rows per block).
+            (:class:`~attnsim.stats.pairs.blocks.BlockPairView`, ``block_rows`` query rows per block), or ``recomputed``
+            (:class:`~attnsim.stats.pairs.fused.RecomputedPairView`: the dense view, maps recomputed from queries and keys).
 
     Returns:
         :meth:`PairView.from_capture <attnsim.stats.pairs.PairView.from_capture>` with the run's settings
@@ -184,6 +185,18 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
             if kind not in kinds:  # a reducer shared by two findings runs once
                 kinds.append(kind)
     s = stats_cfg
+    if capture_path == "recomputed":
+        from attnsim.stats.pairs.fused import RecomputedPairView
+
+        return functools.partial(
+            RecomputedPairView.from_capture,
+            top_fraction=s.top_fraction,
+            high_rule=s.high_rule,
+            zscore=s.zscore,
+            include_special=s.include_special,
+            normalise=s.normalise,
+            reducers=tuple(kinds),
+        )
     if capture_path == "blockwise":
         from attnsim.stats.pairs.blocks import BlockPairView
 

@@ -202,7 +202,7 @@ def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention
         cfg: the resolved config (``model.vector``, ``stats``).
         findings: the run's findings, whose per-chunk reducers the injected view factory registers
             (:func:`~attnsim.findings.base.view_factory`: one walk per window source per batch).
-        capture_path: ``dense`` or ``blockwise`` (:func:`~attnsim.capture.load.choose_capture_path`).
+        capture_path: ``dense``, ``blockwise`` or ``recomputed`` (:func:`~attnsim.capture.load.choose_capture_path`).
     """
     factory = view_factory(findings, cfg.stats, capture_path, cfg.capture.block_rows)
     return CaptureModule(model, info, needs_attention, cfg.model.vector, factory, capture_path=capture_path)
@@ -239,7 +239,7 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
         path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule)
-        if path == "blockwise":  # SDPA; queries and keys recorded when a finding reads attention
+        if path in ("blockwise", "recomputed"):  # SDPA; queries and keys recorded when a finding reads attention
             from attnsim.capture.queries import register
 
             model, model_tags = load_model(info, cfg.model.init, cfg.seed, register() if needs_attention else "sdpa", False, cfg.model.dtype)
