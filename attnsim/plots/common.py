@@ -214,6 +214,7 @@ def matrix_grid(
     col_names: Optional[Sequence[str]] = None,
     panel_inches: float = 2.4,
     max_labels: int = 32,
+    block: Optional[int] = None,
 ):
     """A grid of square heatmaps (e.g. one per head), drawn as one mosaic image in one axes.
 
@@ -232,11 +233,14 @@ def matrix_grid(
         cols: panels per row.
         row_names, col_names: names written beside each row (right) and above each column of panels.
         panel_inches: width of one panel.
+        block: None: ``matrices`` are (panels, T, T) and are pooled here (:func:`pool_matrix`); else they
+            are already pooled over ``block`` tokens per cell (:meth:`attnsim.findings.examples.Examples.maps`),
+            ``labels`` and ``boundaries`` still in tokens (``outlines`` then unsupported).
     """
     panels = matrices.shape[0]
     cols = min(panels, cols)
     rows = math.ceil(panels / cols)
-    pooled, block = pool_matrix(matrices, max_tokens)
+    pooled, block = pool_matrix(matrices, max_tokens) if block is None else (matrices, block)
     size = pooled.shape[-1]
     gap = max(1, size // 16)
     stride = size + gap

@@ -39,8 +39,8 @@ def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_frac
         top_fraction: the run's ``stats.top_fraction`` (named in the title).
         max_tokens: longer windows are pooled (see :func:`attnsim.plots.common.matrix_grid`).
     """
-    if examples is None or examples.csm is None or regions is None:
-        return
+    if examples is None or examples.csm is None or regions is None or getattr(examples, "blocks", None):
+        return  # maps recorded pooled (long windows on the blockwise path): no T x T region outlines
     heads = jaccard.detach().double().cpu().nan_to_num(-1.0).argmax(-1)  # (L,) one head per layer
     layers = torch.arange(heads.shape[0])
     seq_len = examples.csm.shape[-1]
