@@ -140,3 +140,37 @@ def test_figures_and_explorer_get_the_same_inputs_on_both_paths(both_paths, monk
             np.testing.assert_allclose(np.array(got[kind]["ranges"]), np.array(want[kind]["ranges"]), rtol=1e-3)
             codes = [np.frombuffer(__import__("base64").b64decode(x[kind]["codes"]), np.uint8).astype(int) for x in (want, got)]
             assert codes[0].shape == codes[1].shape and np.abs(codes[0] - codes[1]).max() <= 1
+
+
+def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tracking_uri):
+    """End to end, a tiny Llama (1,024 positions) at T = 600 > 512: the automatic path is blockwise and logs the
+    example CSM figure and explorer.html (CSM and attention) pooled to at most plots.max_tokens = 32 cells per
+    axis, whose embedded cells, labels and ranges are the dense run's of the same window."""
+    import mlflow
+
+    from attnsim.workflows.run import run
+    from tests.tiny_models import save_tiny
+
+    path = save_tiny(tmp_path / "llama", "llama", positions=1024)
+    common = [f"model.path={path}", "corpus.limit=1", "corpus.seq_len=600", f"tracking.uri={tracking_uri}", "plots.examples=1", "plots.max_tokens=32", "findings=[csm,separators]"]
+    client = mlflow.MlflowClient(tracking_uri)
+    pages = []
+    for path_option in ("capture.path=auto", "capture.path=dense"):
+        result = run("csm", common + [path_option])
+        info = client.get_run(result.run_id)
+        assert info.info.status == "FINISHED"
+        assert info.data.tags["attnsim.capture_path"] == ("blockwise" if path_option.endswith("auto") else "dense")
+        artifacts = {a.path for a in client.list_artifacts(result.run_id)} | {a.path for a in client.list_artifacts(result.run_id, "figures/examples")}
+        assert {"explorer.html", "figures/examples/window0_csm.png"} <= artifacts
+        folder = tmp_path / path_option.split("=")[1]
+        page = _payload(open(client.download_artifacts(result.run_id, "explorer.html", str(folder))).read())
+        png = client.download_artifacts(result.run_id, "figures/examples/window0_csm.png", str(folder))
+        pages.append((page, __import__("PIL.Image", fromlist=["Image"]).open(png).size))
+    (blocks, blocks_png), (dense, dense_png) = pages
+    assert blocks_png == dense_png  # the same figure size
+    got, want = blocks["examples"][0], dense["examples"][0]
+    assert got["cells"] == want["cells"] == math.ceil(got["length"] / got["block"]) <= 32 and got["block"] == math.ceil(got["length"] / 32) >= 2
+    assert {k: got[k] for k in ("labels", "axis", "length")} == {k: want[k] for k in ("labels", "axis", "length")}
+    for kind in ("csm", "attention"):
+        np.testing.assert_allclose(np.array(got[kind]["ranges"]), np.array(want[kind]["ranges"]), rtol=1e-3)
+        assert len(got[kind]["codes"]) == len(want[kind]["codes"])
