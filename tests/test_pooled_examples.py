@@ -144,7 +144,7 @@ def test_figures_and_explorer_get_the_same_inputs_on_both_paths(both_paths, monk
 
 def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tracking_uri):
     """End to end, a tiny Llama (1,024 positions) at T = 600 > 512: the automatic path is blockwise and logs the
-    example CSM figure and explorer.html (CSM and attention) pooled to at most plots.max_tokens = 32 cells per
+    example CSM and attention_regions figures and explorer.html (CSM and attention) pooled to at most plots.max_tokens = 32 cells per
     axis, whose embedded cells, labels and ranges are the dense run's of the same window."""
     import mlflow
 
@@ -152,7 +152,7 @@ def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tra
     from tests.tiny_models import save_tiny
 
     path = save_tiny(tmp_path / "llama", "llama", positions=1024)
-    common = [f"model.path={path}", "corpus.limit=1", "corpus.seq_len=600", f"tracking.uri={tracking_uri}", "plots.examples=1", "plots.max_tokens=32", "findings=[csm,separators]"]
+    common = [f"model.path={path}", "corpus.limit=1", "corpus.seq_len=600", f"tracking.uri={tracking_uri}", "plots.examples=1", "plots.max_tokens=32", "findings=[csm,separators,attention_regions]"]
     client = mlflow.MlflowClient(tracking_uri)
     pages = []
     for path_option in ("capture.path=auto", "capture.path=dense"):
@@ -160,8 +160,8 @@ def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tra
         info = client.get_run(result.run_id)
         assert info.info.status == "FINISHED"
         assert info.data.tags["attnsim.capture_path"] == ("blockwise" if path_option.endswith("auto") else "dense")
-        artifacts = {a.path for a in client.list_artifacts(result.run_id)} | {a.path for a in client.list_artifacts(result.run_id, "figures/examples")}
-        assert {"explorer.html", "figures/examples/window0_csm.png"} <= artifacts
+        artifacts = {a.path for a in client.list_artifacts(result.run_id)} | {a.path for folder in ("figures/examples", "figures/attention_regions") for a in client.list_artifacts(result.run_id, folder)}
+        assert {"explorer.html", "figures/examples/window0_csm.png", "figures/attention_regions/window0.png"} <= artifacts
         folder = tmp_path / path_option.split("=")[1]
         page = _payload(open(client.download_artifacts(result.run_id, "explorer.html", str(folder))).read())
         png = client.download_artifacts(result.run_id, "figures/examples/window0_csm.png", str(folder))
@@ -174,3 +174,45 @@ def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tra
     for kind in ("csm", "attention"):
         np.testing.assert_allclose(np.array(got[kind]["ranges"]), np.array(want[kind]["ranges"]), rtol=1e-3)
         assert len(got[kind]["codes"]) == len(want[kind]["codes"])
+
+
+def test_region_figures_outline_the_same_pooled_cells_on_both_paths(both_paths, tokenizer, monkeypatch):  # noqa: F811
+    """attention_regions window figures: from the pooled record and the finding's pair indices (no (L, E, H, P)
+    masks above 512 tokens), each panel's pooled CSM and outlined cells equal the dense path's (its T x T region
+    masks pooled by the figures' rule, a cell outlined when any of its pairs is in the region)."""
+    import attnsim.plots.regions as region_plots
+    from attnsim.findings.attention_regions import AttentionRegionsFinding
+
+    dense, pooled, block_view = both_paths
+    findings = {}
+    for path in ("dense", "blockwise"):
+        finding = next(f for f in _findings(SEQ_LEN, tokenizer)[0] if isinstance(f, AttentionRegionsFinding))
+        finding.max_examples = 3  # plots.examples (the test's finding context keeps none)
+        if path == "blockwise":
+            with monkeypatch.context() as patch:
+                patch.setattr(BlockPairView, "draws_examples", property(lambda self: False))
+                finding.update(block_view)
+        else:
+            capture_maps = tuple(attention_rows(qk, 0, SEQ_LEN) for qk in block_view.query_keys)
+            stats = _findings(SEQ_LEN, tokenizer)[1]
+            finding.update(view_factory([finding], stats, "dense", block_rows=BLOCK_ROWS)(BatchCapture(block_view._vector_layers, capture_maps, "z"), block_view.batch))
+        findings[path] = finding
+    assert findings["dense"].regions.dtype == torch.bool and findings["blockwise"].regions.dtype in (torch.int32, torch.int64)
+    assert findings["blockwise"].regions.shape[:3] == (2, 3, 4) and findings["blockwise"].regions.shape[-1] < SEQ_LEN * (SEQ_LEN - 1) // 2
+    jaccard = torch.rand(2, 4, generator=torch.Generator().manual_seed(0))
+    seen = []
+    monkeypatch.setattr(region_plots, "matrix_grid", lambda matrices, titles, suptitle, max_tokens, labels, starts, outlines, cols, block=None: seen.append((matrices, outlines, block)))
+    runs = []
+    for path, examples in (("dense", dense), ("blockwise", pooled)):
+        seen.clear()
+        list(region_plots.example_regions(examples, findings[path].regions, jaccard, 0.02, MAX_TOKENS))
+        runs.append(list(seen))
+    assert len(runs[0]) == len(runs[1]) == 3
+    from attnsim.plots.common import pool_matrix
+
+    for (full, full_outlines, none), (cells, cell_outlines, block) in zip(*runs):
+        assert none is None and block in (1, 4)
+        want, _ = pool_matrix(full, MAX_TOKENS)
+        np.testing.assert_allclose(cells, want, rtol=1e-6, atol=1e-6 * float(np.nanmax(np.abs(want))))
+        outline_want = np.nan_to_num(pool_matrix(full_outlines.astype(float), MAX_TOKENS)[0]) > 0
+        assert cell_outlines.shape == outline_want.shape and (cell_outlines == outline_want).all() and outline_want.any()

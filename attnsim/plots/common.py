@@ -235,18 +235,19 @@ def matrix_grid(
         panel_inches: width of one panel.
         block: None: ``matrices`` are (panels, T, T) and are pooled here (:func:`pool_matrix`); else they
             are already pooled over ``block`` tokens per cell (:meth:`attnsim.findings.examples.Examples.maps`),
-            ``labels`` and ``boundaries`` still in tokens (``outlines`` then unsupported).
+            ``labels`` and ``boundaries`` still in tokens, ``outlines`` (panels, c, c) by pooled cell.
     """
     panels = matrices.shape[0]
     cols = min(panels, cols)
     rows = math.ceil(panels / cols)
-    pooled, block = pool_matrix(matrices, max_tokens) if block is None else (matrices, block)
+    prepooled = block is not None
+    pooled, block = (matrices, block) if prepooled else pool_matrix(matrices, max_tokens)
     size = pooled.shape[-1]
     gap = max(1, size // 16)
     stride = size + gap
     mosaic = np.full((rows * stride - gap, cols * stride - gap), np.nan)
     outline_mosaic = np.zeros_like(mosaic) if outlines is not None else None
-    pooled_outlines = pool_matrix(outlines.astype(float), max_tokens)[0] if outlines is not None else None
+    pooled_outlines = None if outlines is None else outlines.astype(float) if prepooled else pool_matrix(outlines.astype(float), max_tokens)[0]
     for index in range(panels):
         r, c = divmod(index, cols)
         mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = _scale_panel(pooled[index])
