@@ -14,7 +14,9 @@ windows of one article are told apart.
 
 Size: each matrix is pooled to at most ``max_tokens`` cells per axis (the
 rule of :mod:`attnsim.plots.common`: average over blocks of ``ceil(T /
-max_tokens)`` tokens; a pooled cell's label names its first and last token)
+max_tokens)`` tokens; a pooled cell's label names its first and last token;
+windows above 512 tokens on the blockwise path arrive already pooled by that
+rule, :attr:`attnsim.findings.examples.Examples.blocks`)
 and quantised to one byte per cell, scaled within its panel (254 levels
 between the panel's minimum and maximum, which are stored to 4 significant
 digits; 255 marks an undefined cell). Hover values are decoded from those
