@@ -28,16 +28,24 @@ class AttentionRegionsFinding(Finding):
 
     def build(self):
         self.max_examples = int(self.context.examples)
-        self.regions: Optional[torch.Tensor] = None  # (L, E, H, P) bool, the example windows' high-attention pairs
+        # (L, E, H, P) bool, the example windows' high-attention pairs; above 512 tokens on the blockwise path
+        # their (L, E, H, S) pair indices (the example maps are then pooled, plots.regions.pooled_region)
+        self.regions: Optional[torch.Tensor] = None
         return {"attention_regions": AttentionRegionAccumulator(self.n_layers, self.n_heads)}
 
     def update(self, view: PairView) -> None:
         super().update(view)
         have = 0 if self.regions is None else self.regions.shape[1]
         take = min(self.max_examples - have, view.batch_size)
-        if take > 0:
+        if take > 0 and getattr(view, "draws_examples", True):
             region = dense_pairs(view.attention_index[:take], view.n_pairs).transpose(0, 1).cpu()  # (L, take, H, P)
             self.regions = region if self.regions is None else torch.cat([self.regions, region], 1)
+        elif take > 0:  # long windows (examples recorded pooled): the pair indices, (L, take, H, S), not (L, take, H, P) masks
+            index = view.attention_index[:take].transpose(0, 1).cpu()
+            if self.regions is not None and self.regions.shape[-1] != index.shape[-1]:  # pad the shorter with P (no pair)
+                slots = max(self.regions.shape[-1], index.shape[-1])
+                self.regions, index = (torch.nn.functional.pad(t, (0, slots - t.shape[-1]), value=view.n_pairs) for t in (self.regions, index))
+            self.regions = index if self.regions is None else torch.cat([self.regions, index], 1)
 
     def summarise(self) -> Summary:
         out = self.accumulators["attention_regions"].compute()

@@ -214,6 +214,7 @@ def matrix_grid(
     col_names: Optional[Sequence[str]] = None,
     panel_inches: float = 2.4,
     max_labels: int = 32,
+    block: Optional[int] = None,
 ):
     """A grid of square heatmaps (e.g. one per head), drawn as one mosaic image in one axes.
 
@@ -232,17 +233,21 @@ def matrix_grid(
         cols: panels per row.
         row_names, col_names: names written beside each row (right) and above each column of panels.
         panel_inches: width of one panel.
+        block: None: ``matrices`` are (panels, T, T) and are pooled here (:func:`pool_matrix`); else they
+            are already pooled over ``block`` tokens per cell (:meth:`attnsim.findings.examples.Examples.maps`),
+            ``labels`` and ``boundaries`` still in tokens, ``outlines`` (panels, c, c) by pooled cell.
     """
     panels = matrices.shape[0]
     cols = min(panels, cols)
     rows = math.ceil(panels / cols)
-    pooled, block = pool_matrix(matrices, max_tokens)
+    prepooled = block is not None
+    pooled, block = (matrices, block) if prepooled else pool_matrix(matrices, max_tokens)
     size = pooled.shape[-1]
     gap = max(1, size // 16)
     stride = size + gap
     mosaic = np.full((rows * stride - gap, cols * stride - gap), np.nan)
     outline_mosaic = np.zeros_like(mosaic) if outlines is not None else None
-    pooled_outlines = pool_matrix(outlines.astype(float), max_tokens)[0] if outlines is not None else None
+    pooled_outlines = None if outlines is None else outlines.astype(float) if prepooled else pool_matrix(outlines.astype(float), max_tokens)[0]
     for index in range(panels):
         r, c = divmod(index, cols)
         mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = _scale_panel(pooled[index])

@@ -92,13 +92,12 @@ def example_csms(examples, max_tokens: int) -> Iterator[Tuple[str, Any]]:
         return
     n_layers, _, n_heads = examples.csm.shape[:3]
     for e in range(len(examples)):
-        valid = examples.valid[e].numpy()
-        length = int(valid.nonzero()[0].max()) + 1 if valid.any() else 0
+        pooled, block, length = examples.maps("csm", e, max_tokens)  # pooled by the figures' rule (recorded pooled at length)
         if length < 2:
             continue
         labels = examples.tokens[e][:length]
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
-        data = examples.csm[:, e, :, :length, :length].double().numpy().reshape(n_layers * n_heads, length, length)
+        data = pooled.reshape(n_layers * n_heads, *pooled.shape[-2:])
         yield f"figures/examples/window{e}_csm.png", matrix_grid(
             data,
             None,
@@ -110,5 +109,6 @@ def example_csms(examples, max_tokens: int) -> Iterator[Tuple[str, Any]]:
             row_names=[f"L{layer}" for layer in range(n_layers)],
             col_names=[f"H{head}" for head in range(n_heads)],
             panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+            block=block,
             max_labels=16,
         )

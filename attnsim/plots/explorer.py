@@ -14,7 +14,9 @@ windows of one article are told apart.
 
 Size: each matrix is pooled to at most ``max_tokens`` cells per axis (the
 rule of :mod:`attnsim.plots.common`: average over blocks of ``ceil(T /
-max_tokens)`` tokens; a pooled cell's label names its first and last token)
+max_tokens)`` tokens; a pooled cell's label names its first and last token;
+windows above 512 tokens on the blockwise path arrive already pooled by that
+rule, :attr:`attnsim.findings.examples.Examples.blocks`)
 and quantised to one byte per cell, scaled within its panel (254 levels
 between the panel's minimum and maximum, which are stored to 4 significant
 digits; 255 marks an undefined cell). Hover values are decoded from those
@@ -98,6 +100,7 @@ def explorer_data(
     doc_ids: Sequence[str],
     max_tokens: int,
     names: Optional[Sequence[str]] = None,
+    blocks: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """The explorer's embedded data.
 
@@ -109,6 +112,9 @@ def explorer_data(
         doc_ids: per example, its document id.
         max_tokens: most cells per axis after pooling.
         names: per example, its name in the page (``<doc id> #<k>``); default the document id.
+        blocks: None: ``csm`` and ``attention`` are the T x T maps, pooled here; else, per example, the
+            tokens per cell its maps are already pooled over (example e's leading ``ceil(lengths[e] /
+            blocks[e])`` cells are read; :attr:`attnsim.findings.examples.Examples.blocks`).
 
     Returns:
         A JSON-ready dict: layer and head counts, colour tables, and per example its ``doc``,
@@ -130,8 +136,13 @@ def explorer_data(
         for kind, values in (("csm", csm), ("attention", attention)):
             if values is None:
                 continue
-            panels = np.asarray(values[:, e, :, :length, :length], dtype=np.float64)  # (L, H, n, n)
-            pooled, block = pool_matrix(panels, max_tokens)
+            if blocks is None:
+                panels = np.asarray(values[:, e, :, :length, :length], dtype=np.float64)  # (L, H, n, n)
+                pooled, block = pool_matrix(panels, max_tokens)
+            else:  # recorded pooled (long windows on the blockwise path)
+                block = int(blocks[e])
+                cells = -(-length // block)
+                pooled = np.asarray(values[:, e, :, :cells, :cells], dtype=np.float64)
             chunks, ranges = [], []
             for layer in range(n_layers):
                 row = []
@@ -315,9 +326,10 @@ def explorer_from_examples(examples, max_tokens: int, title: str) -> Optional[st
     for e in range(len(examples)):
         valid = examples.valid[e].numpy()
         lengths.append(int(valid.nonzero()[0].max()) + 1 if valid.any() else 0)
-    csm = examples.csm.float().numpy() if examples.csm is not None else None
-    attention = examples.attention.float().numpy() if examples.attention is not None else None
-    data = explorer_data(csm, attention, examples.tokens, lengths, examples.doc_ids, max_tokens, [examples.label(e) for e in range(len(examples))])
+    blocks = list(getattr(examples, "blocks", None) or []) or None  # maps recorded pooled: read as they are
+    csm = (examples.csm.double() if blocks else examples.csm.float()).numpy() if examples.csm is not None else None
+    attention = (examples.attention.double() if blocks else examples.attention.float()).numpy() if examples.attention is not None else None
+    data = explorer_data(csm, attention, examples.tokens, lengths, examples.doc_ids, max_tokens, [examples.label(e) for e in range(len(examples))], blocks)
     return explorer_html(data, title)
 
 

@@ -58,13 +58,13 @@ def example_attention(examples, max_tokens: int, finding: str) -> Iterator[Tuple
         return
     n_layers = examples.attention.shape[0]
     for e in range(len(examples)):
-        length = real_length(examples, e)
+        pooled, block, length = examples.maps("attention", e, max_tokens)  # pooled by the figures' rule (recorded pooled at length)
         labels = examples.tokens[e][:length]
         for layer in range(n_layers):
-            data = examples.attention[layer, e, :, :length, :length].double().numpy()
+            data = pooled[layer]
             titles = [f"L{layer} H{h}" for h in range(data.shape[0])]
             yield f"figures/{finding}/window{e}_attention_L{layer:02d}.png", matrix_grid(
-                data, titles, f"Attention of window {e} ({examples.label(e)}), layer {layer} (rows: query, columns: key)", max_tokens, labels, cmap="viridis"
+                data, titles, f"Attention of window {e} ({examples.label(e)}), layer {layer} (rows: query, columns: key)", max_tokens, labels, cmap="viridis", block=block
             )
 
 

@@ -425,7 +425,7 @@ def execute(
     findings = build_findings(prepared)
     seq2seq = bool(getattr(prepared.info.arch, "seq2seq", False))  # its findings keep their own example pairs
     # intervention runs draw no example windows (their batches are not the capture's)
-    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples and not seq2seq and prepared.interventions is None else None
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer, cfg.plots.max_tokens) if cfg.plots.examples and not seq2seq and prepared.interventions is None else None
     # the Trainer comes first, so that the process's rank and the shards are known before the model loads
     trainer = make_trainer(cfg, list(findings), inference_mode=not any(getattr(f, "needs_gradients", False) for f in findings))
     rank = global_rank(trainer)
