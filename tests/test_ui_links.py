@@ -57,7 +57,7 @@ def test_attnsim_run_prints_a_classic_view_link(monkeypatch, capsys):
     import attnsim.workflows.run
 
     monkeypatch.setattr(attnsim.workflows.run, "prepare", lambda cfg: cfg)
-    monkeypatch.setattr(attnsim.workflows.run, "execute", lambda prepared: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE, rank=0))
+    monkeypatch.setattr(attnsim.workflows.run, "execute", lambda prepared, **kwargs: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE, rank=0))
     assert main(["run", "csm"]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:5000/#/experiments/7/runs/{RUN_ID}{CLASSIC}"]
 
