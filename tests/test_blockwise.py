@@ -220,6 +220,31 @@ def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_canno
     assert choose_capture_path("auto", 256, 512, text, True, high_rule="zscore") == "dense"
 
 
+def test_findings_without_a_blockwise_form_run_dense_under_auto_and_are_refused_under_blockwise(tiny_bert, tmp_path):
+    """rollout, attention_maps, induction (no blockwise form): auto keeps them on the dense path at any length; an
+    explicit capture.path=blockwise is refused before any model loads or store opens, naming them."""
+    from types import SimpleNamespace
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.load import ModelInfo, choose_capture_path
+    from attnsim.errors import ConfigError
+    from attnsim.findings.registry import FINDINGS
+    from attnsim.workflows.run import run, without_blockwise
+
+    paper = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
+    assert without_blockwise([FINDINGS[name] for name in paper]) == []
+    assert without_blockwise([FINDINGS[name] for name in ("csm", "rollout", "attention_maps", "induction")]) == ["rollout", "attention_maps", "induction"]
+    text = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="llama"))
+    assert choose_capture_path("auto", 4096, 512, text, True, without_blockwise=["induction"]) == "dense"
+    with pytest.raises(ConfigError, match=r"capture.path=blockwise: the finding\(s\) rollout have no blockwise form"):
+        choose_capture_path("blockwise", 64, 512, text, True, without_blockwise=["rollout"])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for experiment in ("rollout", "attention_maps", "induction"):
+        with pytest.raises(ConfigError, match=f"the finding\\(s\\) {experiment} have no blockwise form"):
+            run(experiment, [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "corpus.repeat_length=10", "capture.path=blockwise", f"tracking.uri={uri}"] if experiment == "induction" else [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "capture.path=blockwise", f"tracking.uri={uri}"])
+    assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
+
+
 def test_blockwise_run_is_tagged_with_its_path(tiny_bert, tracking_uri):
     """An end-to-end `attnsim run` on the blockwise path: FINISHED, tagged attnsim.capture_path=blockwise and the
     recording SDPA implementation; its CSM mean equals the dense run's."""

@@ -6,7 +6,7 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -196,15 +196,19 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     return model, tags
 
 
-def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction") -> str:
+def choose_capture_path(
+    requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction", without_blockwise: Sequence[str] = ()
+) -> str:
     """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
 
     ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
-    (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images and gradient findings
-    always use ``dense``.
+    (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images, gradient findings and
+    findings without a blockwise form (``without_blockwise``: their names) always use ``dense`` (a long
+    window then needs its T x T maps: logged as a warning).
 
     Raises:
-        ConfigError: ``blockwise`` was asked for images or a finding that needs gradients, or would be used
+        ConfigError: ``blockwise`` was asked for images, a finding that needs gradients or a finding of
+            ``without_blockwise``, or would be used
             with ``stats.high_rule=zscore`` (the blockwise path selects by the top-fraction rule only).
         ModelError: ``blockwise`` with attention findings on a model whose scores the recomputation
             cannot reproduce (soft-capping, ALiBi, a relative position bias).
@@ -225,10 +229,22 @@ def choose_capture_path(requested: str, seq_len: int, blockwise_above: int, info
     if requested == "auto":
         if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
             return "dense"
+        if without_blockwise:
+            log.warning(
+                "windows of %d tokens would use the blockwise path, but %s %s no blockwise form: the dense path (T x T maps) runs instead",
+                seq_len, ", ".join(without_blockwise), "has" if len(without_blockwise) == 1 else "have",
+            )
+            return "dense"
     elif info.arch.vision or needs_gradients:
         raise ConfigError(
             "capture.path=blockwise works on text windows without gradient findings (images and gradient maps need the dense path). "
             "Set capture.path=dense or auto."
+        )
+    elif without_blockwise:
+        raise ConfigError(
+            f"capture.path=blockwise: the finding(s) {', '.join(without_blockwise)} have no blockwise form (the blockwise path serves the "
+            "`paper` findings: csm, distance, sentences, anchors, repetition, attention_regions, separators, noise). "
+            "Set capture.path=auto or dense, or run those findings apart."
         )
     if high_rule == "zscore":
         raise ConfigError(

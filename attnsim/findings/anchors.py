@@ -23,6 +23,7 @@ class AnchorsFinding(Finding):
     """Anchor share, each head's top anchor tokens and their consistency, distinct anchors per layer."""
 
     name = "anchors"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "anchor token of high-CSM pairs per head: share, most frequent anchors, consistency, distinct anchors per layer"
     statistics = SCALARS
     needs_attention = False

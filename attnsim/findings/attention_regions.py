@@ -22,6 +22,7 @@ class AttentionRegionsFinding(Finding):
     """Jaccard overlap of high-attention and high-CSM pairs, CSM inside and outside the region."""
 
     name = "attention_regions"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "high-attention pairs vs high-CSM pairs: Jaccard overlap vs chance, mean CSM inside/outside the region"
     statistics = SCALARS
     needs_attention = True

@@ -58,6 +58,8 @@ class Finding(pl.Callback):
     needs_attention: bool = False
     # True: predict runs the gradient capture (a classifier, gradients of the target logit)
     needs_gradients: bool = False
+    # True: every statistic also has a blockwise form (stats/pairs/blocks.py, capture.path=blockwise)
+    blockwise: bool = False
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, context: Optional[FindingContext] = None):
         """

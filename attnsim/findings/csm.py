@@ -18,6 +18,7 @@ class CSMFinding(Finding):
     """
 
     name = "csm"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "CSM mean and std, corpus-mean matrix, distance profile"
     statistics = SCALARS
     needs_attention = False

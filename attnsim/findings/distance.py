@@ -17,6 +17,7 @@ class DistanceFinding(Finding):
     """Mean distance, short- and long-range shares and spread of high-CSM pairs, each beside chance."""
 
     name = "distance"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "distance of high-CSM pairs: mean, short/long-range shares, spread, profile over chance"
     statistics = SCALARS
     needs_attention = False

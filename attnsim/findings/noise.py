@@ -17,6 +17,7 @@ class NoiseFinding(Finding):
     """Shares of high-CSM pairs explained by short distance, same sentence, identical tokens, high attention, and by none."""
 
     name = "noise"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "signal and noise: share of high-CSM pairs explained by distance, sentence, identity, attention, or by none"
     statistics = SCALARS
     needs_attention = True

@@ -17,6 +17,7 @@ class RepetitionFinding(Finding):
     """Share of identical-token pairs that are high pairs, at any and at long distance, and the CSM ratio."""
 
     name = "repetition"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "identical-token pairs: share that are high-CSM pairs (any and long distance) vs chance, CSM ratio"
     statistics = SCALARS
     needs_attention = False

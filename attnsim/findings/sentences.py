@@ -17,6 +17,7 @@ class SentencesFinding(Finding):
     """Same-sentence share of high-CSM pairs beside chance, distance-matched chance and boundary contrast."""
 
     name = "sentences"
+    blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "same-sentence share of high-CSM pairs vs chance, preference, boundary contrast, within-sentence spread"
     statistics = SCALARS
     needs_attention = False

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -135,7 +135,10 @@ def prepare(cfg: DictConfig) -> Prepared:
     start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
-    choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types), any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule)
+    choose_capture_path(
+        cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types),
+        any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule, without_blockwise(finding_types),
+    )
     c = cfg.corpus
     intervention = interventions.is_intervention(finding_types)
     if intervention:
@@ -168,6 +171,11 @@ def prepare(cfg: DictConfig) -> Prepared:
         corpus = setup.pairs if setup.pairs is not None else corpus
     timings = {Stage.WINDOWS.value: windows - start + time.perf_counter() - tracked, Stage.TRACKER.value: tracked - windows}
     return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup, timings)
+
+
+def without_blockwise(findings: Sequence[Any]) -> List[str]:
+    """Names of the findings (classes or instances) that have no blockwise form (``Finding.blockwise`` false)."""
+    return [f.name for f in findings if not getattr(f, "blockwise", False)]
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -238,7 +246,7 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
         module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
     else:
-        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule)
+        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule, without_blockwise=without_blockwise(findings))
         if path in ("blockwise", "recomputed"):  # SDPA; queries and keys recorded when a finding reads attention
             from attnsim.capture.queries import register
 
