@@ -109,3 +109,35 @@ def test_bad_intervention_input_is_refused_before_the_model_loads(checkpoint, ti
         prepare(load_config("ablation", base + [f"model.path={tiny_bert}", "interventions.heads=[[5, 0]]"], known_findings=FINDINGS))
     with pytest.raises(ConfigError, match="Missing value for config key 'interventions.pairs'"):
         prepare(load_config("patching", base + [f"model.path={path}", "interventions.pairs=null"], known_findings=FINDINGS))
+
+
+def test_select_and_resample_inputs_that_cannot_work_are_refused_before_the_model_loads(tiny_bert, tmp_path):
+    """A top set of every head (random sets of its size are that set), a select run that did not finish or measured
+    another model family, and resample ablation of a single window: each a ConfigError from prepare (no weights)."""
+    from mlflow import MlflowClient
+
+    from attnsim.config import load_config
+    from attnsim.findings.registry import FINDINGS
+    from attnsim.keys import Tag
+    from attnsim.workflows.run import prepare
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("earlier")
+    failed = client.create_run(experiment, tags={Tag.MODEL_TYPE.value: "bert"}).info.run_id
+    client.set_terminated(failed, "FAILED")
+    other = client.create_run(experiment, tags={Tag.MODEL_TYPE.value: "gpt2", Tag.MODEL.value: "tiny-gpt2"}).info.run_id
+    client.set_terminated(other, "FINISHED")
+    base = [f"tracking.uri={uri}", "corpus.seq_len=32", "corpus.limit=4", f"model.path={tiny_bert}"]
+
+    def prepared(*overrides):
+        return prepare(load_config("ablation", base + list(overrides), known_findings=FINDINGS))
+
+    with pytest.raises(ConfigError, match=r"'interventions.select.top' is 8, but the model has 2 x 4 = 8 heads"):
+        prepared(f"interventions.select={{run: {other}, metric: csm/mean, top: 8}}")
+    with pytest.raises(ConfigError, match=f"'{failed}', a run that is FAILED, not FINISHED"):
+        prepared(f"interventions.select={{run: {failed}, metric: csm/mean}}")
+    with pytest.raises(ConfigError, match=r"a run of a gpt2 model \(tiny-gpt2\), but this run ablates a bert model"):
+        prepared(f"interventions.select={{run: {other}, metric: csm/mean}}")
+    with pytest.raises(ConfigError, match="interventions.mode=resample takes each window's Z from another window, but the corpus has 1 window"):
+        prepared("interventions.mode=resample", "corpus.limit=1", "interventions.heads=[[0, 0]]")

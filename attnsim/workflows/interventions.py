@@ -82,7 +82,7 @@ def validation_documents(cfg: Any, documents: List[Any]) -> List[Any]:
     return split_documents(documents, cfg.trainer.val_fraction, cfg.seed)[1]
 
 
-def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int) -> Tuple[List[Head], Optional[str], Any]:
+def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int, model_type: Optional[str] = None) -> Tuple[List[Head], Optional[str], Any]:
     """The top heads of ``interventions.select`` and the statistic they were ranked by.
 
     The statistic is read from the earlier run's heads table ``tables/<finding>_heads.csv``.
@@ -92,7 +92,9 @@ def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int) -> Tuple
 
     Raises:
         TrackingError: the run does not exist in the tracking store.
-        ConfigError: the run has no such statistic, or it was measured on a model of another shape.
+        ConfigError: the run did not finish, has no such statistic, was measured on a model of another shape or
+        (``model_type`` given) of another family (a fine-tuned checkpoint of the same model is fine), or ``select.top`` is not fewer than the model's heads (random sets
+        of that size would all be the same set).
     """
     import torch
 
@@ -102,16 +104,30 @@ def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int) -> Tuple
     select = cfg.interventions.select
     if not select.run:
         return [], None, None
+    if select.top >= n_layers * n_heads:
+        raise ConfigError(
+            f"Config key 'interventions.select.top' is {select.top}, but the model has {n_layers} x {n_heads} = {n_layers * n_heads} heads: the top set would hold every head "
+            f"and random sets of its size would all be that set. Give fewer than {n_layers * n_heads} heads, e.g. 5."
+        )
     try:
-        tracker.client.get_run(select.run)
+        earlier = tracker.client.get_run(select.run)
     except Exception as exc:  # noqa: BLE001 - MLflow raises its own types for a missing run
         raise TrackingError(f"Config key 'interventions.select.run' is '{select.run}', which is not a run in the tracking store {tracker.uri}. Give the id of the measurement run whose statistic selects the heads (`attnsim run repetition` prints it).") from exc
+    if earlier.info.status != "FINISHED":
+        raise ConfigError(f"Config key 'interventions.select.run' is '{select.run}', a run that is {earlier.info.status}, not FINISHED: its statistics are incomplete. Give a finished run of this model.")
+    measured = earlier.data.tags.get(Tag.MODEL_TYPE.value)
+    if model_type is not None and measured is not None and measured != str(model_type):
+        raise ConfigError(
+            f"Config key 'interventions.select.run' is '{select.run}', a run of a {measured} model ({earlier.data.tags.get(Tag.MODEL.value, '?')}), but this run ablates a "
+            f"{model_type} model: another model's statistic does not single out this model's heads. Give a run of the same model (or of the checkpoint it was fine-tuned from)."
+        )
     name = str(select.metric)
     finding, _, stat = name.partition("/")
     table = download_head_table(tracker.client, select.run, finding)
     if table is None or stat not in table:
         have = [c for c in table.columns if c not in ("layer", "head")] if table is not None else []
-        raise ConfigError(f"Config key 'interventions.select.metric' is '{name}', but run {select.run} has no such per-head statistic (its {finding} heads table has: {', '.join(have) or 'none'}). Give finding/statistic of that run, e.g. repetition/repetition_score.")
+        example = f"{finding}/{have[0]}" if have else "repetition/repetition_score"
+        raise ConfigError(f"Config key 'interventions.select.metric' is '{name}', but run {select.run} has no such per-head statistic (its {finding} heads table has: {', '.join(have) or 'none'}). Give finding/statistic of that run, e.g. {example}.")
     if int(table["layer"].max()) + 1 != n_layers or int(table["head"].max()) + 1 != n_heads:
         raise ConfigError(f"Run {select.run} measured a model of {int(table['layer'].max()) + 1} layers x {int(table['head'].max()) + 1} heads, but this model has {n_layers} x {n_heads}: its heads cannot select this model's heads. Name a run of the same model.")
     values = torch.full((n_layers, n_heads), float("nan"), dtype=torch.float64)
@@ -166,7 +182,9 @@ def prepare_interventions(cfg: Any, info: Any, tokenizer: Any, corpus: Any, trac
         raise ConfigError(f"Model '{info.name}' has a masked-LM head but its tokenizer has no mask token; the masked-token loss cannot be measured.")
     if kind == "classifier":
         setup.labels = window_labels(corpus.windows, info.config)
-    setup.top, setup.statistic_name, setup.statistic = selected_heads(cfg, tracker, info.n_layers, info.n_heads)
+    if str(cfg.interventions.mode) == "resample" and len(corpus) < 2:
+        raise ConfigError(f"interventions.mode=resample takes each window's Z from another window, but the corpus has {len(corpus)} window. Use more windows (corpus.limit), or interventions.mode=zero or mean.")
+    setup.top, setup.statistic_name, setup.statistic = selected_heads(cfg, tracker, info.n_layers, info.n_heads, info.model_type)
     from attnsim.findings.ablation import build_plan
     from attnsim.stats.interventions import TASK_METRICS
 
