@@ -80,7 +80,7 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{p}:{lineno} is not valid JSON ({exc.msg} at column {exc.colno}). Each line of a translation corpus must be one JSON object with 'source' and 'target' fields.") from exc
+            raise CorpusError(f"{p}:{lineno} is not valid JSON ({exc.msg}, column {exc.colno}). Each line of a translation corpus must be one JSON object with 'source' and 'target' fields.") from exc
         missing = [name for name in FIELDS if not isinstance(record, dict) or name not in record]
         if missing:
             found = list(record) if isinstance(record, dict) else type(record).__name__
