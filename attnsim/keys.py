@@ -123,6 +123,7 @@ class Tag(StrEnum):
     # how the run ended
     KIND = "attnsim.kind"  # a RunKind; absent on measurement runs made before it existed
     PARTIAL = "attnsim.partial"
+    SKIPPED_NONFINITE = "attnsim.skipped_nonfinite"  # the metric keys whose values were NaN/inf (never logged), comma-separated
     FAILED_FINDINGS = "attnsim.failed_findings"
     ERROR = "attnsim.error"
     PREVIOUS_ERROR = "attnsim.previous_error"

@@ -119,6 +119,7 @@ def test_nonfinite_values_skipped_warned_once_and_counted(tracking_uri, caplog):
             sink.log_metrics({"x/nan": float("nan")})
     run_ = tracker.client.get_run(sink.run_id)
     assert run_.data.metrics == {"x/ok": 1.5, "zz_run/skipped_nonfinite": 3.0}
+    assert run_.data.tags["attnsim.skipped_nonfinite"] == "x/inf,x/nan"  # which keys were undefined
     assert caplog.text.count("metric x/nan") == 1
 
 

@@ -15,7 +15,8 @@ string order (MLflow 3.17's ``extractChartSectionName`` and ``.sort()``), so
 but MLflow refuses it in a metric name.)
 
 Non-finite values never reach MLflow: they are skipped with one warning per
-key, and their number is logged as the metric ``zz_run/skipped_nonfinite``.
+key, their number is logged as the metric ``zz_run/skipped_nonfinite`` and their keys as the tag
+``attnsim.skipped_nonfinite`` (comma-separated; shortened with a marker past 8,000 characters).
 
 Params and tags (:func:`fit_value`, :func:`check_key`): a value longer than
 MLflow's limit (6,000 characters for a param, 8,000 for a tag) is shortened
@@ -297,6 +298,8 @@ class RunSink:
             self.flush()
             if self.skipped_nonfinite:
                 self.client.log_metric(self.run_id, run_key("skipped_nonfinite"), float(self.skipped_nonfinite), step=self.step)
+                # which keys: "undefined" (NaN: e.g. no pair of that kind) is then told apart from "not computed"
+                self.set_tags({Tag.SKIPPED_NONFINITE.value: ",".join(sorted(self._warned))})
         finally:
             self.client.set_terminated(self.run_id, status)
             self.ended = status
