@@ -32,9 +32,8 @@ import torch.nn as nn
 
 from attnsim.capture.architectures import Architecture, layer_modules
 from attnsim.capture.hooks import _projection_input, capture_heads
-from attnsim.capture.load import BUILD, ModelInfo
+from attnsim.capture.load import ModelInfo, load_model
 from attnsim.errors import ModelError
-from attnsim.keys import Tag
 
 Head = Tuple[int, int]
 
@@ -77,19 +76,8 @@ def load_task_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, at
         "causal_lm": transformers.AutoModelForCausalLM,
         "encoder": transformers.AutoModel,
     }[kind]
-    impl = "sdpa" if attn_implementation == "auto" else attn_implementation
-    torch_dtype = getattr(torch, dtype)
-    try:
-        if init == "random" or info.path == BUILD:
-            with torch.random.fork_rng():
-                torch.manual_seed(seed)
-                model = auto.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
-        else:
-            model = auto.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"Could not load '{info.name}' with its {kind} head: {str(exc).splitlines()[0]}") from exc
-    model.eval()
-    tags = {Tag.MODEL_INIT.value: "random" if info.path == BUILD else init, Tag.ATTN_IMPLEMENTATION.value: str(getattr(model.config, "_attn_implementation", impl))}
+    # auto: SDPA (no attention probabilities are read; Z is captured before W_O under any implementation)
+    model, tags = load_model(info, init, seed, attn_implementation, needs_attention=False, dtype=dtype, auto_class=auto)
     return model, kind, tags
 
 

@@ -156,7 +156,9 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     return tokenizer
 
 
-def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", needs_attention: bool = True, dtype: str = "float32") -> Tuple[torch.nn.Module, Dict[str, str]]:
+def load_model(
+    info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", needs_attention: bool = True, dtype: str = "float32", auto_class: Any = None
+) -> Tuple[torch.nn.Module, Dict[str, str]]:
     """Load the model in eval mode; return it and tags describing how it was loaded.
 
     ``init=random`` builds the same architecture with weights drawn from the
@@ -165,13 +167,15 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
     eager when they are needed, with a log line and the tag
     ``attnsim.attn_implementation_switched``. ``auto`` picks eager when
     probabilities are needed and SDPA (faster; per-head outputs are captured
-    before W_O either way) when they are not.
+    before W_O either way) when they are not. ``auto_class`` (default ``AutoModel``, the base model) loads
+    another head of the same checkpoint, e.g. ``AutoModelForCausalLM`` (interventions' task metrics).
 
     Raises:
         ModelError: the weights cannot be loaded.
     """
     from transformers import AutoModel
 
+    auto = AutoModel if auto_class is None else auto_class  # e.g. AutoModelForCausalLM: the model with its own head
     tags: Dict[str, str] = {}
     impl = attn_implementation
     if impl == "auto":
@@ -185,9 +189,9 @@ def load_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_im
         if init == "random" or info.path == BUILD:  # a built model has no weights to load
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
-                model = AutoModel.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
+                model = auto.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
         else:
-            model = AutoModel.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True)
+            model = auto.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
     model.eval()

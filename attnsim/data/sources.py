@@ -20,7 +20,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from attnsim.errors import CorpusError
 
@@ -283,6 +283,22 @@ def text_documents(path: Path, encoding: Optional[str] = None) -> Iterator[Docum
             raise CorpusError(f"Every .txt file under {path} ({len(files)}) {_BINARY_HINT}. Give text files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le).")
 
 
+def jsonl_records(path: Path, text: str, what: str) -> Iterator[Tuple[int, Any]]:
+    """``(line number, parsed JSON value)`` of each non-blank line of ``text`` (read from ``path``), universal newlines.
+
+    Raises:
+        CorpusError: a line is not valid JSON, naming the file, line and column; ``what`` ends the message
+        (what each line must hold).
+    """
+    for lineno, line in enumerate(io.StringIO(text, newline=None), 1):  # as a file opened in text mode
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg}, column {exc.colno}). {what}") from exc
+
+
 def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None) -> Iterator[Document]:
     """JSON Lines: one object per line, text under ``text_field``; blank lines skipped.
 
@@ -297,14 +313,7 @@ def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None)
     except BinaryFile:
         raise CorpusError(f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a JSON Lines text file (set corpus.encoding for UTF-16/32 without a byte-order mark).") from None
     _report([(path.name, decoded)], f"'{path}'")
-    # universal newlines, as a file opened in text mode
-    for lineno, line in enumerate(io.StringIO(decoded.text, newline=None), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{lineno} is not valid JSON ({exc.msg} at column {exc.colno}). Each line of a JSON Lines corpus must be one JSON object.") from exc
+    for lineno, record in jsonl_records(path, decoded.text, "Each line of a JSON Lines corpus must be one JSON object."):
         if not isinstance(record, dict) or text_field not in record:
             keys = list(record) if isinstance(record, dict) else type(record).__name__
             raise CorpusError(f"{path}:{lineno} has no field '{text_field}' (found {keys}). Set corpus.text_field to the field holding the text.")

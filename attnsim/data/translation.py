@@ -18,8 +18,6 @@ are measured.
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import random
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from attnsim.data.module import shard_sampler
-from attnsim.data.sources import BinaryFile, _read, check_encoding, clean_text
+from attnsim.data.sources import BinaryFile, _read, check_encoding, clean_text, jsonl_records
 from attnsim.data.windows import text_span, token_labels
 from attnsim.errors import CorpusError
 
@@ -74,13 +72,7 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
     except BinaryFile:
         raise CorpusError(f"Corpus file '{p}' holds binary data, not text. Point corpus.path at a JSON Lines file of sentence pairs.") from None
     pairs = []
-    for lineno, line in enumerate(io.StringIO(decoded.text, newline=None), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{p}:{lineno} is not valid JSON ({exc.msg}, column {exc.colno}). Each line of a translation corpus must be one JSON object with 'source' and 'target' fields.") from exc
+    for lineno, record in jsonl_records(p, decoded.text, "Each line of a translation corpus must be one JSON object with 'source' and 'target' fields."):
         missing = [name for name in FIELDS if not isinstance(record, dict) or name not in record]
         if missing:
             found = list(record) if isinstance(record, dict) else type(record).__name__

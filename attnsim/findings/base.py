@@ -187,37 +187,13 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
             if kind not in kinds:  # a reducer shared by two findings runs once
                 kinds.append(kind)
     s = stats_cfg
+    settings = dict(top_fraction=s.top_fraction, high_rule=s.high_rule, zscore=s.zscore, include_special=s.include_special, normalise=s.normalise, reducers=tuple(kinds))
     if capture_path == "recomputed":
         from attnsim.stats.pairs.fused import RecomputedPairView
 
-        return functools.partial(
-            RecomputedPairView.from_capture,
-            top_fraction=s.top_fraction,
-            high_rule=s.high_rule,
-            zscore=s.zscore,
-            include_special=s.include_special,
-            normalise=s.normalise,
-            reducers=tuple(kinds),
-        )
+        return functools.partial(RecomputedPairView.from_capture, **settings)
     if capture_path == "blockwise":
         from attnsim.stats.pairs.blocks import BlockPairView
 
-        return functools.partial(
-            BlockPairView.from_capture,
-            top_fraction=s.top_fraction,
-            high_rule=s.high_rule,
-            zscore=s.zscore,
-            include_special=s.include_special,
-            normalise=s.normalise,
-            reducers=tuple(kinds),
-            block_rows=block_rows,
-        )
-    return functools.partial(
-        PairView.from_capture,
-        top_fraction=s.top_fraction,
-        high_rule=s.high_rule,
-        zscore=s.zscore,
-        include_special=s.include_special,
-        normalise=s.normalise,
-        reducers=tuple(kinds),
-    )
+        return functools.partial(BlockPairView.from_capture, **settings, block_rows=block_rows)
+    return functools.partial(PairView.from_capture, **settings)
