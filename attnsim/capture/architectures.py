@@ -59,6 +59,7 @@ class Architecture:
     # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
     # the transpose of nn.Linear's; read it through projection_weight
     conv1d: bool = False
+    seq2seq: bool = False  # an encoder–decoder (Seq2SeqArchitecture) sets it: its own capture path
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
@@ -178,7 +179,8 @@ class Seq2SeqArchitecture:
             each is ``Linear(H*d_head, d_model)`` whose input is the heads' outputs Z concatenated.
         scaled: whether scores are divided by √d_head (BART, Marian); T5 does not scale and adds a
             learned relative position bias instead (documentation only: Z is read before W_O either way).
-        seq2seq, vision: markers read by the workflows (an encoder–decoder takes token ids, not images).
+        seq2seq, vision, causal: markers read by the workflows (an encoder–decoder takes token ids, not images,
+            and is not a decoder-only causal model).
     """
 
     encoder_layers: str
@@ -190,6 +192,7 @@ class Seq2SeqArchitecture:
     seq2seq: bool = True
     vision: bool = False
     interpolation: str = "none"
+    causal: bool = False  # not decoder-only (its decoder self-attention is causal; read by attnsim.capture.seq2seq)
 
 
 _BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")

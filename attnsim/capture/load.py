@@ -40,7 +40,7 @@ class ModelInfo:
     @property
     def causal(self) -> bool:
         """Whether the model is a decoder-only (causal) language model (:attr:`Architecture.causal`)."""
-        return bool(getattr(self.arch, "causal", False))  # an encoder–decoder (Seq2SeqArchitecture) is not decoder-only
+        return self.arch.causal
 
 
 def model_shape(config) -> Tuple[int, int, int, int, Optional[int]]:  # noqa: ANN001 - a transformers config
@@ -115,7 +115,7 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
         ) from exc
     arch = architecture_for(config.model_type)
     n_layers, n_heads, d_head, d_model, n_kv = model_shape(config)
-    if getattr(arch, "seq2seq", False):  # encoder–decoder: the decoder's layers and heads (attnsim.capture.seq2seq)
+    if arch.seq2seq:  # encoder–decoder: the decoder's layers and heads (attnsim.capture.seq2seq)
         from attnsim.capture.seq2seq import decoder_shape
 
         n_layers, n_heads, d_head = decoder_shape(config)

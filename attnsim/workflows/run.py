@@ -227,7 +227,7 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         ConfigError: ``maps.target_class`` is not a class of the classifier.
     """
     cfg, info = prepared.cfg, prepared.info
-    if getattr(info.arch, "seq2seq", False):  # encoder–decoder: teacher-forced capture of three attention blocks
+    if info.arch.seq2seq:  # encoder–decoder: teacher-forced capture of three attention blocks
         module, model_tags = build_seq2seq_module(info, cfg, findings)
         return module, model_tags, False
     if prepared.interventions is not None:  # ablation / patching: the model with its head, several passes per batch
@@ -431,7 +431,7 @@ def execute(
     setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
-    seq2seq = bool(getattr(prepared.info.arch, "seq2seq", False))  # its findings keep their own example pairs
+    seq2seq = prepared.info.arch.seq2seq  # its findings keep their own example pairs
     # intervention runs draw no example windows (their batches are not the capture's)
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer, cfg.plots.max_tokens) if cfg.plots.examples and not seq2seq and prepared.interventions is None else None
     # the Trainer comes first, so that the process's rank and the shards are known before the model loads

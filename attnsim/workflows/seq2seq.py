@@ -19,7 +19,7 @@ def is_seq2seq(info: Any, cfg: Any, finding_types: Sequence[type]) -> bool:
         ConfigError: an encoder–decoder model without ``corpus.source=translation``, a translation corpus with
         a model that is not one, or findings of one kind run on the other (each message names the fix).
     """
-    model = bool(getattr(info.arch, "seq2seq", False))
+    model = info.arch.seq2seq
     corpus = cfg.corpus.source == "translation"
     pair_findings = [k.name for k in finding_types if getattr(k, "seq2seq", False)]
     other_findings = [k.name for k in finding_types if not getattr(k, "seq2seq", False)]
