@@ -318,3 +318,33 @@ def test_binary_files_are_refused_or_skipped(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         docs = read_documents("text", str(folder))
     assert [d.doc_id for d in docs] == ["b.txt"] and "skipped 1 .txt file(s)" in caplog.text
+
+
+def test_a_dataset_created_by_another_run_meanwhile_is_linked_on_the_second_attempt():
+    """MLflow's SQL store fails the later of two simultaneous inserts of one dataset (unique key: an IntegrityError
+    wrapped in MlflowException); the sink logs the inputs once more. Any other error is raised at once."""
+    import sqlalchemy
+    from mlflow.exceptions import MlflowException
+
+    from attnsim.tracking.sink import RunSink
+
+    class Client:
+        def __init__(self, errors):
+            self.errors, self.calls = list(errors), 0
+
+        def log_inputs(self, run_id, inputs):  # noqa: ANN001
+            self.calls += 1
+            if self.errors:
+                error = self.errors.pop(0)
+                try:
+                    raise error
+                except Exception as cause:  # noqa: BLE001
+                    raise MlflowException(str(cause)) from cause
+
+    race = Client([sqlalchemy.exc.IntegrityError("INSERT INTO datasets", {}, Exception("UNIQUE constraint failed"))])
+    RunSink(race, "r1").log_inputs(["a dataset"])
+    assert race.calls == 2
+    other = Client([ValueError("disk full")])
+    with pytest.raises(MlflowException, match="disk full"):
+        RunSink(other, "r1").log_inputs(["a dataset"])
+    assert other.calls == 1

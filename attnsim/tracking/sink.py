@@ -37,7 +37,7 @@ import logging
 import math
 import re
 import time
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from attnsim.errors import TrackingError
 from attnsim.keys import Tag
@@ -195,6 +195,28 @@ class RunSink:
         items = [RunTag(k, v) for k, v in fit_tags(tags).items()]
         for i in range(0, len(items), _PARAM_BATCH):
             self.client.log_batch(self.run_id, tags=items[i : i + _PARAM_BATCH], synchronous=True)
+
+    def log_inputs(self, inputs: List[Any]) -> None:
+        """Log MLflow ``DatasetInput`` records, once more if another process created the same dataset meanwhile.
+
+        MLflow's SQL store looks a dataset (experiment, name, digest) up and inserts it if missing, in one
+        transaction that is rolled back on failure; two runs of one corpus started together can both miss
+        it, and the later insert then fails on the table's unique key. The second attempt finds the
+        dataset and only links it to this run.
+
+        Raises:
+            MlflowException: any other failure, or the same one twice.
+        """
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.log_inputs(self.run_id, inputs)
+        except MlflowException as exc:
+            cause = exc.__cause__
+            if cause is None or type(cause).__name__ != "IntegrityError":  # sqlalchemy.exc.IntegrityError, not imported here
+                raise
+            log.info("dataset already created by another run; linking it to this run")
+            self.client.log_inputs(self.run_id, inputs)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)

@@ -183,4 +183,4 @@ def log_datasets(sink: Any, inputs: Sequence[DatasetInput]) -> None:
         profile = json.dumps({"windows": len(corpus), "seq_len": corpus.seq_len, "documents_used": corpus.documents_used})
         dataset = Dataset(name=item.name, digest=corpus.content_hash[:32], source_type="local", source=item.source, profile=profile)
         records.append(MlflowInput(dataset, [InputTag("mlflow.data.context", item.context)]))
-    sink.client.log_inputs(sink.run_id, records)
+    sink.log_inputs(records)  # tolerates another process creating the same dataset at the same time
