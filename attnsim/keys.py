@@ -119,6 +119,7 @@ class Tag(StrEnum):
     CLASSIFIER_HEAD = "attnsim.classifier_head"
     NUM_LABELS = "attnsim.num_labels"
     TARGET_CLASS = "attnsim.target_class"
+    STATISTICS_PATH = "attnsim.statistics_path"  # compiled (numba top-k kernel, float32 CSM with certified high pairs) or fallback (NumPy partition, float64 CSM): the CPU statistics' path
     CAPTURE_PATH = "attnsim.capture_path"  # dense (T x T maps), blockwise (Q, K captured, attention recomputed by blocks) or recomputed (Q, K captured, dense view recomputing whole maps)
     # how the run ended
     KIND = "attnsim.kind"  # a RunKind; absent on measurement runs made before it existed

@@ -32,6 +32,7 @@ from attnsim.findings.registry import FINDINGS
 from attnsim.keys import RunKind, Stage, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
+from attnsim.stats.pairs.kernels import path_name as statistics_path
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key, run_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
@@ -255,6 +256,7 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
             model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
         model_tags[Tag.CAPTURE_PATH.value] = path
         module = make_capture_module(model, info, needs_attention, cfg, findings, path)
+    model_tags[Tag.STATISTICS_PATH.value] = statistics_path()
     if info.arch.vision:
         from attnsim.capture.vision import check_layout
 

@@ -33,12 +33,14 @@ PAIR_CLASSES = ("valid", "same", "cross", "identical", "other")
 """Columns of :func:`pair_classes` (and of :attr:`~attnsim.stats.pairs.PairView.pair_weights`)."""
 
 
-def context_similarity(z: torch.Tensor, normalise: str = "none") -> torch.Tensor:
+def context_similarity(z: torch.Tensor, normalise: str = "none", wide: bool = True) -> torch.Tensor:
     """Context Similarity Matrix (CSM) of per-head vectors (Halevi et al., arXiv:2512.21956).
 
     Args:
         z: (..., pos, d) per-head vectors (``z`` or ``result``), e.g. (layer, batch, head, T, d_head).
         normalise: ``none`` (dot products, units of z²) or ``cosine`` (divided by both norms, unitless).
+        wide: products in float64, rounded once (see :func:`similarity_rows`); False: in ``z``'s dtype
+            (float32: each value within :func:`product_error` of the float64 one).
 
     Returns:
         (..., pos, pos) with a zero diagonal.
@@ -46,7 +48,7 @@ def context_similarity(z: torch.Tensor, normalise: str = "none") -> torch.Tensor
     Raises:
         ValueError: ``normalise`` is neither ``none`` nor ``cosine``.
     """
-    csm = similarity_rows(z, z, normalise)  # (..., T, T)
+    csm = similarity_rows(z, z, normalise) if wide or normalise != "none" else z @ z.transpose(-1, -2)  # (..., T, T)
     csm.diagonal(dim1=-2, dim2=-1).zero_()
     return csm
 
@@ -75,6 +77,24 @@ def similarity_rows(rows: torch.Tensor, z: torch.Tensor, normalise: str = "none"
     elif normalise != "none":
         raise ValueError(f"normalise must be 'none' or 'cosine', not {normalise!r}")
     return csm.to(z.dtype)
+
+
+def product_error(z: torch.Tensor) -> torch.Tensor:
+    """A bound of how far a float32 CSM value can lie from the float64 one rounded to float32.
+
+    A float32 dot product of length d, in any summation order, is within ``d u / (1 - d u)`` of
+    ``sum_i |a_i b_i| <= |a| |b|`` of the exact value (u = 2^-24, Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., Sec. 3.1); the float64 product rounded to float32 is within ``u``
+    of ``|a| |b|`` of it. ``(d + 2) u max_i |z_i|²`` bounds both together for every pair of a head.
+
+    Args:
+        z: (..., T, d) per-head vectors of one window and head per leading index.
+
+    Returns:
+        (...) float32.
+    """
+    d = z.shape[-1]
+    return (d + 2) * 2.0**-24 * z.float().pow(2).sum(-1).amax(-1)
 
 
 def token_mask(attention_mask: torch.Tensor, special_mask: torch.Tensor, include_special: bool = True) -> torch.Tensor:

@@ -21,6 +21,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
+from attnsim.stats.pairs.kernels import compiled_top
+
 _EPS = 1e-12
 
 # Pair values are split into blocks of this many consecutive pairs for the top-k selection
@@ -209,6 +211,9 @@ def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Ten
             invalid pairs are never chosen while valid ones remain.
         sentinel: index written into the slots a window does not use (slots >= k[b]).
 
+    On a CPU the compiled kernel chooses (:func:`~attnsim.stats.pairs.kernels.compiled_top`), else
+    :func:`partition_top`, else :func:`exact_top`: the same pairs.
+
     Returns:
         (windows, ..., max(k)) int64 pair indices in ascending order; slots from k[b] on hold ``sentinel``
         (> every index). The order is canonical so that sums over the chosen pairs add in the same
@@ -218,6 +223,9 @@ def select_top(values: torch.Tensor, k: Sequence[int], valid: Optional[torch.Ten
         values = values.masked_fill(~valid, float("-inf"))
     k_top = max(k, default=0)
     if len(set(k)) <= 1:  # one k for the chunk (a chunk is one window on a CPU)
+        compiled = compiled_top(values, k_top)
+        if compiled is not None:
+            return compiled[0]
         fast = partition_top(values, k_top)
         return fast if fast is not None else exact_top(values, k_top).sort(-1).values
     counts = torch.tensor(list(k), device=values.device).view(-1, *[1] * (values.dim() - 1))

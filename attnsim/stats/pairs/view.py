@@ -56,9 +56,11 @@ from attnsim.stats.pairs.geometry import (
     pair_classes,
     pair_distance,
     pair_indices,
+    product_error,
     token_mask,
     valid_pairs,
 )
+from attnsim.stats.pairs.kernels import compiled_available, compiled_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -184,8 +186,29 @@ class _HighPairs(ChunkReducer):
             valid = view.pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
             self.parts.append(mask_index(zscore_pairs(chunk, valid, view.zscore), view.n_pairs))
             return
-        chosen = select_top(chunk, view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim()), view.n_pairs)
+        k, valid = view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim())
+        if view.narrow_csm:
+            chosen = self._certified(view, start, stop, chunk, k, valid)
+        else:
+            chosen = select_top(chunk, k, valid, view.n_pairs)
         self.selected[start:stop, ..., : chosen.shape[-1]] = chosen
+
+    def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
+        # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
+        # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
+        # exceeds every other one); rows without that margin, and chunks the kernel cannot take, are chosen
+        # again from the float64 CSM, so the high pairs are always those of the float64 CSM.
+        values = chunk.masked_fill(~valid, float("-inf")) if valid is not None else chunk
+        got = compiled_top(values, k[0]) if len(set(k)) == 1 else None
+        if got is None:
+            return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
+        index, kth, below = got
+        unsure = ~((kth - below) > 2 * view.csm_error)  # (c, L, H)
+        if unsure.any():
+            rows = view.wide_pair_values(start, stop, unsure)  # (R, P)
+            row_valid = valid.expand_as(chunk)[unsure] if valid is not None else None
+            index[unsure] = select_top(rows[:, None], k[:1], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
+        return index
 
     @property
     def index(self) -> torch.Tensor:
@@ -353,7 +376,7 @@ class PairView:
         heads = self.n_layers * self.n_heads
         for start, stop in self._chunks():
             if source == "csm":
-                chunk = self.pair_values(self._csm_chunk(start, stop))  # (c, L, H, P)
+                chunk = self.pair_values(self._csm_chunk(start, stop, wide=not self.narrow_csm))  # (c, L, H, P)
                 valid = self.valid_chunk(start, stop, chunk.dim())
                 if valid is not None:
                     chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
@@ -390,9 +413,26 @@ class PairView:
         """(batch, head, T, d) float32 per-head vectors of one layer."""
         return self._vector_layers[layer].float()
 
-    def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
-        # (c, L, H, T, T) float32 CSM of windows start..stop-1
-        return context_similarity(self._vector_chunk(start, stop), self.normalise)
+    def _csm_chunk(self, start: int, stop: int, wide: bool = True) -> torch.Tensor:
+        # (c, L, H, T, T) float32 CSM of windows start..stop-1; not wide: a float32 product, whose error
+        # bound per window and head the walk keeps in csm_error for the high pairs' certification
+        vectors = self._vector_chunk(start, stop)
+        if not wide:
+            self._walk_vectors, self.csm_error = vectors, product_error(vectors)  # (c, L, H, T, d), (c, L, H)
+        return context_similarity(vectors, self.normalise, wide)
+
+    def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1 in the running
+        CSM walk: (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
+        Invalid pairs are not masked."""
+        vectors = self._walk_vectors if rows is None else self._walk_vectors[rows]
+        return self.pair_values(context_similarity(vectors, self.normalise))
+
+    @cached_property
+    def narrow_csm(self) -> bool:
+        """Whether the CSM walk takes float32 products (CPU, compiled kernel available, top-fraction rule, no
+        normalisation), with the high pairs certified against the float64 CSM; else float64 products throughout."""
+        return not self.on_accelerator() and self.high_rule == "top_fraction" and self.normalise == "none" and compiled_available()
 
     def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
         # (c, L, H, T, T) float32 attention of windows start..stop-1

@@ -1,0 +1,188 @@
+"""The compiled top-k kernel (attnsim/stats/pairs/kernels.py) and the float32 CSM walk it certifies: the same
+high pairs as the fallback path (NumPy partition, float64 CSM), statistics within 1e-6 relative (issue 18)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from attnsim.stats.pairs import exact_top, kernels
+from attnsim.stats.pairs.geometry import product_error
+from tests.conftest import BUNDLED
+
+pytestmark = pytest.mark.skipif(not kernels.compiled_available(), reason="numba is not installed")
+
+PAPER = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
+
+
+def _kth_and_next(values: torch.Tensor, k: int):
+    ordered = values.sort(-1, descending=True).values
+    return ordered[..., k - 1], ordered[..., k]
+
+
+@pytest.mark.parametrize("n, k", [(8128, 163), (8128, 1), (8125, 162), (1000, 21), (997, 30), (50, 40), (13, 12), (2, 1)])
+def test_compiled_top_is_the_exact_rule(n, k):
+    generator = torch.Generator().manual_seed(11 * n + k)
+    values = torch.randn(3, 4, n, generator=generator)
+    values[..., ::3] = float("-inf")  # invalid entries rank last
+    values[0, 0] = torch.randint(0, 4, (n,), generator=generator).float()  # ties at the k-th value almost surely
+    k = max(1, min(k, int(torch.isfinite(values).sum(-1).min()) - 1))
+    index, kth, below = kernels.compiled_top(values, k)
+    assert index.shape == (3, 4, k) and index.dtype == torch.long
+    assert torch.equal(index, exact_top(values, k).sort(-1).values)  # the same positions, ascending, tie rule included
+    want_kth, want_next = _kth_and_next(values, k)
+    assert torch.equal(kth, want_kth)
+    assert bool((below >= want_next).all())  # an upper bound of the (k+1)-th value
+    tied = want_kth == want_next
+    assert torch.equal(below[tied], kth[tied])  # no margin where the k-th value ties
+
+
+def test_compiled_top_when_the_largest_values_miss_the_sample():
+    """Every large value sits between the sample's points: fewer than k reach the sample's threshold, and
+    every entry becomes a candidate (the exact rule still holds)."""
+    n, k = 4096, 80
+    values = torch.zeros(2, n)
+    positions = torch.arange(n)
+    off_sample = positions[positions % kernels.SAMPLE_STRIDE != 0][: 3 * k]
+    values[:, off_sample] = torch.linspace(1.0, 2.0, len(off_sample))
+    index, kth, _ = kernels.compiled_top(values, k)
+    assert torch.equal(index, exact_top(values, k).sort(-1).values)
+    assert torch.equal(kth, values.sort(-1, descending=True).values[:, k - 1])
+
+
+def test_compiled_top_leaves_nan_and_other_inputs_to_the_fallback():
+    with_nan = torch.randn(3, 100)
+    with_nan[1, 5] = float("nan")
+    assert kernels.compiled_top(with_nan, 10) is None
+    assert kernels.compiled_top(torch.randn(3, 100, dtype=torch.float64), 10) is None  # float32 only
+    assert kernels.compiled_top(torch.randn(3, 100), 0) is None and kernels.compiled_top(torch.randn(3, 100), 100) is None
+
+
+def test_disabled_by_the_environment(monkeypatch):
+    monkeypatch.setenv(kernels.DISABLE_ENV, "0")
+    assert not kernels.compiled_available() and kernels.path_name() == "fallback"
+    assert kernels.compiled_top(torch.randn(2, 50), 3) is None
+
+
+def test_missing_numba_warns_once_and_falls_back(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'numba'")
+
+    monkeypatch.setattr(kernels, "_state", {"kernel": None, "checked": False, "pool": None, "threads": 0})
+    monkeypatch.setattr(kernels, "_build", missing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not kernels.compiled_available()
+        assert not kernels.compiled_available()
+        assert kernels.compiled_top(torch.randn(2, 50), 3) is None
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "pip install numba" in messages[0]
+
+
+def test_product_error_bounds_the_float32_csm():
+    """Every float32 CSM value lies within the bound of the float64 value rounded to float32."""
+    generator = torch.Generator().manual_seed(3)
+    z = torch.randn(6, 128, 64, generator=generator) * torch.rand(6, 128, 1, generator=generator) * 30
+    narrow = z @ z.transpose(-1, -2)
+    wide = (z.double() @ z.double().transpose(-1, -2)).float()
+    bound = product_error(z)  # (6,)
+    assert bool(((narrow - wide).abs().amax((-1, -2)) <= bound).all())
+    assert float(bound[0]) == pytest.approx(66 * 2.0**-24 * float(z[0].pow(2).sum(-1).max()))
+
+
+# -- the two paths on real windows -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_batch():
+    """MiniLM's per-head outputs and attention of 6 BBC windows of 128 tokens (the last one padded)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.hooks import BatchCapture, forward_with_capture
+    from attnsim.data.module import collate_windows
+    from attnsim.data.sources import read_documents
+    from attnsim.data.windows import build_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
+    model = AutoModel.from_pretrained(BUNDLED, attn_implementation="eager").eval()
+    corpus = build_corpus(read_documents("bbc")[:12], tokenizer, 128, limit=6, shuffle=False)
+    batch = collate_windows(list(enumerate(corpus.windows)), corpus.unk_token_id)
+    batch["attention_mask"][-1, 100:] = 0  # a padded window: invalid pairs enter the selection as -inf
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    with torch.no_grad():
+        raw = forward_with_capture(model, architecture_for("bert"), model.config.num_attention_heads, inputs, attention=True)[1]
+    return tokenizer, batch, BatchCapture(tuple(raw.z_layers), tuple(raw.attention_layers), "z")
+
+
+def _fold(minilm_batch, monkeypatch, compiled: bool):
+    from omegaconf import OmegaConf
+
+    from attnsim.config import StatsConfig
+    from attnsim.findings.base import FindingContext, view_factory
+    from attnsim.findings.registry import FINDINGS
+
+    monkeypatch.setenv(kernels.DISABLE_ENV, "1" if compiled else "0")
+    tokenizer, batch, capture = minilm_batch
+    stats = OmegaConf.structured(StatsConfig)
+    context = FindingContext(tokenizer=tokenizer, vocab_size=len(tokenizer))
+    findings = [FINDINGS[name](6, 12, 128, stats, context) for name in PAPER]
+    view = view_factory(findings, stats)(capture, batch)
+    assert view.narrow_csm is compiled
+    for finding in findings:
+        finding.update(view)
+        assert finding.error is None, (finding.name, finding.error)
+    return findings, view.high_index.clone(), view.attention_index.clone()
+
+
+def _compare(a_findings, b_findings, rtol: float):
+    compared = 0
+    for a, b in zip(a_findings, b_findings):
+        for key, acc in a.accumulators.items():
+            want, got = acc.compute(), b.accumulators[key].compute()
+            for name, value in want.items():
+                other = got[name]
+                if value.is_floating_point():
+                    scale = value.abs().nan_to_num(0).max().clamp_min(1e-30)
+                    torch.testing.assert_close(other.double(), value.double(), rtol=rtol, atol=rtol * float(scale), equal_nan=True, msg=f"{a.name}/{name}")
+                else:
+                    assert torch.equal(other, value), (a.name, name)
+                compared += 1
+    return compared
+
+
+def test_compiled_and_fallback_paths_agree(minilm_batch, monkeypatch):
+    """The same high-CSM and high-attention pairs, every `paper` statistic within 1e-6 relative."""
+    fallback, fallback_high, fallback_attention = _fold(minilm_batch, monkeypatch, compiled=False)
+    compiled, compiled_high, compiled_attention = _fold(minilm_batch, monkeypatch, compiled=True)
+    assert torch.equal(compiled_high, fallback_high)
+    assert torch.equal(compiled_attention, fallback_attention)
+    assert _compare(fallback, compiled, 1e-6) >= 57
+
+
+def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_batch, monkeypatch):
+    """With an error bound too large for any row to be certified, every row is chosen again from the float64
+    CSM: still the fallback's pairs. Ties (two identical heads' vectors duplicated within a window) too."""
+    from attnsim.stats.pairs import view as view_module
+
+    tokenizer, batch, capture = minilm_batch
+    z = [layer.clone() for layer in capture.vectors]
+    z[2][:, 3, 60:90] = z[2][:, 3, 20:50]  # repeated vectors: CSM values tie exactly at many pairs
+    tied = type(capture)(tuple(z), capture.attention, capture.vector)
+    _, want, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=False)
+    _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
+    assert torch.equal(got, want)
+    calls = []
+    real = view_module.PairView.wide_pair_values
+
+    def counted(self, start, stop, rows=None):
+        calls.append(0 if rows is None else int(rows.sum()))
+        return real(self, start, stop, rows)
+
+    monkeypatch.setattr(view_module, "product_error", lambda vectors: torch.full(vectors.shape[:-2], float("inf")))
+    monkeypatch.setattr(view_module.PairView, "wide_pair_values", counted)
+    _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
+    assert torch.equal(got, want)
+    assert sum(calls) == 6 * 6 * 12  # every (window, layer, head) row was chosen again
