@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 
 
@@ -32,3 +33,14 @@ def device_name(text: str) -> str:
 def accelerator_override(device: str) -> str:
     """The ``trainer.accelerator`` override that runs attnsim on ``device`` (``cpu`` or ``cuda[:N]``)."""
     return f"trainer.accelerator={'gpu' if device.startswith('cuda') else 'cpu'}"
+
+
+def statistics_path() -> str:
+    """``compiled`` or ``fallback``: the statistics path the measured ``attnsim`` processes take (numba
+    importable and ``ATTNSIM_COMPILED`` not ``0``; attnsim.stats.pairs.kernels decides the same way, and
+    warns when it falls back). Read without importing torch, so the parent process stays small."""
+    import importlib.util
+
+    if os.environ.get("ATTNSIM_COMPILED", "1") == "0":
+        return "fallback"
+    return "compiled" if importlib.util.find_spec("numba") is not None else "fallback"

@@ -35,7 +35,7 @@ import tempfile
 import time
 from typing import Dict, List
 
-from _options import accelerator_override, device_name, positive  # benchmarks/, the script's folder
+from _options import accelerator_override, device_name, positive, statistics_path  # benchmarks/, the script's folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIN = os.path.join(HERE, "plain_forward.py")
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         if out.returncode != 0:
             parser.error(out.stderr.strip().splitlines()[-1])
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); load average {load:.2f} at start", flush=True)
+        print(f"device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
         results = [bench(name, args, uri, env) for name in args.experiments]
     print_tables(results, args)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

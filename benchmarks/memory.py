@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from _options import accelerator_override, device_name, positive  # benchmarks/, the script's folder
+from _options import accelerator_override, device_name, positive, statistics_path  # benchmarks/, the script's folder
 
 TARGET_RATIO = 1.15
 
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     except AttnsimError as exc:
         parser.error(str(exc))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; load average {load:.2f} at start", flush=True)
+    print(f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
     rows = []
     for limit in [str(args.small), str(args.large)] + (["null"] if args.full else []):
         start = time.perf_counter()

@@ -47,6 +47,7 @@ from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
 from attnsim.findings.base import view_factory  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
+from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
 from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 
@@ -242,7 +243,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
-    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; load average {load:.2f} at start")
+    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; load average {load:.2f} at start")
     try:
         results = [bench(name, args) for name in args.experiments]
     except AttnsimError as exc:

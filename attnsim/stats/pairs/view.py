@@ -376,7 +376,7 @@ class PairView:
         heads = self.n_layers * self.n_heads
         for start, stop in self._chunks():
             if source == "csm":
-                chunk = self.pair_values(self._csm_chunk(start, stop, wide=not self.narrow_csm))  # (c, L, H, P)
+                chunk = self.pair_values(self._csm_chunk(start, stop))  # (c, L, H, P)
                 valid = self.valid_chunk(start, stop, chunk.dim())
                 if valid is not None:
                     chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
@@ -413,17 +413,17 @@ class PairView:
         """(batch, head, T, d) float32 per-head vectors of one layer."""
         return self._vector_layers[layer].float()
 
-    def _csm_chunk(self, start: int, stop: int, wide: bool = True) -> torch.Tensor:
-        # (c, L, H, T, T) float32 CSM of windows start..stop-1; not wide: a float32 product, whose error
-        # bound per window and head the walk keeps in csm_error for the high pairs' certification
+    def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
+        # (c, L, H, T, T) float32 CSM of windows start..stop-1; with narrow_csm a float32 product, whose
+        # vectors and error bound per window and head are kept for the high pairs' certification
         vectors = self._vector_chunk(start, stop)
-        if not wide:
+        if self.narrow_csm:
             self._walk_vectors, self.csm_error = vectors, product_error(vectors)  # (c, L, H, T, d), (c, L, H)
-        return context_similarity(vectors, self.normalise, wide)
+        return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
 
     def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1 in the running
-        CSM walk: (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
+        """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1, the chunk of the
+        running CSM walk (with :attr:`narrow_csm`): (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
         Invalid pairs are not masked."""
         vectors = self._walk_vectors if rows is None else self._walk_vectors[rows]
         return self.pair_values(context_similarity(vectors, self.normalise))
