@@ -453,7 +453,10 @@ class PairView:
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
     def csm_windows(self, stop: int) -> torch.Tensor:
-        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures)."""
+        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
+        always from float64 products rounded once (the values :func:`context_similarity` gives)."""
+        if self.narrow_csm:
+            return context_similarity(self._vector_chunk(0, stop), self.normalise).transpose(0, 1)
         return self._csm_chunk(0, stop).transpose(0, 1)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
