@@ -60,6 +60,32 @@ def test_compiled_top_leaves_nan_and_other_inputs_to_the_fallback():
     assert kernels.compiled_top(torch.randn(3, 100), 0) is None and kernels.compiled_top(torch.randn(3, 100), 100) is None
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_pair_kernel_reads_whole_matrices_as_the_gathered_rule(symmetric):
+    """Pair values formed from whole T x T matrices (upper triangle, or the maximum of both directions),
+    invalid pairs last: the exact rule on the gathered values, ties included."""
+    from attnsim.stats.pairs import pair_indices
+
+    generator = torch.Generator().manual_seed(5)
+    windows, heads, size, k = 3, 7, 40, 16
+    matrices = torch.rand(windows, heads, size, size, generator=generator)
+    matrices[0, 0] = torch.randint(0, 3, (size, size), generator=generator).float()  # ties
+    tokens = torch.ones(windows, size, dtype=torch.bool)
+    tokens[1, 30:] = False  # padding
+    tokens[2, 0] = False  # a token left out of the statistics
+    rows, cols = pair_indices(size)
+    values = torch.maximum(matrices[..., rows, cols], matrices[..., cols, rows]) if symmetric else matrices[..., rows, cols]
+    valid = (tokens[:, rows] & tokens[:, cols])[:, None, :]
+    want = exact_top(values.masked_fill(~valid, float("-inf")), k).sort(-1).values
+    got = kernels.compiled_pair_top(matrices, tokens, k, symmetric)
+    assert got.shape == (windows, heads, k) and torch.equal(got, want)
+    with_nan = matrices.clone()
+    with_nan[1, 2, 3, 5] = float("nan")  # a valid pair's value
+    assert kernels.compiled_pair_top(with_nan, tokens, k, symmetric) is None
+    with_nan[1, 2, 3, 5], with_nan[1, 2, 35, 36] = matrices[1, 2, 3, 5], float("nan")  # an invalid pair's NaN ranks last
+    assert torch.equal(kernels.compiled_pair_top(with_nan, tokens, k, symmetric), want)
+
+
 def test_disabled_by_the_environment(monkeypatch):
     monkeypatch.setenv(kernels.DISABLE_ENV, "0")
     assert not kernels.compiled_available() and kernels.path_name() == "fallback"

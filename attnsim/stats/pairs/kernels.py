@@ -20,6 +20,11 @@ row's ``v_k`` and an upper bound of its (k+1)-th largest value (the largest cand
 or ``t`` when no candidate is left), from which the CSM walk certifies that a float32 CSM chooses
 the same pairs as the float64 one (:mod:`attnsim.stats.pairs.view`).
 
+:func:`compiled_pair_top` makes the same choice reading whole T x T matrices (the attention walk's
+high-attention pairs, ``max(A[i, j], A[j, i])``): each matrix's pair values are formed in cache, with
+invalid pairs at -inf, instead of gathered into pair space for the whole chunk first. The kernels are
+in :mod:`attnsim.stats.pairs._compiled`.
+
 When numba is missing or its JIT is disabled, :func:`compiled_available` is False and callers use
 :func:`~attnsim.stats.pairs.selection.partition_top` (NumPy partition, with the float64 CSM), after
 one :class:`RuntimeWarning`. Compiled code is cached by numba beside this module (its own cache,
@@ -31,7 +36,6 @@ All functions are pure: tensors in, tensors out.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -55,63 +59,9 @@ def _build():
 
     if numba.config.DISABLE_JIT:
         return None
+    from attnsim.stats.pairs import _compiled
 
-    @numba.njit(cache=True, nogil=True, boundscheck=False)
-    def top_rows(values, k, stride, out, kth_out, next_out):  # pragma: no cover - compiled
-        rows, n = values.shape
-        m = (n + stride - 1) // stride
-        sample = np.empty(m, np.float32)
-        cand_v = np.empty(n, np.float32)
-        cand_i = np.empty(n, np.int64)
-        r = min(m, k // stride + 2 * int(math.sqrt(k / stride)) + 3)
-        for row in range(rows):
-            x = values[row]
-            for s in range(m):
-                sample[s] = x[s * stride]
-            t = np.partition(sample, m - r)[m - r] if r < m else -np.inf
-            c = 0
-            nan = False
-            for i in range(n):  # branch-free compaction of the entries >= t
-                v = x[i]
-                cand_v[c] = v
-                cand_i[c] = i
-                c += v >= t
-                nan |= v != v
-            if nan:
-                return False
-            if c < k:  # the sample's threshold was too high: every entry is a candidate
-                t = -np.inf
-                for i in range(n):
-                    cand_v[i] = x[i]
-                    cand_i[i] = i
-                c = n
-            part = np.partition(cand_v[:c].copy(), c - k)
-            kth = part[c - k]
-            below = t  # the (k+1)-th largest value of the row is at most this
-            if c > k:
-                below = part[: c - k].max()
-            above = 0
-            for j in range(c):
-                if cand_v[j] > kth:
-                    above += 1
-            need = k - above
-            w = 0
-            for j in range(c):
-                v = cand_v[j]
-                if v > kth:
-                    out[row, w] = cand_i[j]
-                    w += 1
-                elif v == kth and need > 0:
-                    out[row, w] = cand_i[j]
-                    w += 1
-                    need -= 1
-            if w != k:
-                return False
-            kth_out[row] = kth
-            next_out[row] = below
-        return True
-
-    return top_rows
+    return _compiled
 
 
 def compiled_available() -> bool:
@@ -175,18 +125,52 @@ def compiled_top(values: torch.Tensor, k: int) -> Optional[Tuple[torch.Tensor, t
     index = np.empty((count, k), np.int64)
     kth = np.empty(count, np.float32)
     below = np.empty(count, np.float32)
-    kernel = _state["kernel"]
-    threads = max(1, min(torch.get_num_threads(), count))
-    if threads == 1:
-        ok = kernel(rows, k, SAMPLE_STRIDE, index, kth, below)
-    else:
-        step = -(-count // threads)
-        parts = [slice(s, min(s + step, count)) for s in range(0, count, step)]
-        jobs = [_pool(threads).submit(kernel, rows[p], k, SAMPLE_STRIDE, index[p], kth[p], below[p]) for p in parts]
-        ok = all(job.result() for job in jobs)
-    if not ok:
+    kernel = _state["kernel"].top_rows
+    if not _in_parts(count, lambda p: kernel(rows[p], k, SAMPLE_STRIDE, index[p], kth[p], below[p])):
         return None
     return torch.from_numpy(index).reshape(*lead, k), torch.from_numpy(kth).reshape(lead), torch.from_numpy(below).reshape(lead)
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "compiled_available", "path_name", "compiled_top"]
+def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: int, symmetric: bool) -> Optional[torch.Tensor]:
+    """The ``k`` largest valid pairs of each matrix, read from the whole matrices (no gathered pair values).
+
+    The pair value of tokens i < j is ``M[i, j]``, or ``max(M[i, j], M[j, i])`` when ``symmetric`` (the
+    high-attention rule); a pair is valid when both tokens are in ``tokens``; the choice is
+    :func:`compiled_top`'s on those values with invalid pairs at -inf.
+
+    Args:
+        matrices: (windows, ..., T, T) float32 on the CPU, e.g. (c, layer * head, T, T) attention.
+        tokens: (windows, T) bool, tokens that enter statistics.
+        k: 0 < k < T(T-1)/2.
+
+    Returns:
+        (windows, ..., k) int64 pair indices (``triu_indices`` order), ascending; None when the kernel is
+        unavailable, for NaN, another device or dtype, or k out of range.
+    """
+    size = matrices.shape[-1]
+    n = size * (size - 1) // 2
+    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not 0 < k < n or not compiled_available():
+        return None
+    lead = matrices.shape[:-2]
+    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
+    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
+    token = np.ascontiguousarray(tokens.bool().numpy())
+    count = rows.shape[0]
+    index = np.empty((count, k), np.int64)
+    kernel = _state["kernel"].pair_top_rows
+    if not _in_parts(count, lambda p: kernel(rows[p], token, heads, p.start, symmetric, k, SAMPLE_STRIDE, index[p])):
+        return None
+    return torch.from_numpy(index).reshape(*lead, k)
+
+
+def _in_parts(count: int, call) -> bool:
+    # rows split into one contiguous part per torch thread, each part a kernel call in a pool thread
+    threads = max(1, min(torch.get_num_threads(), count))
+    if threads == 1:
+        return bool(call(slice(0, count)))
+    step = -(-count // threads)
+    jobs = [_pool(threads).submit(call, slice(s, min(s + step, count))) for s in range(0, count, step)]
+    return all(bool(job.result()) for job in jobs)
+
+
+__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "compiled_available", "path_name", "compiled_top", "compiled_pair_top"]

@@ -60,7 +60,7 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import compiled_available, compiled_top
+from attnsim.stats.pairs.kernels import compiled_available, compiled_pair_top, compiled_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -233,6 +233,12 @@ class _HighAttentionPairs(ChunkReducer):
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
         count = stop - start
+        k = view.host["k"][start:stop]
+        if len(set(k)) == 1:  # the compiled kernel reads the square maps, no pair values gathered
+            chosen = compiled_pair_top(chunk, view.tokens[start:stop], k[0], symmetric=True)
+            if chosen is not None:
+                self.index[start:stop, ..., : k[0]] = chosen.view(count, view.n_layers, view.n_heads, k[0])
+                return
         pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
         pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
         valid = view.valid_chunk(start, stop, 4)

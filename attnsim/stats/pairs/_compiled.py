@@ -1,0 +1,107 @@
+"""numba kernels of :mod:`attnsim.stats.pairs.kernels` (imported there on first use only; see its docstring).
+
+Rows are float32; every kernel returns False when it meets NaN or cannot fill a row, and the caller
+then takes the fallback path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def _select(x, k, stride, sample, cand_v, cand_i, out):  # pragma: no cover - compiled
+    # the k largest entries of x in ascending position (a tie at the k-th value to the lowest positions):
+    # returns (filled, kth, below), below >= the (k+1)-th largest value (module docstring of kernels)
+    n = x.shape[0]
+    m = (n + stride - 1) // stride
+    r = min(m, k // stride + 2 * int(math.sqrt(k / stride)) + 3)
+    for s in range(m):
+        sample[s] = x[s * stride]
+    t = np.partition(sample[:m], m - r)[m - r] if r < m else -np.inf
+    c = 0
+    nan = False
+    for i in range(n):  # branch-free compaction of the entries >= t
+        v = x[i]
+        cand_v[c] = v
+        cand_i[c] = i
+        c += v >= t
+        nan |= v != v
+    if nan:
+        return False, np.float32(0), np.float32(0)
+    if c < k:  # the sample's threshold was too high: every entry is a candidate
+        t = -np.inf
+        for i in range(n):
+            cand_v[i] = x[i]
+            cand_i[i] = i
+        c = n
+    part = np.partition(cand_v[:c].copy(), c - k)
+    kth = part[c - k]
+    below = np.float32(t)  # the (k+1)-th largest value of the row is at most this
+    if c > k:
+        below = part[: c - k].max()
+    above = 0
+    for j in range(c):
+        if cand_v[j] > kth:
+            above += 1
+    need = k - above
+    w = 0
+    for j in range(c):
+        v = cand_v[j]
+        if v > kth:
+            out[w] = cand_i[j]
+            w += 1
+        elif v == kth and need > 0:
+            out[w] = cand_i[j]
+            w += 1
+            need -= 1
+    return w == k, kth, below
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def top_rows(values, k, stride, out, kth_out, next_out):  # pragma: no cover - compiled
+    """values (R, n) float32 -> out (R, k) int64 ascending positions, kth_out and next_out (R,) float32."""
+    rows, n = values.shape
+    sample = np.empty((n + stride - 1) // stride, np.float32)
+    cand_v = np.empty(n, np.float32)
+    cand_i = np.empty(n, np.int64)
+    for row in range(rows):
+        ok, kth, below = _select(values[row], k, stride, sample, cand_v, cand_i, out[row])
+        if not ok:
+            return False
+        kth_out[row] = kth
+        next_out[row] = below
+    return True
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def pair_top_rows(matrices, tokens, heads, offset, symmetric, k, stride, out):  # pragma: no cover - compiled
+    """matrices (R, T, T) float32 (row r of window (offset + r) // heads), tokens (windows, T) bool: the k largest
+    valid pairs i < j of each matrix by ``M[i, j]`` (``max(M[i, j], M[j, i])`` when symmetric), in pair
+    order (``triu_indices``), invalid pairs (a token not in ``tokens``) ranking last -> out (R, k) int64."""
+    rows, size = matrices.shape[0], matrices.shape[1]
+    n = size * (size - 1) // 2
+    values = np.empty(n, np.float32)
+    sample = np.empty((n + stride - 1) // stride, np.float32)
+    cand_v = np.empty(n, np.float32)
+    cand_i = np.empty(n, np.int64)
+    for row in range(rows):
+        a = matrices[row]
+        token = tokens[(offset + row) // heads]
+        p = 0
+        for i in range(size):
+            for j in range(i + 1, size):
+                v = a[i, j]
+                if symmetric:
+                    w = a[j, i]
+                    if w > v or w != w:
+                        v = w
+                values[p] = v if token[i] and token[j] else -np.inf
+                p += 1
+        ok, kth, below = _select(values, k, stride, sample, cand_v, cand_i, out[row])
+        if not ok:
+            return False
+    return True
