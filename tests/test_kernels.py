@@ -77,13 +77,19 @@ def test_pair_kernel_reads_whole_matrices_as_the_gathered_rule(symmetric):
     values = torch.maximum(matrices[..., rows, cols], matrices[..., cols, rows]) if symmetric else matrices[..., rows, cols]
     valid = (tokens[:, rows] & tokens[:, cols])[:, None, :]
     want = exact_top(values.masked_fill(~valid, float("-inf")), k).sort(-1).values
-    got = kernels.compiled_pair_top(matrices, tokens, k, symmetric)
+    got = kernels.compiled_pair_top(matrices, tokens, [k] * windows, symmetric)
     assert got.shape == (windows, heads, k) and torch.equal(got, want)
     with_nan = matrices.clone()
     with_nan[1, 2, 3, 5] = float("nan")  # a valid pair's value
-    assert kernels.compiled_pair_top(with_nan, tokens, k, symmetric) is None
+    assert kernels.compiled_pair_top(with_nan, tokens, [k] * windows, symmetric) is None
     with_nan[1, 2, 3, 5], with_nan[1, 2, 35, 36] = matrices[1, 2, 3, 5], float("nan")  # an invalid pair's NaN ranks last
-    assert torch.equal(kernels.compiled_pair_top(with_nan, tokens, k, symmetric), want)
+    assert torch.equal(kernels.compiled_pair_top(with_nan, tokens, [k] * windows, symmetric), want)
+    # a k per window, the unused slots holding the sentinel P; a window without pairs (k = 0)
+    counts = [k, 5, 0]
+    got = kernels.compiled_pair_top(matrices, tokens, counts, symmetric)
+    n = size * (size - 1) // 2
+    assert got.shape == (windows, heads, k) and torch.equal(got[0], want[0]) and bool((got[2] == n).all())
+    assert torch.equal(got[1, :, :5], exact_top(values[1].masked_fill(~valid[1], float("-inf")), 5).sort(-1).values) and bool((got[1, :, 5:] == n).all())
 
 
 def test_disabled_by_the_environment(monkeypatch):

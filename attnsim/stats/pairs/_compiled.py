@@ -78,10 +78,11 @@ def top_rows(values, k, stride, out, kth_out, next_out):  # pragma: no cover - c
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def pair_top_rows(matrices, tokens, heads, offset, symmetric, k, stride, out):  # pragma: no cover - compiled
-    """matrices (R, T, T) float32 (row r of window (offset + r) // heads), tokens (windows, T) bool: the k largest
-    valid pairs i < j of each matrix by ``M[i, j]`` (``max(M[i, j], M[j, i])`` when symmetric), in pair
-    order (``triu_indices``), invalid pairs (a token not in ``tokens``) ranking last -> out (R, k) int64."""
+def pair_top_rows(matrices, tokens, counts, heads, offset, symmetric, stride, out):  # pragma: no cover - compiled
+    """matrices (R, T, T) float32, row r of window w = (offset + r) // heads; tokens (windows, T) bool;
+    counts (windows,) int64: the counts[w] largest valid pairs i < j of each matrix by ``M[i, j]``
+    (``max(M[i, j], M[j, i])`` when symmetric), in pair order (``triu_indices``), invalid pairs (a token
+    not in ``tokens``) ranking last -> out (R, S) int64, ascending, slots from counts[w] on set to P."""
     rows, size = matrices.shape[0], matrices.shape[1]
     n = size * (size - 1) // 2
     values = np.empty(n, np.float32)
@@ -89,8 +90,15 @@ def pair_top_rows(matrices, tokens, heads, offset, symmetric, k, stride, out):  
     cand_v = np.empty(n, np.float32)
     cand_i = np.empty(n, np.int64)
     for row in range(rows):
+        window = (offset + row) // heads
+        k = counts[window]
+        out[row, k:] = n
+        if k == 0:
+            continue
+        if k >= n:
+            return False
         a = matrices[row]
-        token = tokens[(offset + row) // heads]
+        token = tokens[window]
         p = 0
         for i in range(size):
             for j in range(i + 1, size):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -131,36 +131,39 @@ def compiled_top(values: torch.Tensor, k: int) -> Optional[Tuple[torch.Tensor, t
     return torch.from_numpy(index).reshape(*lead, k), torch.from_numpy(kth).reshape(lead), torch.from_numpy(below).reshape(lead)
 
 
-def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: int, symmetric: bool) -> Optional[torch.Tensor]:
-    """The ``k`` largest valid pairs of each matrix, read from the whole matrices (no gathered pair values).
+def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int], symmetric: bool) -> Optional[torch.Tensor]:
+    """Each window's ``k[w]`` largest valid pairs of each of its matrices, read from the whole matrices
+    (no gathered pair values).
 
     The pair value of tokens i < j is ``M[i, j]``, or ``max(M[i, j], M[j, i])`` when ``symmetric`` (the
     high-attention rule); a pair is valid when both tokens are in ``tokens``; the choice is
     :func:`compiled_top`'s on those values with invalid pairs at -inf.
 
     Args:
-        matrices: (windows, ..., T, T) float32 on the CPU, e.g. (c, layer * head, T, T) attention.
+        matrices: (windows, ..., T, T) float32 on the CPU, e.g. one layer's (batch, head, T, T) attention.
         tokens: (windows, T) bool, tokens that enter statistics.
-        k: 0 < k < T(T-1)/2.
+        k: per window, the number of pairs, 0 <= k < T(T-1)/2 (Python ints).
 
     Returns:
-        (windows, ..., k) int64 pair indices (``triu_indices`` order), ascending; None when the kernel is
-        unavailable, for NaN, another device or dtype, or k out of range.
+        (windows, ..., max(k)) int64 pair indices (``triu_indices`` order), ascending, P = T(T-1)/2 in the
+        slots from k[w] on; None when the kernel is unavailable, for NaN, another device or dtype, or a
+        k out of range.
     """
     size = matrices.shape[-1]
     n = size * (size - 1) // 2
-    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not 0 < k < n or not compiled_available():
+    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
         return None
     lead = matrices.shape[:-2]
     heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
     rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
     token = np.ascontiguousarray(tokens.bool().numpy())
+    counts = np.asarray(k, dtype=np.int64)
     count = rows.shape[0]
-    index = np.empty((count, k), np.int64)
+    index = np.empty((count, max(k, default=0)), np.int64)
     kernel = _state["kernel"].pair_top_rows
-    if not _in_parts(count, lambda p: kernel(rows[p], token, heads, p.start, symmetric, k, SAMPLE_STRIDE, index[p])):
+    if not _in_parts(count, lambda p: kernel(rows[p], token, counts, heads, p.start, symmetric, SAMPLE_STRIDE, index[p])):
         return None
-    return torch.from_numpy(index).reshape(*lead, k)
+    return torch.from_numpy(index).reshape(*lead, index.shape[1])
 
 
 def _in_parts(count: int, call) -> bool:

@@ -230,15 +230,29 @@ class _HighAttentionPairs(ChunkReducer):
         slots = max(view.host["k"], default=0)
         self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
         self.backward = view.pairs[1] * view.seq_len + view.pairs[0]  # A[j, i] of pair (i, j)
+        self.done = self._by_layer(view)
+
+    def _by_layer(self, view: "PairView") -> bool:
+        # The compiled kernel reads each layer's (batch, head, T, T) maps as captured, whole batch at once (one
+        # call per layer, no pair values gathered, no windows stacked); False where the chunks are needed
+        layers = view.captured_attention_layers
+        if layers is None or not compiled_available():
+            return False
+        for layer, maps in enumerate(layers):
+            chosen = compiled_pair_top(maps.float(), view.tokens, view.host["k"], symmetric=True)
+            if chosen is None:
+                return False
+            self.index[:, layer, :, : chosen.shape[-1]] = chosen
+        return True
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        if self.done:
+            return
         count = stop - start
-        k = view.host["k"][start:stop]
-        if len(set(k)) == 1:  # the compiled kernel reads the square maps, no pair values gathered
-            chosen = compiled_pair_top(chunk, view.tokens[start:stop], k[0], symmetric=True)
-            if chosen is not None:
-                self.index[start:stop, ..., : k[0]] = chosen.view(count, view.n_layers, view.n_heads, k[0])
-                return
+        chosen = compiled_pair_top(chunk, view.tokens[start:stop], view.host["k"][start:stop], symmetric=True)  # the square maps read
+        if chosen is not None:
+            self.index[start:stop, ..., : chosen.shape[-1]] = chosen.view(count, view.n_layers, view.n_heads, -1)
+            return
         pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
         pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
         valid = view.valid_chunk(start, stop, 4)
@@ -399,6 +413,14 @@ class PairView:
         if self._attention_layers is None or self._stacked_attention is not None:
             return self._stacked_attention
         return torch.stack(self._attention_layers, 1).transpose(0, 1)
+
+    @property
+    def captured_attention_layers(self) -> Optional[Tuple[torch.Tensor, ...]]:
+        """The L captured (batch, head, T, T) attention tensors on the CPU, None when the attention is
+        recomputed, stacked or on an accelerator (the high-attention pairs then read the walk's chunks)."""
+        if self._attention_layers is None or self._stacked_attention is not None or self.on_accelerator():
+            return None
+        return self._attention_layers
 
     @property
     def has_attention(self) -> bool:
