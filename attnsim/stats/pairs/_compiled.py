@@ -13,17 +13,68 @@ import numpy as np
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
+def _kth_smallest(a, n, target):  # pragma: no cover - compiled
+    # the value of rank `target` (0-based, ascending) of a[:n], reordering a[:n] in place (Hoare's quickselect,
+    # median-of-three pivot): a[:target] then holds values <= it and a[target + 1:n] values >= it
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[hi] < a[mid]:
+            a[hi], a[mid] = a[mid], a[hi]
+        pivot = a[mid]
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while pivot < a[j]:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            break
+    return a[target]
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def _rth_largest(sample, m, r, buf):  # pragma: no cover - compiled
+    # the r-th largest of sample[:m] (no NaN), through an ascending buffer of the r largest seen so far
+    for s in range(r):
+        buf[s] = sample[s]
+    buf[:r].sort()
+    for s in range(r, m):
+        v = sample[s]
+        if v > buf[0]:
+            j = 1
+            while j < r and buf[j] < v:
+                buf[j - 1] = buf[j]
+                j += 1
+            buf[j - 1] = v
+    return buf[0]
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
 def _select(x, k, stride, sample, cand_v, cand_i, out):  # pragma: no cover - compiled
     # the k largest entries of x in ascending position (a tie at the k-th value to the lowest positions):
     # returns (filled, kth, below), below >= the (k+1)-th largest value (module docstring of kernels)
     n = x.shape[0]
     m = (n + stride - 1) // stride
     r = min(m, k // stride + 2 * int(math.sqrt(k / stride)) + 3)
+    nan = False
     for s in range(m):
         sample[s] = x[s * stride]
-    t = np.partition(sample[:m], m - r)[m - r] if r < m else -np.inf
+        nan |= sample[s] != sample[s]
+    t = _rth_largest(sample, m, r, sample[m:]) if r < m and not nan else -np.inf
     c = 0
-    nan = False
     for i in range(n):  # branch-free compaction of the entries >= t
         v = x[i]
         cand_v[c] = v
@@ -38,11 +89,13 @@ def _select(x, k, stride, sample, cand_v, cand_i, out):  # pragma: no cover - co
             cand_v[i] = x[i]
             cand_i[i] = i
         c = n
-    part = np.partition(cand_v[:c].copy(), c - k)
-    kth = part[c - k]
+    work = sample[2 * m :]  # scratch of n entries after the sample and its buffer
+    for j in range(c):
+        work[j] = cand_v[j]
+    kth = _kth_smallest(work, c, c - k)
     below = np.float32(t)  # the (k+1)-th largest value of the row is at most this
     if c > k:
-        below = part[: c - k].max()
+        below = work[: c - k].max()  # the candidates below the k-th, after the selection
     above = 0
     for j in range(c):
         if cand_v[j] > kth:
@@ -65,7 +118,7 @@ def _select(x, k, stride, sample, cand_v, cand_i, out):  # pragma: no cover - co
 def top_rows(values, k, stride, out, kth_out, next_out):  # pragma: no cover - compiled
     """values (R, n) float32 -> out (R, k) int64 ascending positions, kth_out and next_out (R,) float32."""
     rows, n = values.shape
-    sample = np.empty((n + stride - 1) // stride, np.float32)
+    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
     cand_v = np.empty(n, np.float32)
     cand_i = np.empty(n, np.int64)
     for row in range(rows):
@@ -86,7 +139,7 @@ def pair_top_rows(matrices, tokens, counts, heads, offset, symmetric, stride, ou
     rows, size = matrices.shape[0], matrices.shape[1]
     n = size * (size - 1) // 2
     values = np.empty(n, np.float32)
-    sample = np.empty((n + stride - 1) // stride, np.float32)
+    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
     cand_v = np.empty(n, np.float32)
     cand_i = np.empty(n, np.int64)
     for row in range(rows):
