@@ -50,6 +50,17 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
     assert "target csm whole-process ratio >= 0.85:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
 
 
+def test_operations_benchmark_prints_each_operation_and_the_ceilings():
+    out = script("operations.py", "--windows", "2", "--repeats", "1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "statistics path compiled" in out.stdout or "statistics path fallback" in out.stdout
+    assert "| CSM product, float32 |" in out.stdout and "| attention entropy: p log p over every map |" in out.stdout
+    ceilings = {line.split("|")[1].strip(): line.split("|")[4].strip() for line in out.stdout.splitlines() if line.startswith(("| csm |", "| paper |"))}
+    assert set(ceilings) == {"csm", "paper"}
+    for value in ceilings.values():
+        assert value == "" or 0 < float(value) <= 1
+
+
 @pytest.mark.parametrize(
     "name, args, message",
     [
@@ -57,6 +68,7 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
         ("throughput.py", ["--device", "gpu"], "'gpu' is not a device; use cpu or cuda"),
         ("throughput.py", ["--experiments", "csm", "nosuch"], "Unknown experiment 'nosuch'"),
         ("memory.py", ["--small", "64", "--large", "32"], "--small 64 must be fewer windows than --large 32"),
+        ("operations.py", ["--repeats", "0"], "0 is not a positive number"),
         ("memory.py", ["corpus.nosuch=1"], "Unknown config key 'corpus.nosuch'"),
         ("scaling.py", ["--windows", "0"], "0 is not a positive number"),
         ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),

@@ -1,0 +1,138 @@
+"""The cost of each operation a batch of `paper` or `csm` statistics needs, timed one at a time.
+
+On one batch of BBC windows (default 32 windows of 128 tokens, the bundled MiniLM), each
+operation runs ``--repeats`` times and its fastest time is reported (the least it costs on
+this machine, with the data in memory as the statistics pass finds it). Then the ceilings:
+the plain SDPA forward pass against the plain forward plus the operations each experiment
+cannot do without, i.e. the ratio b/a of `benchmarks/throughput.py` that a pass doing only
+those operations, each at its fastest, would reach. A target above the ceiling is out of
+reach with these operations on this machine (issue 18 asks for this proof).
+
+The statistics path (compiled kernel or fallback) is printed; the kernel rows need numba.
+
+Usage:
+    python benchmarks/operations.py
+    python benchmarks/operations.py --windows 32 --repeats 7 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable, Dict
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from _options import positive  # noqa: E402  (benchmarks/, the script's folder)
+
+from attnsim.capture.hooks import forward_with_capture  # noqa: E402
+from attnsim.capture.load import load_model  # noqa: E402
+from attnsim.config import load_config  # noqa: E402
+from attnsim.data.module import collate_windows  # noqa: E402
+from attnsim.stats.pairs import kernels, pair_indices  # noqa: E402
+from attnsim.stats.pairs.selection import partition_top  # noqa: E402
+from attnsim.workflows.run import prepare  # noqa: E402
+
+# the operations each experiment cannot do without (the rest of its statistics come on top)
+NEEDED = {
+    "csm": ("capture of the per-head outputs", "CSM product, float32", "high pairs: top k of the CSM (kernel)"),
+    "paper": (
+        "capture of the per-head outputs",
+        "attention probabilities (eager forward less SDPA forward)",
+        "CSM product, float32",
+        "high pairs: top k of the CSM (kernel)",
+        "high-attention pairs: top k of max(A, Aᵀ) (kernel, square maps)",
+        "attention entropy: p log p over every map",
+    ),
+}
+
+
+def fastest(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up, untimed: first-call allocations, the kernel's compilation or cache load
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows", type=positive, default=32, help="windows in the batch (default 32)")
+    parser.add_argument("--repeats", type=positive, default=7, help="runs of each operation; the fastest is reported (default 7)")
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
+    args = parser.parse_args(argv)
+    from attnsim.cli import _quiet_libraries
+
+    _quiet_libraries()
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    cfg = load_config("paper", [f"corpus.limit={args.windows}", f"trainer.batch_size={args.windows}"])
+    prepared = prepare(cfg)
+    info = prepared.info
+    batch = collate_windows(list(enumerate(prepared.corpus.windows)), prepared.corpus.unk_token_id)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    plain, _ = load_model(info, attn_implementation="sdpa", needs_attention=False)
+    eager, _ = load_model(info, attn_implementation="eager", needs_attention=True)
+    arch = info.arch
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{info.name}: {args.windows} windows of {prepared.corpus.seq_len} tokens, {torch.get_num_threads()} threads, "
+          f"fastest of {args.repeats}; statistics path {kernels.path_name()}; load average {load:.2f} at start", flush=True)
+
+    times: Dict[str, float] = {}
+    with torch.inference_mode():
+        times["plain forward, SDPA (a)"] = fastest(lambda: plain(**inputs), args.repeats)
+        eager_forward = fastest(lambda: eager(**inputs, output_attentions=True), args.repeats)
+        times["attention probabilities (eager forward less SDPA forward)"] = max(0.0, eager_forward - times["plain forward, SDPA (a)"])
+        captured = fastest(lambda: forward_with_capture(plain, arch, info.n_heads, inputs, False), args.repeats)
+        times["capture of the per-head outputs"] = max(0.0, captured - times["plain forward, SDPA (a)"])
+        raw = forward_with_capture(eager, arch, info.n_heads, inputs, True)[1]
+    z = torch.stack(list(raw.z_layers), 1)  # (B, L, H, T, d)
+    attention = list(raw.attention_layers)  # L x (B, H, T, T)
+    batch_size, n_layers, n_heads, seq_len, _ = z.shape
+    windows = [z[b].reshape(-1, seq_len, z.shape[-1]).contiguous() for b in range(batch_size)]  # per window (L*H, T, d)
+    rows, cols = pair_indices(seq_len)
+    flat = rows * seq_len + cols
+    tokens = batch["attention_mask"].bool()
+    k = max(1, int(cfg.stats.top_fraction * len(flat) + 0.5))  # the top-fraction rule's k of a full window
+    csm = [w @ w.transpose(-1, -2) for w in windows]
+    values = [c.reshape(-1, seq_len * seq_len).index_select(1, flat) for c in csm]
+    times["CSM product, float32"] = fastest(lambda: [w @ w.transpose(-1, -2) for w in windows], args.repeats)
+    times["CSM product, float64 rounded to float32 (the fallback)"] = fastest(lambda: [(w.double() @ w.double().transpose(-1, -2)).float() for w in windows], args.repeats)
+    times["CSM pair values gathered (i < j)"] = fastest(lambda: [c.reshape(-1, seq_len * seq_len).index_select(1, flat) for c in csm], args.repeats)
+    if kernels.compiled_available():
+        times["high pairs: top k of the CSM (kernel)"] = fastest(lambda: [kernels.compiled_top(v, k) for v in values], args.repeats)
+        counts = [k] * batch_size
+        times["high-attention pairs: top k of max(A, Aᵀ) (kernel, square maps)"] = fastest(
+            lambda: [kernels.compiled_pair_top(a, tokens, counts, True) for a in attention], args.repeats
+        )
+    times["high pairs: top k of the CSM (NumPy partition, the fallback)"] = fastest(lambda: [partition_top(v, k) for v in values], args.repeats)
+    times["attention entropy: p log p over every map"] = fastest(lambda: [(a.clamp_min(1e-30).log() * a).sum(-1) for a in attention], args.repeats)
+    times["one masked sum over every T x T map"] = fastest(lambda: [(a * tokens[:, None, :, None]).sum((-1, -2)) for a in attention], args.repeats)
+
+    a = times["plain forward, SDPA (a)"]
+    print(f"\nper batch of {batch_size} windows ({n_layers} layers x {n_heads} heads, T = {seq_len}, k = {k} of {len(flat)} pairs)")
+    print("| operation | s per batch |")
+    print("| --- | --- |")
+    for name, seconds in times.items():
+        print(f"| {name} | {seconds:.4f} |")
+    print("\n| experiment | plain (a) | + what it cannot do without | ceiling of b/a |")
+    print("| --- | --- | --- | --- |")
+    for experiment, needed in NEEDED.items():
+        missing = [name for name in needed if name not in times]
+        if missing:
+            print(f"| {experiment} | {a:.3f} | (needs the compiled kernel: {', '.join(missing)}) | |")
+            continue
+        extra = sum(times[name] for name in needed)
+        print(f"| {experiment} | {a:.3f} | {extra:.3f} | {a / (a + extra):.2f} |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average {load:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
