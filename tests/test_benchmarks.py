@@ -54,7 +54,7 @@ def test_operations_benchmark_prints_each_operation_and_the_ceilings():
     out = script("operations.py", "--windows", "2", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "statistics path compiled" in out.stdout or "statistics path fallback" in out.stdout
-    assert "| CSM product, float32 |" in out.stdout and "| attention entropy: p log p over every map |" in out.stdout
+    assert "| CSM product, float32 |" in out.stdout and "| attention entropy: p log p, window by window |" in out.stdout
     ceilings = {line.split("|")[1].strip(): line.split("|")[4].strip() for line in out.stdout.splitlines() if line.startswith(("| csm |", "| paper |"))}
     assert set(ceilings) == {"csm", "paper"}
     for value in ceilings.values():
