@@ -11,7 +11,8 @@
 the medians give samples per second and the ratio b/a (attnsim's samples per
 second over the plain pass's). Then, on the same windows, one pass times each
 stage per batch (plain forward, attnsim's forward with attention probabilities,
-capture, statistics; the Lightning loop is the rest of (b)).
+capture, statistics; the rest of (b) is the Lightning loop, data loading and what the
+stages cost more inside the loop, one after the other, than each timed alone).
 
 For ``paper`` it finally runs ``attnsim run paper`` with its defaults (512 BBC
 windows) in a fresh process and reports the share of figure rendering and MLflow
@@ -210,7 +211,7 @@ def print_profile(r: dict) -> None:
         (f"forward pass ({r['attention']} attention)", p["forward"]),
         ("capture (hooks, per-layer tensors)", p["capture"]),
         ("statistics (window passes, accumulators)", p["statistics"]),
-        ("Lightning loop, data loading", p["lightning"]),
+        ("the rest of (b): Lightning loop, data loading, and what the stages cost more in the loop than timed alone", p["lightning"]),
     ]
     for name, seconds in rows:
         print(f"| {name} | {seconds:.3f} | {seconds / per_batch:.0%} |")
