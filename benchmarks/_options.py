@@ -41,6 +41,8 @@ def statistics_path() -> str:
     warns when it falls back). Read without importing torch, so the parent process stays small."""
     import importlib.util
 
-    if os.environ.get("ATTNSIM_COMPILED", "1") == "0":
+    if os.environ.get("ATTNSIM_COMPILED", "1").strip().lower() in ("0", "false", "no", "off"):
+        return "fallback"
+    if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0"):  # numba's own switch: any other value disables
         return "fallback"
     return "compiled" if importlib.util.find_spec("numba") is not None else "fallback"

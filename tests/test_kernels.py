@@ -98,6 +98,31 @@ def test_disabled_by_the_environment(monkeypatch):
     assert kernels.compiled_top(torch.randn(2, 50), 3) is None
 
 
+@pytest.mark.parametrize("value, compiled", [("0", False), ("false", False), ("Off", False), ("no", False), ("1", True), ("true", True), ("", True)])
+def test_the_environment_switch_reads_the_usual_spellings(monkeypatch, value, compiled):
+    monkeypatch.setenv(kernels.DISABLE_ENV, value)
+    assert kernels.requested() is compiled and kernels.compiled_available() is compiled
+
+
+def test_an_unknown_switch_value_is_refused_before_the_model_loads(monkeypatch):
+    from attnsim.config import load_config
+    from attnsim.errors import ConfigError
+    from attnsim.workflows.run import prepare
+
+    monkeypatch.setenv(kernels.DISABLE_ENV, "abc")
+    with pytest.raises(ValueError, match="ATTNSIM_COMPILED is 'abc'; use 0"):
+        kernels.requested()
+    with pytest.raises(ConfigError, match="ATTNSIM_COMPILED is 'abc'; use 0 .* or 1"):
+        prepare(load_config("csm", ["corpus.limit=2"]))
+
+
+def test_disabled_jit_warns_with_its_own_fix(monkeypatch):
+    monkeypatch.setattr(kernels, "_state", {"kernel": None, "checked": False, "pool": None, "threads": 0})
+    monkeypatch.setattr(kernels, "_build", lambda: None)  # what _build returns under NUMBA_DISABLE_JIT=1
+    with pytest.warns(RuntimeWarning, match=r"NUMBA_DISABLE_JIT is set\)\. Fix: unset NUMBA_DISABLE_JIT"):
+        assert not kernels.compiled_available()
+
+
 def test_missing_numba_warns_once_and_falls_back(monkeypatch):
     def missing():
         raise ImportError("No module named 'numba'")

@@ -33,6 +33,7 @@ from attnsim.keys import RunKind, Stage, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
 from attnsim.stats.pairs.kernels import path_name as statistics_path
+from attnsim.stats.pairs.kernels import requested as compiled_requested
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key, run_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
@@ -127,6 +128,10 @@ def prepare(cfg: DictConfig) -> Prepared:
         raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
     for key in cfg.tracking.tags:  # MLflow refuses keys over 250 characters, and attnsim never cuts one
         check_key(str(key))
+    try:
+        compiled_requested()  # ATTNSIM_COMPILED, read before the model loads
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     finding_types = [FINDINGS[name] for name in cfg.findings]
     declared = {kind.name: kind.statistics for kind in finding_types}
     tables.check_per_head(cfg.stats.per_head, declared)  # a misspelt headline statistic

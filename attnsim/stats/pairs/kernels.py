@@ -48,7 +48,26 @@ SAMPLE_STRIDE = 16
 """Every this many entries of a row form the sample that sets the candidate threshold."""
 
 DISABLE_ENV = "ATTNSIM_COMPILED"
-"""Set to ``0`` to use the fallback path (NumPy partition and the float64 CSM) even where numba works."""
+"""Set to ``0`` (or ``false``, ``no``, ``off``) to use the fallback path (NumPy partition and the float64 CSM) even
+where numba works; ``1`` (``true``, ``yes``, ``on``) or unset: the compiled kernel where numba works."""
+
+_OFF = ("0", "false", "no", "off")
+_ON = ("", "1", "true", "yes", "on")
+
+
+def requested() -> bool:
+    """Whether ``ATTNSIM_COMPILED`` asks for the compiled kernel (unset: yes). Reads the environment only.
+
+    Raises:
+        ValueError: the variable holds another value than those of :data:`DISABLE_ENV`.
+    """
+    value = os.environ.get(DISABLE_ENV, "1").strip().lower()
+    if value not in _OFF + _ON:
+        raise ValueError(
+            f"Environment variable {DISABLE_ENV} is {os.environ[DISABLE_ENV]!r}; use 0 (the fallback path: NumPy partition, "
+            f"float64 CSM) or 1 (the compiled kernel), or unset it."
+        )
+    return value in _ON
 
 _state = {"kernel": None, "checked": False, "pool": None, "threads": 0}
 
@@ -65,25 +84,30 @@ def _build():
 
 
 def compiled_available() -> bool:
-    """Whether the compiled kernel can run (numba importable, JIT enabled, not disabled by ``ATTNSIM_COMPILED=0``).
+    """Whether the compiled kernel can run (numba importable, JIT enabled, not turned off by ``ATTNSIM_COMPILED=0``).
 
-    The first call that finds it unavailable warns once (:class:`RuntimeWarning`) that the statistics use
-    the fallback path.
+    The first call that finds numba missing or its JIT disabled warns once (:class:`RuntimeWarning`, naming the
+    fix) that the statistics use the fallback path; ``ATTNSIM_COMPILED=0`` chooses it silently.
+
+    Raises:
+        ValueError: ``ATTNSIM_COMPILED`` holds an unknown value (:func:`requested`).
     """
-    if os.environ.get(DISABLE_ENV, "1") == "0":
+    if not requested():
         return False
     if not _state["checked"]:
         _state["checked"] = True
         try:
             _state["kernel"] = _build()
+            why = "numba's JIT is disabled (NUMBA_DISABLE_JIT is set). Fix: unset NUMBA_DISABLE_JIT"
         except ImportError:
             _state["kernel"] = None
+            why = "numba is not installed. Fix: pip install numba"
         if _state["kernel"] is None:
             warnings.warn(
-                "numba is not installed or its JIT is disabled: attnsim's statistics use the fallback path "
-                "(NumPy partition, float64 CSM), with the same results but slower. Fix: pip install numba.",
+                f"attnsim's statistics use the fallback path (NumPy partition, float64 CSM), with the same results but "
+                f"slower: {why} (or set {DISABLE_ENV}=0 to choose the fallback without this warning).",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
     return _state["kernel"] is not None
 
@@ -176,4 +200,4 @@ def _in_parts(count: int, call) -> bool:
     return all(bool(job.result()) for job in jobs)
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "compiled_available", "path_name", "compiled_top", "compiled_pair_top"]
+__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top"]
