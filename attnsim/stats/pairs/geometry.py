@@ -91,7 +91,7 @@ def product_error(z: torch.Tensor) -> torch.Tensor:
         z: (..., T, d) per-head vectors of one window and head per leading index.
 
     Returns:
-        (...) float32.
+        (...) float32, in units of z² (the CSM's).
     """
     d = z.shape[-1]
     return (d + 2) * 2.0**-24 * z.float().pow(2).sum(-1).amax(-1)

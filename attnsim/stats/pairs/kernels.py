@@ -69,6 +69,7 @@ def requested() -> bool:
         )
     return value in _ON
 
+
 _state = {"kernel": None, "checked": False, "pool": None, "threads": 0}
 
 
