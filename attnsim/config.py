@@ -379,11 +379,15 @@ class PlotsConfig:
     max_tokens: int = 64  # longer axes are average-pooled to at most this many cells
     dpi: int = 100
     explorer: bool = True  # explorer.html: the example windows' CSM and attention, layer/head picked in the page
+    processes: int = 2  # processes drawing the figures after predict (Linux: helpers forked; 1: this process only)
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples`` or ``max_tokens`` below 4."""
+        """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples``, ``max_tokens`` below 4
+        or ``processes`` below 1."""
         if self.examples < 0 or self.max_tokens < 4:
             _fail("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
+        if self.processes < 1:
+            _fail(f"Config key 'plots.processes' is {self.processes}; give 1 (draw in the run's process) or more (helpers forked on Linux), e.g. 2.")
 
 
 @dataclass

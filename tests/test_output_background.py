@@ -31,12 +31,12 @@ def test_every_figure_is_uploaded_before_the_run_ends(tiny_bert, tmp_path):
 def test_an_upload_error_in_the_background_fails_the_run_with_the_rest_logged(tiny_bert, tmp_path, monkeypatch):
     from attnsim.workflows.run import run
 
-    def broken(self, pixels, dpi, artifact_file):
+    def broken(self, data, artifact_file):
         raise OSError(f"No space left on device while writing {artifact_file}")
 
-    monkeypatch.setattr(RunSink, "_write_png", broken)
+    monkeypatch.setattr(RunSink, "_write_file", broken)  # every figure's upload, drawn here or in a helper process
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    with pytest.raises(OSError, match="No space left on device while writing figures/csm/"):
+    with pytest.raises(OSError, match="No space left on device while writing figures/"):
         run("csm", _overrides(tiny_bert, uri))
     client, (logged,) = runs_of(uri)
     assert logged.info.status == "FAILED" and "No space left on device" in logged.data.tags[Tag.ERROR.value]

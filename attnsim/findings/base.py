@@ -60,6 +60,10 @@ class Finding(pl.Callback):
     needs_gradients: bool = False
     # True: every statistic also has a blockwise form (stats/pairs/blocks.py, capture.path=blockwise)
     blockwise: bool = False
+    # time its figures take to draw, relative to a finding with a layer x head mosaic and one more
+    # figure (measured: csm 3, separators 2): where several processes draw (plots.processes), the
+    # costliest findings start first, so that none is left to draw alone at the end
+    figure_cost: float = 1.0
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, stats_cfg: Any, context: Optional[FindingContext] = None):
         """

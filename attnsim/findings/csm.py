@@ -18,6 +18,7 @@ class CSMFinding(Finding):
     """
 
     name = "csm"
+    figure_cost = 3.0  # measured against a finding of two figures (workflows/figures.py)
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "CSM mean and std, corpus-mean matrix, distance profile"
     statistics = SCALARS

@@ -68,6 +68,7 @@ class SeparatorsFinding(Finding):
     """Attention mass on separator tokens beside uniform attention; attention entropy and mean distance."""
 
     name = "separators"
+    figure_cost = 2.0  # measured against a finding of two figures (workflows/figures.py)
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "attention mass on the first token ([CLS]/BOS), [SEP], '.', ',' and newlines vs uniform, attention entropy and mean attention distance (Clark et al. 2019)"
     statistics = scalar_names(CATEGORIES + EXTRA_CATEGORIES)

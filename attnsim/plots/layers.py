@@ -64,7 +64,7 @@ def position_profile(mass: torch.Tensor, chance: torch.Tensor, positions: torch.
 
     ratio = (mass / chance).detach().double().cpu().nanmean(1).numpy()  # (L, K)
     x = positions.detach().cpu().double().numpy() + 1  # 1-based on the log axis: position 0 at 1
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = inch_axes(5.5, 2.7, left=0.75, right=0.15, bottom=0.5, top=0.35)  # laid out by hand: drawn once
     colours = plt.get_cmap("viridis")(np.linspace(0, 1, max(2, ratio.shape[0])))
     for layer in range(ratio.shape[0]):
         ax.plot(x, ratio[layer], color=colours[layer], linewidth=1.0, label=f"layer {layer}")
@@ -76,6 +76,5 @@ def position_profile(mass: torch.Tensor, chance: torch.Tensor, positions: torch.
     ax.set_title(f"Attention by absolute position, mean over heads ({INDEX_NOTE})", fontsize=9)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
     return fig
 

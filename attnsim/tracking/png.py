@@ -13,6 +13,39 @@ import numpy as np
 PNG_LIMIT = 400_000  # bytes: no figure artifact is larger
 
 
+def figure_pixels(figure, dpi: int = 100, fixed_layout: bool = False) -> np.ndarray:
+    """Draw a matplotlib figure and return its pixels; the figure is left open.
+
+    A figure laid out by hand (``fixed_layout``: its axes placed in inches) is drawn once on an Agg
+    canvas; any other figure is saved with ``bbox_inches="tight"``, which draws it twice (once to
+    measure it).
+
+    Args:
+        figure: a matplotlib ``Figure``.
+        dpi: dots per inch of the drawing.
+        fixed_layout: whether the figure was laid out by hand
+            (:func:`attnsim.plots.common.has_fixed_layout`; the caller says, so that tracking never
+            imports the plots).
+
+    Returns:
+        (H, W, 4) uint8 RGBA pixels, a copy that outlives the figure.
+    """
+    if fixed_layout:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        figure.set_dpi(dpi)
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        return np.array(canvas.buffer_rgba())
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", pil_kwargs={"compress_level": 0})
+    return np.asarray(Image.open(buffer).convert("RGBA"))
+
+
 def png_bytes(pixels: np.ndarray, dpi: int, limit: int = PNG_LIMIT) -> bytes:
     """A drawn figure's pixels as PNG file bytes, at most ``limit`` bytes.
 

@@ -234,27 +234,19 @@ class RunSink:
         so the end of the run) waits for every pending figure and raises its error, if any.
         """
         import matplotlib.pyplot as plt
-        import numpy as np
+
+        from attnsim.tracking.png import figure_pixels
 
         try:
-            if fixed_layout:
-                from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-                figure.set_dpi(dpi)
-                canvas = FigureCanvasAgg(figure)
-                canvas.draw()
-                pixels = np.array(canvas.buffer_rgba())  # a copy: the figure is closed below
-            else:
-                import io
-
-                from PIL import Image
-
-                buffer = io.BytesIO()
-                figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", pil_kwargs={"compress_level": 0})
-                pixels = np.asarray(Image.open(buffer).convert("RGBA"))
+            pixels = figure_pixels(figure, dpi, fixed_layout)
             self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
         finally:
             plt.close(figure)
+
+    def log_png(self, data: bytes, artifact_file: str) -> None:
+        """Upload PNG file bytes already encoded (e.g. by :func:`attnsim.tracking.png.png_bytes` in a
+        process drawing figures for this run) on the background thread of :meth:`log_figure`."""
+        self._pending.append(self._writer().submit(self._write_file, data, artifact_file))
 
     def _writer(self):
         # one background thread, created on first use, for figure encoding and upload
@@ -265,17 +257,20 @@ class RunSink:
         return self._executor
 
     def _write_png(self, pixels, dpi: int, artifact_file: str) -> None:
+        from attnsim.tracking.png import png_bytes
+
+        self._write_file(png_bytes(pixels, dpi), artifact_file)
+
+    def _write_file(self, data: bytes, artifact_file: str) -> None:
         import os
         import posixpath
         import tempfile
-
-        from attnsim.tracking.png import png_bytes
 
         directory, name = posixpath.split(artifact_file)
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, name)
             with open(path, "wb") as handle:
-                handle.write(png_bytes(pixels, dpi))
+                handle.write(data)
             self.client.log_artifact(self.run_id, path, directory or None)
 
     def wait_for_figures(self) -> None:

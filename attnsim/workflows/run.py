@@ -49,6 +49,7 @@ from attnsim.workflows.common import (
     run_tags,
     seed_and_threads,
 )
+from attnsim.workflows.figures import log_figures
 from attnsim.workflows.seq2seq import build_seq2seq_module, is_seq2seq, prepare_pairs
 from attnsim.workflows.startup import freeze_if_exiting_soon
 
@@ -330,19 +331,17 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
         # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
         sink.log_metrics(tables.corpus_metrics(summary))
         timings["log"] += time.perf_counter() - start
-        if cfg.tracking.figures and not partial:
-            start = time.perf_counter()
-            examples = recorder.examples if recorder is not None else None
-            for path, figure in finding.figures(summary, examples, cfg.plots):
-                sink.log_figure(figure, path, cfg.plots.dpi, fixed_layout=has_fixed_layout(figure))
-            for path, page in finding.pages(summary, cfg.plots, f"attnsim explorer: {cfg.name}, run {sink.run_id}") if cfg.plots.explorer else ():
-                sink.log_text(page, path)
-            timings["figures"] += time.perf_counter() - start
+    examples = recorder.examples if recorder is not None else None
+    if cfg.tracking.figures and not partial:
+        start = time.perf_counter()
+        jobs = [(finding, summaries[finding.name]) for finding in findings if finding.name in summaries]
+        log_figures(sink, jobs, examples, cfg.plots, f"attnsim explorer: {cfg.name}, run {sink.run_id}", has_fixed_layout)
+        timings["figures"] += time.perf_counter() - start
     if cfg.tracking.figures and cfg.plots.explorer and recorder is not None and not partial:
         from attnsim.plots.explorer import explorer_from_examples
 
         start = time.perf_counter()
-        page = explorer_from_examples(recorder.examples, cfg.plots.max_tokens, f"attnsim explorer: {cfg.name}, run {sink.run_id}")
+        page = explorer_from_examples(examples, cfg.plots.max_tokens, f"attnsim explorer: {cfg.name}, run {sink.run_id}")
         if page is not None:
             sink.log_text(page, "explorer.html")
         timings["figures"] += time.perf_counter() - start

@@ -1,0 +1,161 @@
+"""The findings' figures of a run, drawn in up to ``plots.processes`` processes.
+
+Drawing is most of a run's time after predict (about 2 s of a default ``paper`` run's 23 s on
+2 CPU cores), and matplotlib draws on one core, holding the GIL. :func:`log_figures` therefore
+forks ``plots.processes`` helper processes right after predict, before any figure exists. Each
+helper draws whole findings, the costliest first (:func:`drawing_order`), and encodes their figures
+as PNG (:func:`attnsim.tracking.png.png_bytes`); this process uploads each finding's files through
+the run's sink as soon as they arrive. The helpers inherit the summaries and example windows from
+the fork (nothing is pickled on the way in), freeze the garbage collector's view of what they
+inherited, draw with one torch thread, and exit when the findings are drawn.
+
+Where forking is not available or not worth it, everything is drawn here, one finding after
+another: on platforms other than Linux (macOS and Windows would start a new interpreter that
+imports torch again), where this process may use one CPU only, with ``plots.processes=1``, and when
+only one finding has figures. If a helper dies (killed, out of memory), the findings not yet logged
+are drawn here, with a warning; an error raised by a finding's figure code in a helper is raised
+here, as it would be without helpers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+log = logging.getLogger(__name__)
+
+__all__ = ["usable_processes", "drawing_order", "log_figures"]
+
+# (jobs, examples, plots config, page title, shared counter, fixed-layout test) for the forked
+# helpers: set just before the fork, inherited by them, cleared after
+_JOB: Optional[tuple] = None
+
+Job = Tuple[Any, Any]  # (finding, its summary)
+
+
+def usable_processes(requested: int) -> int:
+    """How many processes may draw figures: ``requested``, at most the CPUs this process may use,
+    and 1 where helper processes cannot be forked (platforms other than Linux)."""
+    if requested <= 1 or not sys.platform.startswith("linux"):
+        return 1
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(int(requested), len(os.sched_getaffinity(0))))
+
+
+def drawing_order(jobs: Sequence[Job]) -> List[int]:
+    """Indices of ``jobs``, the costliest finding first (``Finding.figure_cost``, default 1; ties keep
+    their order): the longest tasks start first, so that no process is left drawing one alone."""
+    return sorted(range(len(jobs)), key=lambda index: -float(getattr(jobs[index][0], "figure_cost", 1.0)))
+
+
+def _draw(job: Job, examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool]) -> List[Tuple[str, str, Any]]:
+    """``(kind, artifact path, payload)`` of one finding: ``("png", path, PNG bytes)`` per figure and
+    ``("text", path, HTML)`` per page."""
+    import matplotlib.pyplot as plt
+
+    from attnsim.tracking.png import figure_pixels, png_bytes
+
+    finding, summary = job
+    out: List[Tuple[str, str, Any]] = []
+    for path, figure in finding.figures(summary, examples, plots_cfg):
+        try:
+            pixels = figure_pixels(figure, plots_cfg.dpi, has_fixed_layout(figure))
+        finally:
+            plt.close(figure)
+        out.append(("png", path, png_bytes(pixels, plots_cfg.dpi)))
+    if plots_cfg.explorer:
+        out.extend(("text", path, page) for path, page in finding.pages(summary, plots_cfg, title))
+    return out
+
+
+def _start_helper() -> None:
+    """Initialiser of a forked helper."""
+    import gc
+
+    import torch
+
+    gc.freeze()  # what the fork inherited is never collected here: no collection walks (and copies) it
+    torch.set_num_threads(1)  # the parent's OpenMP pool does not survive a fork; draw on one thread
+
+
+def _helper(index: int) -> List[Tuple[str, str, Any]]:
+    """Body of a forked helper: draw the figures and pages of finding ``index`` of the inherited jobs."""
+    jobs, examples, plots_cfg, title, fixed = _JOB  # type: ignore[misc]
+    return _draw(jobs[index], examples, plots_cfg, title, fixed)
+
+
+def _log_here(sink, job: Job, examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool]) -> None:
+    finding, summary = job
+    for path, figure in finding.figures(summary, examples, plots_cfg):
+        sink.log_figure(figure, path, plots_cfg.dpi, fixed_layout=has_fixed_layout(figure))
+    if plots_cfg.explorer:
+        for path, page in finding.pages(summary, plots_cfg, title):
+            sink.log_text(page, path)
+
+
+def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool]) -> int:
+    """Draw every finding's figures (and pages) and log them to the run of ``sink``.
+
+    Args:
+        sink: the run's :class:`~attnsim.tracking.sink.RunSink`; PNG files are uploaded through it
+            (in its background thread) and :meth:`~attnsim.tracking.sink.RunSink.wait_for_figures`
+            is left to the caller.
+        jobs: ``(finding, summary)`` of each finding to draw.
+        examples: the run's recorded example windows (or None).
+        plots_cfg: the ``plots`` config group (``processes``, ``dpi``, ``explorer``, ...).
+        title: title of the findings' HTML pages.
+        has_fixed_layout: whether a figure was laid out by hand (the plots' own test).
+
+    Returns:
+        The number of processes that drew (1: this one alone).
+
+    Raises:
+        Whatever a finding's figure code raises, here or in a helper.
+    """
+    global _JOB
+    processes = min(usable_processes(int(plots_cfg.processes)), len(jobs))
+    if processes <= 1:
+        for job in jobs:
+            _log_here(sink, job, examples, plots_cfg, title, has_fixed_layout)
+        return 1
+
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = drawing_order(jobs)
+    _JOB = (list(jobs), examples, plots_cfg, title, has_fixed_layout)
+    pool = None
+    logged = set()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that forking a process with threads may deadlock the child; the
+            # helpers only draw with matplotlib and encode with Pillow, which take none of the
+            # locks the parent's threads (torch's idle pool, MLflow) hold
+            warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks.*", category=DeprecationWarning)
+            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_start_helper)
+            futures = {pool.submit(_helper, index): index for index in order}
+        try:
+            for future in as_completed(futures):
+                for kind, path, payload in future.result():
+                    if kind == "png":
+                        sink.log_png(payload, path)
+                    else:
+                        sink.log_text(payload, path)
+                logged.add(futures[future])
+        except BrokenProcessPool as exc:
+            log.warning("A process drawing figures stopped (%s); drawing the findings it left here.", exc)
+            for index in range(len(jobs)):
+                if index not in logged:
+                    _log_here(sink, jobs[index], examples, plots_cfg, title, has_fixed_layout)
+    finally:
+        _JOB = None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return processes

@@ -1,0 +1,185 @@
+"""Figures drawn in forked helper processes (attnsim/workflows/figures.py; issue 18, "Figures and logging").
+
+The helpers must log exactly the files one process logs, pixel for pixel; an error in a helper's
+figure code must reach the run; a helper that dies must leave nothing undrawn.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import sys
+from types import SimpleNamespace
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from PIL import Image
+
+from attnsim.errors import ConfigError
+from attnsim.plots.common import has_fixed_layout, inch_axes
+from attnsim.workflows import figures as drawing
+from tests.conftest import runs_of
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="helpers are forked on Linux only")
+PARENT = os.getpid()
+
+
+class FakeFinding:
+    """Draws ``count`` small figures (one laid out by tight bbox) and one page naming the drawing process."""
+
+    def __init__(self, name: str, count: int = 2, cost: float = 1.0, in_helper=None):
+        self.name, self.count, self.figure_cost, self.in_helper = name, count, cost, in_helper
+
+    def figures(self, summary, examples, plots_cfg):
+        if self.in_helper is not None and os.getpid() != PARENT:
+            self.in_helper()
+        for index in range(self.count):
+            if index == 0:
+                fig, ax = inch_axes(2.0, 1.0, left=0.4, right=0.1, bottom=0.3, top=0.25)
+            else:
+                fig, ax = plt.subplots(figsize=(2.5, 1.5))  # saved with bbox_inches="tight"
+            ax.plot([0, 1, 2], [summary, index, summary * index])
+            ax.set_title(f"{self.name} {index} ({examples})", fontsize=8)
+            yield f"figures/{self.name}/figure{index}.png", fig
+
+    def pages(self, summary, plots_cfg, title):
+        yield f"pages/{self.name}.html", f"{title} {self.name} pid={os.getpid()}"
+
+
+class FakeSink:
+    """The three calls log_figures makes of a RunSink, with log_figure encoding as the real one does."""
+
+    def __init__(self):
+        self.files, self.texts = {}, {}
+
+    def log_figure(self, figure, artifact_file, dpi=100, fixed_layout=False):
+        from attnsim.tracking.png import figure_pixels, png_bytes
+
+        try:
+            self.files[artifact_file] = png_bytes(figure_pixels(figure, dpi, fixed_layout), dpi)
+        finally:
+            plt.close(figure)
+
+    def log_png(self, data, artifact_file):
+        self.files[artifact_file] = data
+
+    def log_text(self, text, artifact_file):
+        self.texts[artifact_file] = text
+
+
+def _pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def _draw(findings, processes, explorer=True):
+    sink = FakeSink()
+    jobs = [(finding, 1.5 + index) for index, finding in enumerate(findings)]
+    used = drawing.log_figures(sink, jobs, "ex", SimpleNamespace(processes=processes, dpi=60, explorer=explorer), "title", has_fixed_layout)
+    return sink, used
+
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+
+
+@linux_only
+def test_helpers_log_the_files_one_process_logs_pixel_for_pixel(two_cpus):
+    findings = [FakeFinding(name, count) for name, count in (("a", 2), ("b", 3), ("c", 1), ("d", 2))]
+    alone, used_alone = _draw(findings, 1)
+    helped, used_helped = _draw(findings, 2)
+    assert (used_alone, used_helped) == (1, 2)
+    assert sorted(helped.files) == sorted(alone.files) and len(alone.files) == 8
+    for path in alone.files:
+        np.testing.assert_array_equal(_pixels(helped.files[path]), _pixels(alone.files[path]), err_msg=path)
+    assert sorted(helped.texts) == sorted(alone.texts) == [f"pages/{name}.html" for name in "abcd"]
+    drawn_by = {int(text.rsplit("pid=", 1)[1]) for text in helped.texts.values()}
+    assert PARENT not in drawn_by and {int(t.rsplit("pid=", 1)[1]) for t in alone.texts.values()} == {PARENT}
+    assert drawing._JOB is None  # nothing of the run is left referenced
+
+
+@linux_only
+def test_pages_are_left_out_without_the_explorer(two_cpus):
+    sink, _ = _draw([FakeFinding("a"), FakeFinding("b")], 2, explorer=False)
+    assert sink.texts == {} and len(sink.files) == 4
+
+
+@linux_only
+def test_an_error_in_a_helper_is_raised_here(two_cpus):
+    def broken():
+        raise ValueError("finding b cannot draw its figure: no layers")
+
+    with pytest.raises(ValueError, match="finding b cannot draw its figure: no layers"):
+        _draw([FakeFinding("a"), FakeFinding("b", in_helper=broken), FakeFinding("c")], 2)
+    assert drawing._JOB is None
+
+
+@linux_only
+def test_a_helper_that_dies_leaves_its_findings_to_this_process(two_cpus, caplog):
+    def die():
+        os._exit(3)  # e.g. killed by the out-of-memory killer
+
+    with caplog.at_level(logging.WARNING, logger="attnsim.workflows.figures"):
+        sink, _ = _draw([FakeFinding("a"), FakeFinding("b", in_helper=die), FakeFinding("c")], 2)
+    assert sorted(sink.files) == sorted(f"figures/{name}/figure{i}.png" for name in "abc" for i in range(2))
+    assert sorted(sink.texts) == ["pages/a.html", "pages/b.html", "pages/c.html"]
+    assert "pid=%d" % PARENT in sink.texts["pages/b.html"]  # drawn again here
+    assert "A process drawing figures stopped" in caplog.text
+
+
+def test_usable_processes(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert [drawing.usable_processes(n) for n in (1, 2, 3)] == [1, 2, 2]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert drawing.usable_processes(2) == 1  # one CPU: helpers would only take turns with this process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    for platform in ("darwin", "win32"):
+        monkeypatch.setattr(sys, "platform", platform)
+        assert drawing.usable_processes(4) == 1
+
+
+def test_one_finding_or_one_process_draws_here(two_cpus):
+    sink, used = _draw([FakeFinding("a")], 2)
+    assert used == 1 and "pid=%d" % PARENT in sink.texts["pages/a.html"]
+
+
+def test_the_costliest_findings_are_drawn_first():
+    jobs = [(FakeFinding("a"), 0), (FakeFinding("b", cost=3.0), 0), (FakeFinding("c"), 0), (FakeFinding("d", cost=2.0), 0)]
+    assert drawing.drawing_order(jobs) == [1, 3, 0, 2]
+    from attnsim.findings.csm import CSMFinding
+    from attnsim.findings.separators import SeparatorsFinding
+    from attnsim.findings.sentences import SentencesFinding
+
+    assert CSMFinding.figure_cost > SeparatorsFinding.figure_cost > SentencesFinding.figure_cost == 1.0
+
+
+def test_processes_below_one_are_refused():
+    from attnsim.config import load_config
+
+    with pytest.raises(ConfigError, match=r"'plots.processes' is 0; give 1"):
+        load_config("csm", ["plots.processes=0"])
+
+
+@linux_only
+def test_a_run_logs_the_same_figures_drawn_in_one_process_or_in_helpers(tiny_bert, tmp_path, two_cpus):
+    from attnsim.workflows.run import run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    base = [f"model.path={tiny_bert}", "corpus.limit=4", "corpus.seq_len=24", "trainer.batch_size=2", "trainer.progress_bar=false", "plots.examples=1", f"tracking.uri={uri}"]
+    alone = run("paper", base + ["plots.processes=1"])
+    helped = run("paper", base + ["plots.processes=2"])
+    client, logged = runs_of(uri)
+    assert [r.info.status for r in logged] == ["FINISHED", "FINISHED"]
+
+    def files(run_id, folder=""):
+        out = []
+        for item in client.list_artifacts(run_id, folder or None):
+            out += files(run_id, item.path) if item.is_dir else [(item.path, item.file_size)]
+        return out
+
+    drawn_alone = {path for path, _ in files(alone.run_id) if path.startswith("figures/")}
+    drawn_helped = {path for path, _ in files(helped.run_id) if path.startswith("figures/")}
+    assert drawn_alone == drawn_helped and len(drawn_alone) >= 15
