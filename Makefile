@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run lint test throughput memory end-to-end operations gpu-check scaling clean
+.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,9 @@ end-to-end: install
 
 operations: install
 	$(PY) benchmarks/operations.py $(ARGS)
+
+imports: install
+	$(PY) benchmarks/imports.py $(ARGS)
 
 gpu-check: install
 	PYTHON=$(PY) bash benchmarks/gpu_check.sh $(ARGS)

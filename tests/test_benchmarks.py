@@ -61,6 +61,18 @@ def test_operations_benchmark_prints_each_operation_and_the_ceilings():
         assert value == "" or 0 < float(value) <= 1
 
 
+def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
+    out = script("imports.py", "--repeats", "1", "--windows", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| step") and not line.startswith("| ---")]
+    assert [r[0].strip() for r in rows][:3] == ["interpreter", "torch", "transformers"] and len(rows) == 9
+    added_s, cumulative_s, added_mib, cumulative_mib = ([float(r[i]) for r in rows] for i in (1, 2, 3, 4))
+    assert abs(sum(added_s) - cumulative_s[-1]) <= 0.005 * len(rows) and abs(sum(added_mib) - cumulative_mib[-1]) <= 0.5 * len(rows)
+    assert added_mib[1] > 50 and cumulative_s[1] > 0.1  # importing torch costs memory and time
+    assert "imports before the model loads (steps 1-8): " in out.stdout and "target < 3 s -> " in out.stdout
+    assert "plain script (2 windows): peak RSS " in out.stdout and "add " in out.stdout
+
+
 @pytest.mark.parametrize(
     "name, args, message",
     [
@@ -69,6 +81,7 @@ def test_operations_benchmark_prints_each_operation_and_the_ceilings():
         ("throughput.py", ["--experiments", "csm", "nosuch"], "Unknown experiment 'nosuch'"),
         ("memory.py", ["--small", "64", "--large", "32"], "--small 64 must be fewer windows than --large 32"),
         ("operations.py", ["--repeats", "0"], "0 is not a positive number"),
+        ("imports.py", ["--repeats", "0"], "0 is not a positive number"),
         ("memory.py", ["corpus.nosuch=1"], "Unknown config key 'corpus.nosuch'"),
         ("scaling.py", ["--windows", "0"], "0 is not a positive number"),
         ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),

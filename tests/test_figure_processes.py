@@ -125,7 +125,7 @@ def test_a_helper_that_dies_leaves_its_findings_to_this_process(two_cpus, caplog
         sink, _ = _draw([FakeFinding("a"), FakeFinding("b", in_helper=die), FakeFinding("c")], 2)
     assert sorted(sink.files) == sorted(f"figures/{name}/figure{i}.png" for name in "abc" for i in range(2))
     assert sorted(sink.texts) == ["pages/a.html", "pages/b.html", "pages/c.html"]
-    assert "pid=%d" % PARENT in sink.texts["pages/b.html"]  # drawn again here
+    assert f"pid={PARENT}" in sink.texts["pages/b.html"]  # drawn again here
     assert "A process drawing figures stopped" in caplog.text
 
 
@@ -143,15 +143,15 @@ def test_usable_processes(monkeypatch):
 
 def test_one_finding_or_one_process_draws_here(two_cpus):
     sink, used = _draw([FakeFinding("a")], 2)
-    assert used == 1 and "pid=%d" % PARENT in sink.texts["pages/a.html"]
+    assert used == 1 and f"pid={PARENT}" in sink.texts["pages/a.html"]
 
 
 def test_the_costliest_findings_are_drawn_first():
     jobs = [(FakeFinding("a"), 0), (FakeFinding("b", cost=3.0), 0), (FakeFinding("c"), 0), (FakeFinding("d", cost=2.0), 0)]
     assert drawing.drawing_order(jobs) == [1, 3, 0, 2]
     from attnsim.findings.csm import CSMFinding
-    from attnsim.findings.separators import SeparatorsFinding
     from attnsim.findings.sentences import SentencesFinding
+    from attnsim.findings.separators import SeparatorsFinding
 
     assert CSMFinding.figure_cost > SeparatorsFinding.figure_cost > SentencesFinding.figure_cost == 1.0
 

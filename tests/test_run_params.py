@@ -34,6 +34,7 @@ def test_measure_params_keep_only_the_sections_a_measurement_uses():
     assert "tracking.experiment" in params and "tracking.tags.team" not in params  # tracking.tags are the run's tags
     assert sections(params) == {"findings", "seed", "model", "corpus", "stats", "trainer", "tracking", "plots"}
     assert len(params) <= 40  # was 56: every key of every section
+    assert "plots.dpi" in params and "plots.processes" not in params  # how many processes draw changes no figure
     assert "corpus.repeat_length" not in params and "corpus.repeats" not in params  # repeated_tokens keys
 
 

@@ -363,7 +363,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
     :data:`FINDING_ONLY_STATS_KEYS` only when one of their findings runs); of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
     devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
     ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
-    tags); ``plots`` only when ``tracking.figures`` is on; ``maps`` only when a finding of
+    tags); ``plots`` only when ``tracking.figures`` is on, and never ``plots.processes`` (how many
+    processes draw, which changes no figure); ``maps`` only when a finding of
     :data:`MAPS_FINDINGS` runs; ``interventions`` only when one of :data:`INTERVENTION_FINDINGS` runs. Never ``checkpoint.*`` (an ``attnsim finetune`` run logs those),
     ``name`` (tag ``attnsim.experiment`` and the run name), ``description`` (the run's description,
     :func:`run_note`) nor ``task``. The whole resolved config is the run's ``config.yaml``.
@@ -394,6 +395,8 @@ def measure_params(cfg: Any) -> Dict[str, str]:
             keep = cfg.corpus.source in SOURCE_ONLY_CORPUS_KEYS[rest]
         elif section == "stats" and rest in FINDING_ONLY_STATS_KEYS:
             keep = bool(set(cfg.findings) & set(FINDING_ONLY_STATS_KEYS[rest]))
+        elif section == "plots" and rest == "processes":
+            keep = False
         else:
             keep = section in sections
         if keep:
