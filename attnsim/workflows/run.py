@@ -1,6 +1,7 @@
 """The measurement workflow (``attnsim run``, :func:`run`): config → data → capture → stats → findings → tracking.
 
-Figures are drawn here (by each finding's ``figures``) and handed to the tracking sink;
+Figures are drawn by each finding's ``figures``, in helper processes where the machine allows
+(:mod:`attnsim.workflows.figures`), and handed to the tracking sink;
 :func:`make_capture_module` is the one place the plain capture module is constructed.
 
 Every check that can fail on bad input (config, tracking store, model config,
