@@ -183,3 +183,29 @@ def test_a_run_logs_the_same_figures_drawn_in_one_process_or_in_helpers(tiny_ber
     drawn_alone = {path for path, _ in files(alone.run_id) if path.startswith("figures/")}
     drawn_helped = {path for path, _ in files(helped.run_id) if path.startswith("figures/")}
     assert drawn_alone == drawn_helped and len(drawn_alone) >= 15
+
+
+@linux_only
+def test_free_heap_pages_are_returned_before_the_fork():
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        pytest.skip("not glibc")
+    libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+
+    def rss_mib() -> float:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+    blocks = [libc.malloc(16_384) for _ in range(8_000)]  # 125 MiB in heap chunks (below the mmap threshold)
+    for block in blocks:
+        ctypes.memset(block, 1, 16_384)  # resident
+    keep = libc.malloc(16_384)  # holds the top of the heap, so free() alone cannot shrink it
+    for block in blocks:
+        libc.free(block)
+    before = rss_mib()
+    drawing.release_free_memory()
+    after = rss_mib()
+    libc.free(keep)
+    assert before - after > 60, (before, after)  # the freed pages left the process
