@@ -49,8 +49,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configured = time.perf_counter()
     cfg = load_config(args.experiment, _with_uri(args.overrides, args.uri), known_findings=FINDINGS)  # config errors come before the heavy imports
     imported = time.perf_counter()
-    from attnsim.workflows.startup import freeze_at_exit, import_libraries
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries, keep_freed_memory
 
+    keep_freed_memory()  # the windows' short-lived tensors reuse freed heap memory (no page faults)
     import_libraries()  # torch, Lightning, transformers, MLflow, with the garbage collector paused
     freeze_at_exit()
     _quiet_libraries(args.verbose)

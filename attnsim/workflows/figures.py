@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["usable_processes", "drawing_order", "release_free_memory", "log_figures"]
 
-# (jobs, examples, plots config, page title, shared counter, fixed-layout test) for the forked
-# helpers: set just before the fork, inherited by them, cleared after
+# (jobs, examples, plots config, page title, fixed-layout test) for the forked helpers: set just
+# before the fork, inherited by them, cleared after
 _JOB: Optional[tuple] = None
 
 Job = Tuple[Any, Any]  # (finding, its summary)
