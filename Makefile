@@ -1,13 +1,13 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
 #   make test   installs what is missing, then lints (ruff check) and runs the tests
-# Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make end-to-end, make operations, make gpu-check, make scaling (ARGS=... passes options)
+# Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make end-to-end, make operations, make imports, make gpu-check, make scaling, make long-context (ARGS=... passes options)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling clean
+.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling long-context clean
 
 install: $(VENV)/.installed
 

@@ -10,6 +10,8 @@ import io
 import logging
 import os
 import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -209,3 +211,142 @@ def test_free_heap_pages_are_returned_before_the_fork():
     after = rss_mib()
     libc.free(keep)
     assert before - after > 60, (before, after)  # the freed pages left the process
+
+
+class NoiseFinding(FakeFinding):
+    """One large figure of noise: its PNG (~1 MB) is more than a pipe holds, so a helper sending it blocks
+    until the run's process reads it."""
+
+    def figures(self, summary, examples, plots_cfg):
+        if self.in_helper is not None and os.getpid() != PARENT:
+            self.in_helper()
+        fig, ax = inch_axes(12.0, 12.0, left=0.1, right=0.1, bottom=0.1, top=0.1)
+        ax.imshow(np.random.default_rng(0).random((600, 600)), interpolation="nearest")
+        yield f"figures/{self.name}/noise.png", fig
+
+
+@linux_only
+def test_a_dead_helper_does_not_leave_the_run_waiting_for_the_other(two_cpus):
+    """With a SIGTERM handler of the run's own inherited by the fork and a figure larger than a pipe holds in
+    the other helper, every file is still logged (the command-line case, which used to hang, is
+    test_attnsim_run_finishes_when_a_figure_helper_is_killed)."""
+    import signal
+    import threading
+
+    def die():
+        time.sleep(0.5)  # the other helper is drawing its large figure
+        os._exit(3)
+
+    previous = signal.signal(signal.SIGTERM, lambda *args: None)
+    try:
+        done = {}
+        worker = threading.Thread(target=lambda: done.update(result=_draw([NoiseFinding("big"), FakeFinding("b", in_helper=die)], 2)), daemon=True)
+        worker.start()
+        worker.join(120)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not worker.is_alive(), "log_figures still waiting two minutes after a helper died"
+    sink, _ = done["result"]
+    assert sorted(sink.files) == ["figures/b/figure0.png", "figures/b/figure1.png", "figures/big/noise.png"]
+    assert len(sink.files["figures/big/noise.png"]) > 100_000
+
+
+HELPERS_OF_A_KILLED_RUN = r"""
+import os, sys, time
+from types import SimpleNamespace
+os.sched_getaffinity = lambda pid: {0, 1}
+from attnsim.plots.common import has_fixed_layout
+from attnsim.workflows import figures as drawing
+
+
+class Slow:
+    figure_cost = 1.0
+
+    def figures(self, summary, examples, plots_cfg):
+        open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+        time.sleep(300)
+        return iter(())
+
+
+drawing.log_figures(None, [(Slow(), 0), (Slow(), 1)], None, SimpleNamespace(processes=2, dpi=50, explorer=False), "t", has_fixed_layout)
+"""
+
+
+@linux_only
+def test_helpers_die_with_the_run_process(tmp_path):
+    import signal
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    run = subprocess.Popen([sys.executable, "-c", HELPERS_OF_A_KILLED_RUN, str(tmp_path)], env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.1)
+        helpers = [int(p.name) for p in tmp_path.iterdir()]
+        assert len(helpers) == 2, f"the helpers did not start (exit {run.poll()})"
+    finally:
+        run.send_signal(signal.SIGKILL)  # e.g. the out-of-memory killer
+        run.wait(30)
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                return next(line.split()[1] for line in status if line.startswith("State:")) != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in helpers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"helpers {left} outlived the run's process"
+
+
+def _children(pid: int) -> list:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+@linux_only
+def test_attnsim_run_finishes_when_a_figure_helper_is_killed(tmp_path):
+    """`attnsim run` on the bundled model: one helper SIGKILLed while the figures are drawn; the run
+    draws the rest itself and ends FINISHED instead of waiting for the other helper for ever."""
+    import signal
+    import subprocess
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HF_HUB_OFFLINE="1")
+    argv = [sys.executable, "-m", "attnsim.cli", "run", "paper", "corpus.limit=8", "trainer.batch_size=8", "trainer.progress_bar=false", "--uri", uri]
+    run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(_children(run.pid)) < 2 and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        helpers = _children(run.pid)
+        assert len(helpers) >= 2, f"no figure helpers seen (exit {run.poll()})"
+        time.sleep(0.3)
+        os.kill(helpers[0], signal.SIGKILL)
+        out, err = run.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        for pid in _children(run.pid):
+            os.kill(pid, signal.SIGKILL)
+        run.kill()
+        run.communicate()
+        pytest.fail("attnsim run still waiting two minutes after a figure helper was killed")
+    assert run.returncode == 0, err[-3000:]
+    assert "A process drawing figures stopped" in err
+    client, (logged,) = runs_of(uri)
+    assert logged.info.status == "FINISHED"
+    figures = {a.path for folder in ("figures/csm", "figures/separators", "figures/noise") for a in client.list_artifacts(logged.info.run_id, folder)}
+    assert {"figures/csm/heads.png", "figures/separators/heads.png", "figures/noise/heads.png"} <= figures

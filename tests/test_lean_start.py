@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from attnsim.errors import ConfigError
 from attnsim.keys import Stage
 from attnsim.workflows.startup import collector_paused, import_libraries
 
@@ -148,6 +149,9 @@ def test_the_allocator_is_left_alone_when_asked(monkeypatch):
 
     monkeypatch.setenv("ATTNSIM_MALLOC", "default")
     assert keep_freed_memory() is False
-    monkeypatch.setenv("ATTNSIM_MALLOC", "")
+    monkeypatch.setenv("ATTNSIM_MALLOC", "off")  # e.g. by analogy with ATTNSIM_COMPILED: refused, not ignored
+    with pytest.raises(ConfigError, match="ATTNSIM_MALLOC is 'off'; give 'reuse' .* or 'default'"):
+        keep_freed_memory()
+    monkeypatch.setenv("ATTNSIM_MALLOC", "Reuse")
     monkeypatch.setattr(sys, "platform", "darwin")
     assert keep_freed_memory() is False

@@ -12,9 +12,11 @@ inherited, draw with one torch thread, and exit when the findings are drawn.
 Where forking is not available or not worth it, everything is drawn here, one finding after
 another: on platforms other than Linux (macOS and Windows would start a new interpreter that
 imports torch again), where this process may use one CPU only, with ``plots.processes=1``, and when
-only one finding has figures. If a helper dies (killed, out of memory), the findings not yet logged
-are drawn here, with a warning; an error raised by a finding's figure code in a helper is raised
-here, as it would be without helpers.
+only one finding has figures. If a helper dies (killed, out of memory), the other helpers are
+killed too and the findings not yet logged are drawn here, with a warning; an error raised by a
+finding's figure code in a helper is raised here, as it would be without helpers. Helpers ignore
+SIGINT (the run's process stops them on Ctrl-C), take SIGTERM's default action instead of the run's
+handler, and are killed by the kernel when the run's process dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -91,14 +93,46 @@ def release_free_memory() -> None:
         pass
 
 
-def _start_helper() -> None:
-    """Initialiser of a forked helper."""
+def _start_helper(parent: int) -> None:
+    """Initialiser of a forked helper of process ``parent``."""
     import gc
+    import signal
 
     import torch
 
+    # the run's own handlers (end the MLflow run as KILLED) are not a helper's: Ctrl-C reaches the
+    # whole process group and the run's process stops the helpers; SIGTERM ends a helper at once
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with(parent)
     gc.freeze()  # what the fork inherited is never collected here: no collection walks (and copies) it
     torch.set_num_threads(1)  # the parent's OpenMP pool does not survive a fork; draw on one thread
+
+
+def _die_with(parent: int) -> None:
+    # Linux: SIGKILL this helper when the run's process dies (killed, out of memory), so that no
+    # helper is left behind blocked on a pipe nobody reads
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+    if os.getppid() != parent:  # the parent died before the request above
+        os._exit(1)
+
+
+def _stop(pool) -> None:
+    """Kill the helpers of ``pool`` (their results are no longer wanted, and a helper writing a result
+    nobody reads would block for ever)."""
+    kill = getattr(pool, "kill_workers", None)  # Python 3.14+
+    if kill is not None:
+        kill()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.kill()
 
 
 def _helper(index: int) -> List[Tuple[str, str, Any]]:
@@ -151,13 +185,14 @@ def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title:
     _JOB = (list(jobs), examples, plots_cfg, title, has_fixed_layout)
     pool = None
     logged = set()
+    finished = False
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns that forking a process with threads may deadlock the child; the
             # helpers only draw with matplotlib and encode with Pillow, which take none of the
             # locks the parent's threads (torch's idle pool, MLflow) hold
             warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks.*", category=DeprecationWarning)
-            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_start_helper)
+            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_start_helper, initargs=(os.getpid(),))
             futures = {pool.submit(_helper, index): index for index in order}
         try:
             for future in as_completed(futures):
@@ -169,11 +204,15 @@ def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title:
                 logged.add(futures[future])
         except BrokenProcessPool as exc:
             log.warning("A process drawing figures stopped (%s); drawing the findings it left here.", exc)
+            _stop(pool)  # the others' results are lost with the pool
             for index in range(len(jobs)):
                 if index not in logged:
                     _log_here(sink, jobs[index], examples, plots_cfg, title, has_fixed_layout)
+        finished = True
     finally:
         _JOB = None
         if pool is not None:
+            if not finished:  # an error or an interrupt: nothing more is wanted from the helpers
+                _stop(pool)
             pool.shutdown(wait=True, cancel_futures=True)
     return processes

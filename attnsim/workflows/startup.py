@@ -104,14 +104,23 @@ def keep_freed_memory() -> bool:
     before the figures.
 
     Only the ``attnsim`` command line calls this (a process of its own); :func:`attnsim.run` in a
-    user's process leaves their allocator alone. ``ATTNSIM_MALLOC=default`` turns it off.
+    user's process leaves their allocator alone. ``ATTNSIM_MALLOC=default`` turns it off
+    (``reuse`` or unset: on).
 
     Returns:
         Whether both parameters were set (False: not glibc, or turned off).
+
+    Raises:
+        ConfigError: ``ATTNSIM_MALLOC`` is set to anything else.
     """
     import os
 
-    if not sys.platform.startswith("linux") or os.environ.get("ATTNSIM_MALLOC", "").strip().lower() == "default":
+    setting = os.environ.get("ATTNSIM_MALLOC", "").strip().lower()
+    if setting not in ("", "reuse", "default"):
+        from attnsim.errors import ConfigError
+
+        raise ConfigError(f"ATTNSIM_MALLOC is {os.environ['ATTNSIM_MALLOC']!r}; give 'reuse' (the default: freed blocks kept for reuse) or 'default' (glibc's own settings), or unset it.")
+    if not sys.platform.startswith("linux") or setting == "default":
         return False
     import ctypes
 
