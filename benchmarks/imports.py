@@ -113,27 +113,25 @@ def main(argv=None) -> int:
         print(f"  {label}: {rows[-1][1]:.2f} s, {rows[-1][2]:.0f} MiB (cumulative)", flush=True)
     plain = plain_peak(args.windows, env)
 
+    # each step's own cost: the difference of its cumulative medians from the previous step's
+    seconds = [s - p for (_, s, _), (_, p, _) in zip(rows, [("", 0.0, 0.0)] + rows[:-1])]
+    mib = [r - p for (_, _, r), (_, _, p) in zip(rows, [("", 0.0, 0.0)] + rows[:-1])]
     print("\n| step | import s added | cumulative s | RSS MiB added | cumulative MiB |")
     print("| --- | --- | --- | --- | --- |")
-    previous = (0.0, 0.0)
-    for label, seconds, rss in rows:
-        print(f"| {label} | {seconds - previous[0]:.2f} | {seconds:.2f} | {rss - previous[1]:.0f} | {rss:.0f} |")
-        previous = (seconds, rss)
-    seconds = {label: s - p for (label, s, _), (_, p, _) in zip(rows, [("", 0.0, 0.0)] + rows[:-1])}
-    mib = {label: r - p for (label, _, r), (_, _, p) in zip(rows, [("", 0.0, 0.0)] + rows[:-1])}
-    labels = [label for label, _ in STEPS]
+    for (label, total_s, total_mib), step_s, step_mib in zip(rows, seconds, mib):
+        print(f"| {label} | {step_s:.2f} | {total_s:.2f} | {step_mib:.0f} | {total_mib:.0f} |")
     before = rows[BEFORE_MODEL - 1][1]
-    lightning = sum(seconds[label] for label in labels[3:6])
+    lightning = sum(seconds[3:6])
     print(f"\nimports before the model loads (steps 1-{BEFORE_MODEL}): {before:.2f} s; target < {IMPORT_TARGET:.0f} s -> {'PASS' if before < IMPORT_TARGET else 'FAIL'}")
-    print(f"  of which Lightning (steps 4-6) {lightning:.2f} s: torch._dynamo {seconds[labels[3]]:.2f} s and torchmetrics {seconds[labels[4]]:.2f} s, imported whether or not they are used")
-    floor = rows[PLAIN_LIBRARIES - 1][1] + lightning + seconds[labels[6]]
+    print(f"  of which Lightning (steps 4-6) {lightning:.2f} s: torch._dynamo {seconds[3]:.2f} s and torchmetrics {seconds[4]:.2f} s, imported whether or not they are used")
+    floor = rows[PLAIN_LIBRARIES - 1][1] + lightning + seconds[6]
     print(f"  torch, transformers, Lightning and MLflow alone: {floor:.2f} s")
-    added = sum(mib[label] for label in labels[3:7]) + mib[labels[8]]
+    added = sum(mib[3:7]) + mib[8]
     allowance = (RSS_TARGET - 1.0) * plain
     print(f"\nplain script ({args.windows} windows): peak RSS {plain:.0f} MiB; a run may use {RSS_TARGET}x = {RSS_TARGET * plain:.0f} MiB, {allowance:.0f} MiB more")
     print(
-        f"  Lightning ({sum(mib[label] for label in labels[3:6]):.0f} MiB), MLflow ({mib[labels[6]]:.0f} MiB) and numba with the kernel "
-        f"({mib[labels[8]]:.0f} MiB) add {added:.0f} MiB resident before any window: "
+        f"  Lightning ({sum(mib[3:6]):.0f} MiB), MLflow ({mib[6]:.0f} MiB) and numba with the kernel "
+        f"({mib[8]:.0f} MiB) add {added:.0f} MiB resident before any window: "
         + ("more than the allowance, so the target is out of reach while the run's process imports them" if added > allowance else f"{allowance - added:.0f} MiB of the allowance left for the run itself")
     )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -27,9 +27,11 @@ import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from attnsim.workflows.startup import release_free_memory
+
 log = logging.getLogger(__name__)
 
-__all__ = ["usable_processes", "drawing_order", "release_free_memory", "log_figures"]
+__all__ = ["usable_processes", "drawing_order", "log_figures"]
 
 # (jobs, examples, plots config, page title, fixed-layout test) for the forked helpers: set just
 # before the fork, inherited by them, cleared after
@@ -74,23 +76,6 @@ def _draw(job: Job, examples: Any, plots_cfg: Any, title: str, has_fixed_layout:
     if plots_cfg.explorer:
         out.extend(("text", path, page) for path, page in finding.pages(summary, plots_cfg, title))
     return out
-
-
-def release_free_memory() -> None:
-    """Return the C heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing).
-
-    Predict frees its batches' tensors into the heap, which keeps the pages resident. A forked
-    helper starts with its parent's resident pages counted as its own, so trimming first keeps the
-    helpers' resident memory (and the run's peak as ``ru_maxrss`` reports it) below predict's.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):  # not glibc (e.g. musl has no malloc_trim)
-        pass
 
 
 def _start_helper(parent: int) -> None:

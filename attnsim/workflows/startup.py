@@ -88,6 +88,30 @@ MMAP_THRESHOLD = 32 * 1024 * 1024  # bytes: glibc's largest (DEFAULT_MMAP_THRESH
 TRIM_THRESHOLD = 1024 * 1024 * 1024  # bytes of free heap top kept before free() gives pages back
 
 
+def _glibc():
+    """The C library (``ctypes.CDLL(None)``) on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def release_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing).
+
+    Predict frees its batches' tensors into the heap, which keeps the pages resident. A forked
+    helper starts with its parent's resident pages counted as its own, so trimming first keeps the
+    helpers' resident memory (and the run's peak as ``ru_maxrss`` reports it) below predict's.
+    """
+    libc = _glibc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 def keep_freed_memory() -> bool:
     """Make the C allocator keep freed blocks of up to 32 MiB for reuse (glibc ``mallopt``; elsewhere nothing).
 
@@ -100,7 +124,7 @@ def keep_freed_memory() -> bool:
     threshold fixed at 32 MiB and the trim threshold at 1 GiB, freed blocks stay in the heap for reuse.
     Measured (``attnsim run`` over 256 windows, 2 alternating pairs, idle machine): predict 6.0-6.3 s
     against 6.6-6.9 s (``csm``) and 8.1-8.3 s against 8.5-9.3 s (``paper``). The run's process calls
-    :func:`attnsim.workflows.figures.release_free_memory` after predict, so the kept pages go back
+    :func:`release_free_memory` after predict, so the kept pages go back
     before the figures.
 
     Only the ``attnsim`` command line calls this (a process of its own); :func:`attnsim.run` in a
@@ -120,14 +144,12 @@ def keep_freed_memory() -> bool:
         from attnsim.errors import ConfigError
 
         raise ConfigError(f"ATTNSIM_MALLOC is {os.environ['ATTNSIM_MALLOC']!r}; give 'reuse' (the default: freed blocks kept for reuse) or 'default' (glibc's own settings), or unset it.")
-    if not sys.platform.startswith("linux") or setting == "default":
+    libc = _glibc()
+    if libc is None or setting == "default" or not hasattr(libc, "mallopt"):  # not Linux, turned off, or not glibc (e.g. musl)
         return False
     import ctypes
 
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):  # not glibc (e.g. musl)
-        return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
