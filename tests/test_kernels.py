@@ -92,6 +92,41 @@ def test_pair_kernel_reads_whole_matrices_as_the_gathered_rule(symmetric):
     assert torch.equal(got[1, :, :5], exact_top(values[1].masked_fill(~valid[1], float("-inf")), 5).sort(-1).values) and bool((got[1, :, 5:] == n).all())
 
 
+def test_csm_pair_kernel_gathers_masks_and_chooses_in_one_pass():
+    """The CSM walk's kernel: pair values as gathered (0 at invalid pairs), and the high pairs, k-th values and
+    bounds of compiled_top on those values with invalid pairs at -inf; a k per window; NaN and k out of range declined."""
+    from attnsim.stats.pairs import pair_indices
+
+    generator = torch.Generator().manual_seed(7)
+    windows, layers, heads, size = 3, 2, 5, 40
+    matrices = torch.randn(windows, layers, heads, size, size, generator=generator)
+    matrices[0, 1, 2] = torch.randint(0, 3, (size, size), generator=generator).float()  # ties at the k-th value
+    tokens = torch.ones(windows, size, dtype=torch.bool)
+    tokens[1, 25:] = False  # padding
+    tokens[2, [0, 7]] = False  # tokens left out of the statistics
+    rows, cols = pair_indices(size)
+    valid = (tokens[:, rows] & tokens[:, cols])[:, None, None, :]  # (windows, 1, 1, P)
+    n = size * (size - 1) // 2
+    gathered = matrices[..., rows, cols]
+    counts = [16, 5, 9]
+    pairs, index, kth, below = kernels.compiled_csm_pairs(matrices, tokens, counts)
+    assert pairs.shape == (windows, layers, heads, n) and index.shape == (windows, layers, heads, 16)
+    assert torch.equal(pairs, gathered.masked_fill(~valid, 0.0))
+    for window, k in enumerate(counts):
+        want_index, want_kth, want_below = kernels.compiled_top(gathered[window].masked_fill(~valid[window], float("-inf")), k)
+        assert torch.equal(index[window, ..., :k], want_index) and bool((index[window, ..., k:] == n).all())
+        assert torch.equal(kth[window], want_kth) and torch.equal(below[window], want_below)
+        assert torch.equal(want_index, exact_top(gathered[window].masked_fill(~valid[window], float("-inf")), k).sort(-1).values)
+    # a window without pairs chooses none: every slot the sentinel, and a margin no error can close
+    _, index, kth, below = kernels.compiled_csm_pairs(matrices, tokens, [16, 0, 9])
+    assert bool((index[1] == n).all()) and bool((kth[1] == float("inf")).all()) and bool((below[1] == float("-inf")).all())
+    with_nan = matrices.clone()
+    with_nan[2, 1, 3, 5, 9] = float("nan")
+    assert kernels.compiled_csm_pairs(with_nan, tokens, counts) is None  # left to the fallback
+    assert kernels.compiled_csm_pairs(matrices, tokens, [16, n, 9]) is None  # k out of range
+    assert kernels.compiled_csm_pairs(matrices.double(), tokens, counts) is None  # float32 only
+
+
 def test_disabled_by_the_environment(monkeypatch):
     monkeypatch.setenv(kernels.DISABLE_ENV, "0")
     assert not kernels.compiled_available() and kernels.path_name() == "fallback"
@@ -243,3 +278,26 @@ def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_
     _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
     assert torch.equal(got, want)
     assert sum(calls) == 6 * 6 * 12  # every (window, layer, head) row was chosen again
+
+
+def test_chunks_of_several_windows_with_their_own_k(minilm_batch, monkeypatch):
+    """Chunks of several windows (a smaller model's, or a bigger cache's), one of them padded (its own k): the
+    fallback's pairs and statistics, also when one window's rows lack a certified margin."""
+    from attnsim.stats.pairs import view as view_module
+
+    _, want_high, want_attention = _fold(minilm_batch, monkeypatch, compiled=False)
+    want = _fold(minilm_batch, monkeypatch, compiled=False)[0]
+    monkeypatch.setattr(view_module, "CHUNK_ELEMENTS_CPU", 3 * 6 * 12 * 128 * 128)  # 3 windows per chunk
+    got, got_high, got_attention = _fold(minilm_batch, monkeypatch, compiled=True)
+    assert torch.equal(got_high, want_high) and torch.equal(got_attention, want_attention)
+    assert _compare(want, got, 1e-6) >= 57
+    real = view_module.product_error
+
+    def last_window_uncertain(vectors):  # (c, L, H, T, d) -> (c, L, H): no margin in the chunk's last window
+        bound = real(vectors)
+        bound[-1] = float("inf")
+        return bound
+
+    monkeypatch.setattr(view_module, "product_error", last_window_uncertain)
+    _, got_high, _ = _fold(minilm_batch, monkeypatch, compiled=True)
+    assert torch.equal(got_high, want_high)

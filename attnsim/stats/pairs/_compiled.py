@@ -166,3 +166,58 @@ def pair_top_rows(matrices, tokens, counts, heads, offset, symmetric, stride, ou
         if not ok:
             return False
     return True
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def _mark_invalid(dest, token, value):  # pragma: no cover - compiled
+    # dest (P,) pair values of one matrix: every pair holding a token not in `token` set to `value`
+    size = token.shape[0]
+    for t in range(size):
+        if token[t]:
+            continue
+        for i in range(t):  # pairs (i, t), i < t
+            dest[i * (2 * size - i - 1) // 2 + t - i - 1] = value
+        first = t * (2 * size - t - 1) // 2  # pairs (t, j), j > t: one run
+        dest[first : first + size - 1 - t] = value
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+def csm_pair_rows(matrices, tokens, counts, heads, offset, stride, pairs_out, index_out, kth_out, next_out):  # pragma: no cover - compiled
+    """matrices (R, T, T) float32 CSM (the upper triangle is read), row r of window w = (offset + r) // heads;
+    tokens (windows, T) bool; counts (windows,) int64 ->
+    pairs_out (R, P) float32: the pair values (``triu_indices`` order), 0 at invalid pairs (a token not in ``tokens``);
+    index_out (R, S) int64: the counts[w] largest valid pairs, ascending, slots from counts[w] on set to P;
+    kth_out, next_out (R,) float32: the k-th largest value and a bound of the (k+1)-th (+inf, -inf when k = 0)."""
+    rows, size = matrices.shape[0], matrices.shape[1]
+    n = size * (size - 1) // 2
+    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
+    cand_v = np.empty(n, np.float32)
+    cand_i = np.empty(n, np.int64)
+    for row in range(rows):
+        window = (offset + row) // heads
+        a = matrices[row]
+        token = tokens[window]
+        dest = pairs_out[row]
+        p = 0
+        for i in range(size - 1):  # row i's pairs (i, i+1..T-1) are one run of the matrix's row
+            dest[p : p + size - 1 - i] = a[i, i + 1 :]
+            p += size - 1 - i
+        partial = not token.all()
+        k = counts[window]
+        index_out[row, k:] = n
+        if k == 0:
+            kth_out[row] = np.inf
+            next_out[row] = -np.inf
+        elif k >= n:
+            return False
+        else:
+            if partial:  # invalid pairs rank last in the choice
+                _mark_invalid(dest, token, np.float32(-np.inf))
+            ok, kth, below = _select(dest, k, stride, sample, cand_v, cand_i, index_out[row])
+            if not ok:
+                return False
+            kth_out[row] = kth
+            next_out[row] = below
+        if partial:  # and add nothing to any sum
+            _mark_invalid(dest, token, np.float32(0))
+    return True

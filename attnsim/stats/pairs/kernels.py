@@ -22,14 +22,20 @@ the same pairs as the float64 one (:mod:`attnsim.stats.pairs.view`).
 
 :func:`compiled_pair_top` makes the same choice reading whole T x T matrices (the attention walk's
 high-attention pairs, ``max(A[i, j], A[j, i])``): each matrix's pair values are formed in cache, with
-invalid pairs at -inf, instead of gathered into pair space for the whole chunk first. The kernels are
-in :mod:`attnsim.stats.pairs._compiled`.
+invalid pairs at -inf, instead of gathered into pair space for the whole chunk first.
+:func:`compiled_csm_pairs` is the CSM walk's single pass: per matrix it copies the upper triangle
+into pair space (each row's pairs are one run of the matrix's row), chooses the high pairs from those
+values (invalid pairs at -inf) and leaves 0 at invalid pairs for the sums of the other reducers. The
+kernels are in :mod:`attnsim.stats.pairs._compiled`.
 
 When numba is missing or its JIT is disabled, :func:`compiled_available` is False and callers use
 :func:`~attnsim.stats.pairs.selection.partition_top` (NumPy partition, with the float64 CSM), after
 one :class:`RuntimeWarning`. Compiled code is cached by numba beside this module (its own cache,
 like Python's bytecode), so only a process on a fresh install pays the compilation (~5 s).
-Rows are split across ``torch.get_num_threads()`` threads (the kernel releases the GIL).
+Rows are split across ``torch.get_num_threads()`` threads, the calling thread and pool threads (the
+kernel releases the GIL). On a machine with as many cores as torch threads, torch's OpenMP workers
+spin on their cores for a while after each operation; the command line shortens that spin
+(:func:`attnsim.workflows.startup.short_openmp_spin`) so that the pool threads get a core.
 
 All functions are pure: tensors in, tensors out.
 """
@@ -191,14 +197,62 @@ def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[
     return torch.from_numpy(index).reshape(*lead, index.shape[1])
 
 
+def compiled_csm_pairs(
+    matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int]
+) -> Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The CSM walk's pair values and high pairs of a chunk of windows in one pass over each matrix while it is in cache.
+
+    For each (window, layer, head) matrix the kernel gathers the pair values ``M[i, j]``, i < j, masks the
+    invalid pairs (a token not in ``tokens``), and chooses the window's ``k[w]`` largest valid pairs as
+    :func:`compiled_top` does (same pairs, same tie rule, same ``kth`` and ``below``), from the values it has
+    just written: no pair-space tensor is gathered, masked or read again for the choice.
+
+    Args:
+        matrices: (windows, ..., T, T) float32 CSM on the CPU (the upper triangle is read).
+        tokens: (windows, T) bool, tokens that enter statistics.
+        k: per window, the number of high pairs, 0 <= k < T(T-1)/2 (Python ints).
+
+    Returns:
+        ``(pairs, index, kth, below)``: (windows, ..., P) float32 pair values, 0 at invalid pairs;
+        (windows, ..., max(k)) int64 pair indices, ascending, P in the slots from k[w] on; (windows, ...)
+        float32 the k-th largest value and an upper bound of the (k+1)-th (+inf and -inf where k = 0).
+        None when the kernel is unavailable, for NaN, another device or dtype, or a k out of range (the
+        caller then gathers and chooses on the fallback path).
+    """
+    size = matrices.shape[-1]
+    n = size * (size - 1) // 2
+    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
+        return None
+    lead = matrices.shape[:-2]
+    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
+    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
+    token = np.ascontiguousarray(tokens.bool().numpy())
+    counts = np.asarray(k, dtype=np.int64)
+    count = rows.shape[0]
+    pairs = np.empty((count, n), np.float32)
+    index = np.empty((count, max(k, default=0)), np.int64)
+    kth = np.empty(count, np.float32)
+    below = np.empty(count, np.float32)
+    kernel = _state["kernel"].csm_pair_rows
+    if not _in_parts(count, lambda p: kernel(rows[p], token, counts, heads, p.start, SAMPLE_STRIDE, pairs[p], index[p], kth[p], below[p])):
+        return None
+    return (
+        torch.from_numpy(pairs).reshape(*lead, n),
+        torch.from_numpy(index).reshape(*lead, index.shape[1]),
+        torch.from_numpy(kth).reshape(lead),
+        torch.from_numpy(below).reshape(lead),
+    )
+
+
 def _in_parts(count: int, call) -> bool:
-    # rows split into one contiguous part per torch thread, each part a kernel call in a pool thread
+    # rows split into one contiguous part per torch thread: the first part in the calling thread, each
+    # other part a kernel call in a pool thread (the kernel releases the GIL)
     threads = max(1, min(torch.get_num_threads(), count))
-    if threads == 1:
-        return bool(call(slice(0, count)))
     step = -(-count // threads)
-    jobs = [_pool(threads).submit(call, slice(s, min(s + step, count))) for s in range(0, count, step)]
-    return all(bool(job.result()) for job in jobs)
+    parts = [slice(s, min(s + step, count)) for s in range(0, count, step)]
+    jobs = [_pool(threads - 1).submit(call, part) for part in parts[1:]] if len(parts) > 1 else []
+    here = bool(call(parts[0]))
+    return all([bool(job.result()) for job in jobs]) and here
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top"]
+__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "compiled_csm_pairs"]

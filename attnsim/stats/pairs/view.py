@@ -29,7 +29,9 @@ batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
 32 windows of MiniLM, far beyond the CPU cache, and every statistic would
 read them again from memory. The view therefore walks the batch a few windows
 at a time (a *chunk*, a few MB), once for the CSM and once for the attention:
-it computes a window's CSM and gathers its pair values, or assembles its
+it computes a window's CSM and gathers its pair values (on the compiled path
+one kernel pass per matrix gathers them and chooses the high pairs,
+:func:`~attnsim.stats.pairs.kernels.compiled_csm_pairs`), or assembles its
 attention from the layers, while they are in cache, and hands each chunk to
 every :class:`ChunkReducer` of that walk: the view's own (the high pairs, the
 high-attention pairs, the CSM sums per pair class) and those that findings
@@ -60,7 +62,7 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import compiled_available, compiled_pair_top, compiled_top
+from attnsim.stats.pairs.kernels import compiled_available, compiled_csm_pairs, compiled_pair_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -196,18 +198,19 @@ class _HighPairs(ChunkReducer):
     def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
         # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
         # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
-        # exceeds every other one); rows without that margin, and chunks the kernel cannot take, are chosen
+        # exceeds every other one); rows without that margin, and chunks the kernel declined, are chosen
         # again from the float64 CSM, so the high pairs are always those of the float64 CSM.
-        values = chunk.masked_fill(~valid, float("-inf")) if valid is not None else chunk
-        got = compiled_top(values, k[0]) if len(set(k)) == 1 else None
-        if got is None:
+        if view._walk_top is None:
             return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
-        index, kth, below = got
+        index, kth, below = view._walk_top  # chosen by the kernel that gathered the chunk
         unsure = ~((kth - below) > 2 * view.csm_error)  # (c, L, H)
-        if unsure.any():
-            rows = view.wide_pair_values(start, stop, unsure)  # (R, P)
-            row_valid = valid.expand_as(chunk)[unsure] if valid is not None else None
-            index[unsure] = select_top(rows[:, None], k[:1], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
+        for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
+            rows = torch.zeros_like(unsure)
+            rows[window] = unsure[window]
+            values = view.wide_pair_values(start, stop, rows)  # (R, P)
+            row_valid = valid.expand_as(chunk)[rows] if valid is not None else None
+            chosen = select_top(values[:, None], [k[window]], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
+            index[rows] = torch.nn.functional.pad(chosen, (0, index.shape[-1] - chosen.shape[-1]), value=view.n_pairs)
         return index
 
     @property
@@ -396,10 +399,7 @@ class PairView:
         heads = self.n_layers * self.n_heads
         for start, stop in self._chunks():
             if source == "csm":
-                chunk = self.pair_values(self._csm_chunk(start, stop))  # (c, L, H, P)
-                valid = self.valid_chunk(start, stop, chunk.dim())
-                if valid is not None:
-                    chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
+                chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds)  # (c, L, H, P)
             else:
                 chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
             for reducer in reducers:
@@ -448,6 +448,25 @@ class PairView:
         if self.narrow_csm:
             self._walk_vectors, self.csm_error = vectors, product_error(vectors)  # (c, L, H, T, d), (c, L, H)
         return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
+
+    def _csm_pair_chunk(self, start: int, stop: int, select: bool) -> torch.Tensor:
+        # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
+        # (narrow_csm) one kernel pass per matrix gathers them and, when ``select``, chooses the high pairs from
+        # them, kept in _walk_top for the walk's _HighPairs; elsewhere (or where the kernel declines: NaN, k out
+        # of range) the pairs are gathered here and chosen by _HighPairs.
+        square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
+        self._walk_top = None
+        if self.narrow_csm and select:
+            fused = compiled_csm_pairs(square, self.tokens[start:stop], self.host["k"][start:stop])
+            if fused is not None:
+                chunk, *top = fused
+                self._walk_top = tuple(top)  # (index, kth, below) of the chunk's rows
+                return chunk
+        chunk = self.pair_values(square)
+        valid = self.valid_chunk(start, stop, chunk.dim())
+        if valid is not None:
+            chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
+        return chunk
 
     def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1, the chunk of the
