@@ -1,7 +1,9 @@
 """One ``attnsim run EXPERIMENT [overrides]`` in this process, as a user starts it, for the benchmarks.
 
-It imports as ``attnsim run`` does (:func:`attnsim.workflows.startup.import_libraries`: the garbage
-collector paused, then frozen; frozen again at exit).
+It starts as ``attnsim run`` does: the same allocator and OpenMP settings
+(:func:`~attnsim.workflows.startup.keep_freed_memory`, :func:`~attnsim.workflows.startup.short_openmp_spin`), the
+same imports (:func:`attnsim.workflows.startup.import_libraries`: the garbage collector paused, then frozen; frozen
+again at exit).
 
 Prints one line ``RESULT {json}``: seconds spent importing attnsim (``imports``) and in the run
 (``run``), the run's own timings (``zz_run/time_*``: windows, tracker, setup, load model, open run,
@@ -35,8 +37,10 @@ def peak_mib() -> float:
 
 def main() -> None:
     start = time.perf_counter()
-    from attnsim.workflows.startup import freeze_at_exit, import_libraries
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries, keep_freed_memory, short_openmp_spin
 
+    keep_freed_memory()  # the process settings of `attnsim run`, before torch loads
+    short_openmp_spin()
     import_libraries()  # as `attnsim run` does: the collector paused while they import, frozen after
     freeze_at_exit()
     import torch

@@ -38,6 +38,12 @@ from typing import Dict, List
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from attnsim.workflows.startup import keep_freed_memory, short_openmp_spin  # noqa: E402
+
+# the process settings of `attnsim run`, made before torch loads (both passes below run in this process)
+REUSE, _ = keep_freed_memory(), short_openmp_spin()
+PROCESS_SETTINGS = f"freed memory kept for reuse: {'yes' if REUSE else 'no'}, GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (300000)')}"
+
 import torch  # noqa: E402
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
@@ -244,7 +250,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
-    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; load average {load:.2f} at start")
+    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; {PROCESS_SETTINGS}; load average {load:.2f} at start")
     try:
         results = [bench(name, args) for name in args.experiments]
     except AttnsimError as exc:

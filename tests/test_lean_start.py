@@ -14,7 +14,7 @@ import pytest
 
 from attnsim.errors import ConfigError
 from attnsim.keys import Stage
-from attnsim.workflows.startup import collector_paused, import_libraries
+from attnsim.workflows.startup import OPENMP_SPIN, collector_paused, import_libraries
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,13 +86,17 @@ def test_attnsim_run_logs_every_stage_and_exits_frozen(tiny_bert, tmp_path):
         "import gc, json, sys\nfrom attnsim.cli import main\n"
         f"rc = main(['run', 'csm', 'model.path={tiny_bert}', 'corpus.limit=2', 'corpus.seq_len=24', 'trainer.batch_size=2', "
         f"'trainer.progress_bar=false', 'tracking.figures=false', '--uri', '{uri}'])\n"
-        "print(json.dumps({'rc': rc, 'frozen': gc.get_freeze_count(), 'enabled': gc.isenabled()}))"
+        "import os\n"
+        "print(json.dumps({'rc': rc, 'frozen': gc.get_freeze_count(), 'enabled': gc.isenabled(), 'spin': os.environ.get('GOMP_SPINCOUNT')}))"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), HF_HUB_OFFLINE="1")
+    env.pop("GOMP_SPINCOUNT", None)
+    env.pop("OMP_WAIT_POLICY", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads(proc.stdout.splitlines()[-1])
     assert state["rc"] == 0 and state["enabled"] and state["frozen"] > 100_000  # torch, Lightning, MLflow and transformers' objects
+    assert state["spin"] == OPENMP_SPIN  # set before torch was imported (short_openmp_spin refuses after)
     from tests.conftest import runs_of
 
     _, (logged,) = runs_of(uri)
@@ -155,3 +159,19 @@ def test_the_allocator_is_left_alone_when_asked(monkeypatch):
     monkeypatch.setenv("ATTNSIM_MALLOC", "Reuse")
     monkeypatch.setattr(sys, "platform", "darwin")
     assert keep_freed_memory() is False
+
+
+def test_openmp_spin_is_shortened_only_before_torch_and_never_over_the_users_choice(monkeypatch):
+    from attnsim.workflows.startup import short_openmp_spin
+
+    monkeypatch.setenv("GOMP_SPINCOUNT", "")  # recorded, so that the test leaves the environment as it found it
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert short_openmp_spin() is False and "GOMP_SPINCOUNT" not in os.environ  # torch is loaded here: too late
+    monkeypatch.delitem(sys.modules, "torch")  # as in the command line's process before its imports
+    assert short_openmp_spin() is True and os.environ["GOMP_SPINCOUNT"] == OPENMP_SPIN == "10000"
+    monkeypatch.setenv("GOMP_SPINCOUNT", "300000")  # the user's choice (here libgomp's default) is kept
+    assert short_openmp_spin() is False and os.environ["GOMP_SPINCOUNT"] == "300000"
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a wait policy chooses libgomp's spin counts: left to it
+    assert short_openmp_spin() is False and "GOMP_SPINCOUNT" not in os.environ
