@@ -115,12 +115,16 @@ def _select(x, k, stride, sample, cand_v, cand_i, out):  # pragma: no cover - co
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
+def _scratch(n, stride):  # pragma: no cover - compiled
+    # _select's buffers for rows of n entries: the sample with its buffer and scratch, candidate values and positions
+    return np.empty(2 * ((n + stride - 1) // stride) + n, np.float32), np.empty(n, np.float32), np.empty(n, np.int64)
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
 def top_rows(values, k, stride, out, kth_out, next_out):  # pragma: no cover - compiled
     """values (R, n) float32 -> out (R, k) int64 ascending positions, kth_out and next_out (R,) float32."""
     rows, n = values.shape
-    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
-    cand_v = np.empty(n, np.float32)
-    cand_i = np.empty(n, np.int64)
+    sample, cand_v, cand_i = _scratch(n, stride)
     for row in range(rows):
         ok, kth, below = _select(values[row], k, stride, sample, cand_v, cand_i, out[row])
         if not ok:
@@ -139,9 +143,7 @@ def pair_top_rows(matrices, tokens, counts, heads, offset, symmetric, stride, ou
     rows, size = matrices.shape[0], matrices.shape[1]
     n = size * (size - 1) // 2
     values = np.empty(n, np.float32)
-    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
-    cand_v = np.empty(n, np.float32)
-    cand_i = np.empty(n, np.int64)
+    sample, cand_v, cand_i = _scratch(n, stride)
     for row in range(rows):
         window = (offset + row) // heads
         k = counts[window]
@@ -190,9 +192,7 @@ def csm_pair_rows(matrices, tokens, counts, heads, offset, stride, pairs_out, in
     kth_out, next_out (R,) float32: the k-th largest value and a bound of the (k+1)-th (+inf, -inf when k = 0)."""
     rows, size = matrices.shape[0], matrices.shape[1]
     n = size * (size - 1) // 2
-    sample = np.empty(2 * ((n + stride - 1) // stride) + n, np.float32)  # sample, its buffer, scratch
-    cand_v = np.empty(n, np.float32)
-    cand_i = np.empty(n, np.int64)
+    sample, cand_v, cand_i = _scratch(n, stride)
     for row in range(rows):
         window = (offset + row) // heads
         a = matrices[row]

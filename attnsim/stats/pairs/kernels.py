@@ -32,8 +32,7 @@ When numba is missing or its JIT is disabled, :func:`compiled_available` is Fals
 :func:`~attnsim.stats.pairs.selection.partition_top` (NumPy partition, with the float64 CSM), after
 one :class:`RuntimeWarning`. Compiled code is cached by numba beside this module (its own cache,
 like Python's bytecode), so only a process on a fresh install pays the compilation (~5 s).
-Rows are split across ``torch.get_num_threads()`` threads, the calling thread and pool threads (the
-kernel releases the GIL). On a machine with as many cores as torch threads, torch's OpenMP workers
+Rows are split across ``torch.get_num_threads()`` pool threads (the kernel releases the GIL). On a machine with as many cores as torch threads, torch's OpenMP workers
 spin on their cores for a while after each operation; the command line shortens that spin
 (:func:`attnsim.workflows.startup.short_openmp_spin`) so that the pool threads get a core.
 
@@ -162,6 +161,19 @@ def compiled_top(values: torch.Tensor, k: int) -> Optional[Tuple[torch.Tensor, t
     return torch.from_numpy(index).reshape(*lead, k), torch.from_numpy(kth).reshape(lead), torch.from_numpy(below).reshape(lead)
 
 
+def _matrix_rows(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int]):
+    # the square-matrix kernels' inputs as NumPy arrays: (lead, heads per window, (R, T, T) rows, (windows, T)
+    # tokens, (windows,) counts, P); None when the kernel is unavailable, for another device or dtype, or a k out of range
+    size = matrices.shape[-1]
+    n = size * (size - 1) // 2
+    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
+        return None
+    lead = matrices.shape[:-2]
+    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
+    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
+    return lead, heads, rows, np.ascontiguousarray(tokens.bool().numpy()), np.asarray(k, dtype=np.int64), n
+
+
 def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int], symmetric: bool) -> Optional[torch.Tensor]:
     """Each window's ``k[w]`` largest valid pairs of each of its matrices, read from the whole matrices
     (no gathered pair values).
@@ -180,15 +192,10 @@ def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[
         slots from k[w] on; None when the kernel is unavailable, for NaN, another device or dtype, or a
         k out of range.
     """
-    size = matrices.shape[-1]
-    n = size * (size - 1) // 2
-    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
+    prepared = _matrix_rows(matrices, tokens, k)
+    if prepared is None:
         return None
-    lead = matrices.shape[:-2]
-    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
-    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
-    token = np.ascontiguousarray(tokens.bool().numpy())
-    counts = np.asarray(k, dtype=np.int64)
+    lead, heads, rows, token, counts, n = prepared
     count = rows.shape[0]
     index = np.empty((count, max(k, default=0)), np.int64)
     kernel = _state["kernel"].pair_top_rows
@@ -219,15 +226,10 @@ def compiled_csm_pairs(
         None when the kernel is unavailable, for NaN, another device or dtype, or a k out of range (the
         caller then gathers and chooses on the fallback path).
     """
-    size = matrices.shape[-1]
-    n = size * (size - 1) // 2
-    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
+    prepared = _matrix_rows(matrices, tokens, k)
+    if prepared is None:
         return None
-    lead = matrices.shape[:-2]
-    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
-    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
-    token = np.ascontiguousarray(tokens.bool().numpy())
-    counts = np.asarray(k, dtype=np.int64)
+    lead, heads, rows, token, counts, n = prepared
     count = rows.shape[0]
     pairs = np.empty((count, n), np.float32)
     index = np.empty((count, max(k, default=0)), np.int64)
@@ -245,14 +247,14 @@ def compiled_csm_pairs(
 
 
 def _in_parts(count: int, call) -> bool:
-    # rows split into one contiguous part per torch thread: the first part in the calling thread, each
-    # other part a kernel call in a pool thread (the kernel releases the GIL)
+    # rows split into one contiguous part per torch thread, each part a kernel call in a pool thread (running
+    # one part in the calling thread instead was no faster and raised a `paper` run's peak RSS by 70-170 MiB)
     threads = max(1, min(torch.get_num_threads(), count))
+    if threads == 1:
+        return bool(call(slice(0, count)))
     step = -(-count // threads)
-    parts = [slice(s, min(s + step, count)) for s in range(0, count, step)]
-    jobs = [_pool(threads - 1).submit(call, part) for part in parts[1:]] if len(parts) > 1 else []
-    here = bool(call(parts[0]))
-    return all([bool(job.result()) for job in jobs]) and here
+    jobs = [_pool(threads).submit(call, slice(s, min(s + step, count))) for s in range(0, count, step)]
+    return all(bool(job.result()) for job in jobs)
 
 
 __all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "compiled_csm_pairs"]
