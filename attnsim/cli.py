@@ -49,10 +49,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configured = time.perf_counter()
     cfg = load_config(args.experiment, _with_uri(args.overrides, args.uri), known_findings=FINDINGS)  # config errors come before the heavy imports
     imported = time.perf_counter()
-    from attnsim.workflows.startup import freeze_at_exit, import_libraries, keep_freed_memory, short_openmp_spin
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries, process_settings
 
-    keep_freed_memory()  # the windows' short-lived tensors reuse freed heap memory (no page faults)
-    short_openmp_spin()  # before torch loads OpenMP: its idle workers leave the statistics kernel's core soon
+    process_settings()  # before torch loads: freed heap memory kept for reuse, a short OpenMP spin
     import_libraries()  # torch, Lightning, transformers, MLflow, with the garbage collector paused
     freeze_at_exit()
     _quiet_libraries(args.verbose)

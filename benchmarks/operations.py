@@ -26,11 +26,9 @@ from typing import Callable, Dict
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from attnsim.workflows.startup import keep_freed_memory, short_openmp_spin  # noqa: E402
+from attnsim.workflows.startup import process_settings  # noqa: E402
 
-# the process settings of `attnsim run`, made before torch loads
-REUSE, _ = keep_freed_memory(), short_openmp_spin()
-PROCESS_SETTINGS = f"freed memory kept for reuse: {'yes' if REUSE else 'no'}, GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (300000)')}"
+PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
 from _options import positive  # noqa: E402  (benchmarks/, the script's folder)
@@ -43,9 +41,10 @@ from attnsim.stats.pairs import kernels, pair_indices  # noqa: E402
 from attnsim.stats.pairs.selection import partition_top  # noqa: E402
 from attnsim.workflows.run import prepare  # noqa: E402
 
-# the operations each experiment cannot do without (the rest of its statistics come on top)
+# the CSM product and the high pairs as the statistics pass runs them (a second ceiling below)
 WALK = "CSM product, then the pairs gathered and the high pairs chosen in one kernel pass, window after window (the walk)"
 
+# the operations each experiment cannot do without (the rest of its statistics come on top)
 NEEDED = {
     "csm": ("capture of the per-head outputs", "CSM product, float32", "high pairs: top k of the CSM (kernel)"),
     "paper": (

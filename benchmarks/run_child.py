@@ -1,7 +1,7 @@
 """One ``attnsim run EXPERIMENT [overrides]`` in this process, as a user starts it, for the benchmarks.
 
 It starts as ``attnsim run`` does: the same allocator and OpenMP settings
-(:func:`~attnsim.workflows.startup.keep_freed_memory`, :func:`~attnsim.workflows.startup.short_openmp_spin`), the
+(:func:`~attnsim.workflows.startup.process_settings`), the
 same imports (:func:`attnsim.workflows.startup.import_libraries`: the garbage collector paused, then frozen; frozen
 again at exit).
 
@@ -37,10 +37,9 @@ def peak_mib() -> float:
 
 def main() -> None:
     start = time.perf_counter()
-    from attnsim.workflows.startup import freeze_at_exit, import_libraries, keep_freed_memory, short_openmp_spin
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries, process_settings
 
-    keep_freed_memory()  # the process settings of `attnsim run`, before torch loads
-    short_openmp_spin()
+    process_settings()  # those of `attnsim run`, before torch loads
     import_libraries()  # as `attnsim run` does: the collector paused while they import, frozen after
     freeze_at_exit()
     import torch

@@ -38,11 +38,9 @@ from typing import Dict, List
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from attnsim.workflows.startup import keep_freed_memory, short_openmp_spin  # noqa: E402
+from attnsim.workflows.startup import process_settings  # noqa: E402
 
-# the process settings of `attnsim run`, made before torch loads (both passes below run in this process)
-REUSE, _ = keep_freed_memory(), short_openmp_spin()
-PROCESS_SETTINGS = f"freed memory kept for reuse: {'yes' if REUSE else 'no'}, GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (300000)')}"
+PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
 

@@ -167,7 +167,7 @@ def short_openmp_spin() -> bool:
     product, on its own threads (:mod:`attnsim.stats.pairs.kernels`): on a 2-core machine the spinning
     worker took the core it needed, and the kernel's two threads ran no faster than one. With a short spin
     (10,000: the workers still catch the next of torch's closely spaced operations) the kernel's share of
-    a ``csm`` batch went from 0.051-0.060 s to 0.035-0.037 s and a ``paper`` batch's statistics from
+    a ``csm`` batch went from 0.051-0.060 s to 0.034-0.037 s and a ``paper`` batch's statistics from
     0.34-0.40 s to 0.26-0.29 s, while the plain forward pass stayed within its run-to-run spread
     (README, "Performance").
 
@@ -185,6 +185,23 @@ def short_openmp_spin() -> bool:
         return False
     os.environ["GOMP_SPINCOUNT"] = OPENMP_SPIN
     return True
+
+
+def process_settings() -> str:
+    """Make the process settings of ``attnsim run``, before torch is imported: :func:`keep_freed_memory` and
+    :func:`short_openmp_spin`. The command line calls it, and so do the benchmarks that time what it does.
+
+    Returns:
+        The settings in effect, in words (for a benchmark's header line).
+
+    Raises:
+        ConfigError: ``ATTNSIM_MALLOC`` holds an unknown value (:func:`keep_freed_memory`).
+    """
+    import os
+
+    reuse = keep_freed_memory()
+    short_openmp_spin()
+    return f"freed memory kept for reuse: {'yes' if reuse else 'no'}, GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', 'unset (300000)')}"
 
 
 def freeze_at_exit() -> None:

@@ -32,8 +32,9 @@ When numba is missing or its JIT is disabled, :func:`compiled_available` is Fals
 :func:`~attnsim.stats.pairs.selection.partition_top` (NumPy partition, with the float64 CSM), after
 one :class:`RuntimeWarning`. Compiled code is cached by numba beside this module (its own cache,
 like Python's bytecode), so only a process on a fresh install pays the compilation (~5 s).
-Rows are split across ``torch.get_num_threads()`` pool threads (the kernel releases the GIL). On a machine with as many cores as torch threads, torch's OpenMP workers
-spin on their cores for a while after each operation; the command line shortens that spin
+Rows are split across ``torch.get_num_threads()`` pool threads (the kernel releases the GIL). On a
+machine with as many cores as torch threads, torch's OpenMP workers spin on their cores for a while
+after each operation; the command line shortens that spin
 (:func:`attnsim.workflows.startup.short_openmp_spin`) so that the pool threads get a core.
 
 All functions are pure: tensors in, tensors out.
