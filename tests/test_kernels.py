@@ -92,39 +92,57 @@ def test_pair_kernel_reads_whole_matrices_as_the_gathered_rule(symmetric):
     assert torch.equal(got[1, :, :5], exact_top(values[1].masked_fill(~valid[1], float("-inf")), 5).sort(-1).values) and bool((got[1, :, 5:] == n).all())
 
 
-def test_csm_pair_kernel_gathers_masks_and_chooses_in_one_pass():
-    """The CSM walk's kernel: pair values as gathered (0 at invalid pairs), and the high pairs, k-th values and
-    bounds of compiled_top on those values with invalid pairs at -inf; a k per window; NaN and k out of range declined."""
+def test_csm_walk_kernel_computes_chooses_and_sums_in_one_pass():
+    """The CSM walk's kernel against a float64 recomputation: pair values within the float32 error bound (0 at invalid
+    pairs), that bound as product_error gives it; on its own values the high pairs, k-th values and bounds of
+    compiled_top (invalid pairs at -inf; ties; a k per window; k = 0), the class sums and squares in float64, the
+    totals added window after window; a NaN row left unchosen; k out of range, float64 and another class count declined."""
     from attnsim.stats.pairs import pair_indices
 
     generator = torch.Generator().manual_seed(7)
-    windows, layers, heads, size = 3, 2, 5, 40
-    matrices = torch.randn(windows, layers, heads, size, size, generator=generator)
-    matrices[0, 1, 2] = torch.randint(0, 3, (size, size), generator=generator).float()  # ties at the k-th value
+    windows, layers, heads, size, d = 3, 2, 5, 40, 6
+    vectors = torch.randn(windows, layers, heads, size, d, generator=generator)
+    vectors[0, 1, 2] = torch.randint(0, 2, (size, d), generator=generator).float()  # integer products: ties at the k-th value
     tokens = torch.ones(windows, size, dtype=torch.bool)
     tokens[1, 25:] = False  # padding
     tokens[2, [0, 7]] = False  # tokens left out of the statistics
     rows, cols = pair_indices(size)
+    n = len(rows)
     valid = (tokens[:, rows] & tokens[:, cols])[:, None, None, :]  # (windows, 1, 1, P)
-    n = size * (size - 1) // 2
-    gathered = matrices[..., rows, cols]
+    weights = (torch.rand(windows, 5, n, generator=generator) < 0.4).float()
+    exact = (vectors.double() @ vectors.double().transpose(-1, -2))[..., rows, cols]  # (W, L, H, P) float64
+    start = torch.randn(layers, heads, n, generator=generator)
+    totals = start.clone()
     counts = [16, 5, 9]
-    pairs, index, kth, below = kernels.compiled_csm_pairs(matrices, tokens, counts)
-    assert pairs.shape == (windows, layers, heads, n) and index.shape == (windows, layers, heads, 16)
-    assert torch.equal(pairs, gathered.masked_fill(~valid, 0.0))
+    walked = kernels.compiled_csm_walk(vectors, tokens, counts, weights, totals)
+    assert walked.pairs.shape == (windows, layers, heads, n) and walked.index.shape == (windows, layers, heads, 16)
+    torch.testing.assert_close(walked.error, product_error(vectors), rtol=1e-6, atol=0)
+    assert bool(((walked.pairs.double() - exact.masked_fill(~valid, 0)).abs() <= walked.error[..., None].double()).all())
+    assert bool((walked.pairs.masked_select(~valid.expand_as(walked.pairs)) == 0).all())
+    values = walked.pairs.masked_fill(~valid, float("-inf"))
     for window, k in enumerate(counts):
-        want_index, want_kth, want_below = kernels.compiled_top(gathered[window].masked_fill(~valid[window], float("-inf")), k)
-        assert torch.equal(index[window, ..., :k], want_index) and bool((index[window, ..., k:] == n).all())
-        assert torch.equal(kth[window], want_kth) and torch.equal(below[window], want_below)
-        assert torch.equal(want_index, exact_top(gathered[window].masked_fill(~valid[window], float("-inf")), k).sort(-1).values)
+        want_index, want_kth, want_below = kernels.compiled_top(values[window], k)
+        assert torch.equal(walked.index[window, ..., :k], want_index) and bool((walked.index[window, ..., k:] == n).all())
+        assert torch.equal(walked.kth[window], want_kth) and torch.equal(walked.below[window], want_below)
+        assert torch.equal(want_index, exact_top(values[window], k).sort(-1).values)
+    flat = walked.pairs.double().reshape(windows, layers * heads, n)
+    torch.testing.assert_close(walked.class_sums, torch.einsum("wrp,wcp->wrc", flat, weights.double()), rtol=1e-12, atol=1e-9)
+    torch.testing.assert_close(walked.squares, (walked.pairs.double() ** 2).sum(-1), rtol=1e-12, atol=1e-9)
+    want_totals = start.clone()
+    for window in range(windows):  # float32, window after window, as the fallback's `by_pair += chunk.sum(0)` per window
+        want_totals += walked.pairs[window]
+    assert torch.equal(totals, want_totals)
     # a window without pairs chooses none: every slot the sentinel, and a margin no error can close
-    _, index, kth, below = kernels.compiled_csm_pairs(matrices, tokens, [16, 0, 9])
-    assert bool((index[1] == n).all()) and bool((kth[1] == float("inf")).all()) and bool((below[1] == float("-inf")).all())
-    with_nan = matrices.clone()
-    with_nan[2, 1, 3, 5, 9] = float("nan")
-    assert kernels.compiled_csm_pairs(with_nan, tokens, counts) is None  # left to the fallback
-    assert kernels.compiled_csm_pairs(matrices, tokens, [16, n, 9]) is None  # k out of range
-    assert kernels.compiled_csm_pairs(matrices.double(), tokens, counts) is None  # float32 only
+    walked = kernels.compiled_csm_walk(vectors, tokens, [16, 0, 9], weights)
+    assert bool((walked.index[1] == n).all()) and bool((walked.kth[1] == float("inf")).all()) and bool((walked.below[1] == float("-inf")).all())
+    with_nan = vectors.clone()
+    with_nan[2, 1, 3, 5, 0] = float("nan")
+    walked = kernels.compiled_csm_walk(with_nan, tokens, counts, weights)
+    assert bool(walked.kth[2, 1, 3].isnan()) and bool(walked.below[2, 1, 3].isnan()) and bool((walked.index[2, 1, 3] == n).all())
+    assert int(walked.kth.isnan().sum()) == 1  # only that row is left to be chosen again
+    assert kernels.compiled_csm_walk(vectors, tokens, [16, n, 9], weights) is None  # k out of range
+    assert kernels.compiled_csm_walk(vectors.double(), tokens, counts, weights) is None  # float32 only
+    assert kernels.compiled_csm_walk(vectors, tokens, counts, weights[:, :3]) is None  # the 5 pair classes only
 
 
 def test_disabled_by_the_environment(monkeypatch):
@@ -254,6 +272,18 @@ def test_compiled_and_fallback_paths_agree(minilm_batch, monkeypatch):
     assert _compare(fallback, compiled, 1e-6) >= 57
 
 
+def _with_error_bound(walk, change):
+    """``compiled_csm_walk`` whose error bounds (c, L, H) ``change`` alters in place (as if the products were less exact)."""
+
+    def changed(*args, **kwargs):
+        walked = walk(*args, **kwargs)
+        if walked is not None:
+            change(walked.error)
+        return walked
+
+    return changed
+
+
 def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_batch, monkeypatch):
     """With an error bound too large for any row to be certified, every row is chosen again from the float64
     CSM: still the fallback's pairs. Ties (two identical heads' vectors duplicated within a window) too."""
@@ -273,7 +303,7 @@ def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_
         calls.append(0 if rows is None else int(rows.sum()))
         return real(self, start, stop, rows)
 
-    monkeypatch.setattr(view_module, "product_error", lambda vectors: torch.full(vectors.shape[:-2], float("inf")))
+    monkeypatch.setattr(view_module, "compiled_csm_walk", _with_error_bound(view_module.compiled_csm_walk, lambda error: error.fill_(float("inf"))))
     monkeypatch.setattr(view_module.PairView, "wide_pair_values", counted)
     _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
     assert torch.equal(got, want)
@@ -291,13 +321,10 @@ def test_chunks_of_several_windows_with_their_own_k(minilm_batch, monkeypatch):
     got, got_high, got_attention = _fold(minilm_batch, monkeypatch, compiled=True)
     assert torch.equal(got_high, want_high) and torch.equal(got_attention, want_attention)
     assert _compare(want, got, 1e-6) >= 57
-    real = view_module.product_error
 
-    def last_window_uncertain(vectors):  # (c, L, H, T, d) -> (c, L, H): no margin in the chunk's last window
-        bound = real(vectors)
-        bound[-1] = float("inf")
-        return bound
+    def last_window_uncertain(error):  # (c, L, H): no margin in the chunk's last window
+        error[-1] = float("inf")
 
-    monkeypatch.setattr(view_module, "product_error", last_window_uncertain)
+    monkeypatch.setattr(view_module, "compiled_csm_walk", _with_error_bound(view_module.compiled_csm_walk, last_window_uncertain))
     _, got_high, _ = _fold(minilm_batch, monkeypatch, compiled=True)
     assert torch.equal(got_high, want_high)

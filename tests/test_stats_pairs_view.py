@@ -52,17 +52,17 @@ def test_view_matches_a_dense_float64_recomputation(include_special):
 def counting_view(monkeypatch, factory=None, **settings):
     """A view of random windows that counts the chunks its CSM and attention walks compute."""
     calls = {"csm": 0, "attention": 0}
-    csm_chunk, attention_chunk = PairView._csm_chunk, PairView._attention_chunk
+    csm_chunk, attention_chunk = PairView._csm_pair_chunk, PairView._attention_chunk
 
-    def count_csm(self, start, stop):
+    def count_csm(self, start, stop, *args, **kwargs):
         calls["csm"] += 1
-        return csm_chunk(self, start, stop)
+        return csm_chunk(self, start, stop, *args, **kwargs)
 
     def count_attention(self, start, stop):
         calls["attention"] += 1
         return attention_chunk(self, start, stop)
 
-    monkeypatch.setattr(PairView, "_csm_chunk", count_csm)
+    monkeypatch.setattr(PairView, "_csm_pair_chunk", count_csm)
     monkeypatch.setattr(PairView, "_attention_chunk", count_attention)
     z, batch, attention = inputs()
     capture = type("Capture", (), {"vectors": z, "attention": attention})()

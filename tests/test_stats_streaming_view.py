@@ -103,7 +103,9 @@ def test_window_passes_do_not_depend_on_chunks_or_layout(monkeypatch, rule):
     monkeypatch.setattr(pairs, "CHUNK_ELEMENTS_CPU", 1)  # one window per chunk
     assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference)
     monkeypatch.setattr(PairView, "on_accelerator", lambda self: True)  # whole batch, batched products, several k
-    assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference)
+    # float64 products here against the compiled walk's float32 ones (each value within product_error): the CSM ratio
+    # of near-cancelling means (an outside mean 50 times smaller than its terms) moves by up to 1.1e-5 between them
+    assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference, rtol=3e-5)
 
 
 def test_per_layer_inputs_equal_stacked_tensors():

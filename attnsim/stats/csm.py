@@ -26,39 +26,15 @@ import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
-from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs import PairSums, PairView
 from attnsim.stats.pairs.blocks import POOL_ABOVE  # windows longer than this keep the mean matrix pooled
 
 SCALARS = ("mean", "std")
 
 
-class CSMPairSums(ChunkReducer):
-    """Per-batch CSM sums of the ``csm`` statistics, folded in the view's CSM walk.
-
-    Attributes:
-        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
-        squares: (batch, layer, head) float32 sum of squared CSM values over each window's valid pairs.
-    """
-
-    source = "csm"
-
-    def __init__(self, view: PairView) -> None:
-        self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
-        self.squares = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
-
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        self.by_pair += chunk.sum(0)
-        self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
-
-    @classmethod
-    def from_blocks(cls, view: PairView) -> "CSMPairSums":
-        """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
-        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``squares`` and ``distance_sum`` (L, H, T)."""
-        walked = view.walk("csm")
-        out = cls.__new__(cls)
-        out.by_pair, out.squares = walked["by_pair"], walked["squares"]
-        out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
-        return out
+CSMPairSums = PairSums
+"""The ``csm`` statistics' per-batch sums by pair (``by_pair``, ``squares``): the view's
+:class:`~attnsim.stats.pairs.PairSums`, which its compiled CSM walk folds in its kernel."""
 
 
 def pool_cell(seq_len: int) -> int:

@@ -11,6 +11,10 @@ import math
 import numba
 import numpy as np
 
+REORDERED = {"reassoc", "contract"}
+"""numba's fastmath flags of the kernels that sum: the compiler may reorder a sum and fuse its multiply-adds (to
+vectorise it); nothing assumes finite values, so NaN and inf pass through as in any other order of the sum."""
+
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
 def _kth_smallest(a, n, target):  # pragma: no cover - compiled
@@ -183,41 +187,119 @@ def _mark_invalid(dest, token, value):  # pragma: no cover - compiled
         dest[first : first + size - 1 - t] = value
 
 
+@numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
+def _upper_products(a, dest):  # pragma: no cover - compiled
+    # dest (P,) <- a[i] . a[j] for the pairs i < j in pair order (row i's pairs are one run), four j's at a time
+    # against one i (each value a float32 dot product of length d, in an order the compiler chooses)
+    size, d = a.shape
+    p = 0
+    for i in range(size - 1):
+        ai = a[i]
+        j = i + 1
+        while j + 4 <= size:
+            s0 = np.float32(0)
+            s1 = np.float32(0)
+            s2 = np.float32(0)
+            s3 = np.float32(0)
+            b0, b1, b2, b3 = a[j], a[j + 1], a[j + 2], a[j + 3]
+            for c in range(d):
+                x = ai[c]
+                s0 += x * b0[c]
+                s1 += x * b1[c]
+                s2 += x * b2[c]
+                s3 += x * b3[c]
+            dest[p] = s0
+            dest[p + 1] = s1
+            dest[p + 2] = s2
+            dest[p + 3] = s3
+            p += 4
+            j += 4
+        while j < size:
+            s = np.float32(0)
+            for c in range(d):
+                s += ai[c] * a[j, c]
+            dest[p] = s
+            p += 1
+            j += 1
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
+def _largest_square(a):  # pragma: no cover - compiled
+    # max_i |a_i|^2 (float64 sums of the float32 entries)
+    largest = 0.0
+    for i in range(a.shape[0]):
+        s = 0.0
+        for c in range(a.shape[1]):
+            x = np.float64(a[i, c])
+            s += x * x
+        largest = max(largest, s)
+    return largest
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
+def _pair_sums(dest, weights, class_out, total, add_total):  # pragma: no cover - compiled
+    # float64 sums of one matrix's pair values dest (P,) against each of the 5 weight rows (weights (5, P)) into
+    # class_out (5,), and of their squares (returned), in one pass; with add_total, dest added to total (P,) float32
+    n = dest.shape[0]
+    squares, s0, s1, s2, s3, s4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    w0, w1, w2, w3, w4 = weights[0], weights[1], weights[2], weights[3], weights[4]
+    for p in range(n):
+        x = np.float64(dest[p])
+        squares += x * x
+        s0 += x * w0[p]
+        s1 += x * w1[p]
+        s2 += x * w2[p]
+        s3 += x * w3[p]
+        s4 += x * w4[p]
+    class_out[0], class_out[1], class_out[2], class_out[3], class_out[4] = s0, s1, s2, s3, s4
+    if add_total:
+        for p in range(n):
+            total[p] += dest[p]
+    return squares
+
+
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def csm_pair_rows(matrices, tokens, counts, heads, offset, stride, pairs_out, index_out, kth_out, next_out):  # pragma: no cover - compiled
-    """matrices (R, T, T) float32 CSM (the upper triangle is read), row r of window w = (offset + r) // heads;
-    tokens (windows, T) bool; counts (windows,) int64 ->
-    pairs_out (R, P) float32: the pair values (``triu_indices`` order), 0 at invalid pairs (a token not in ``tokens``);
-    index_out (R, S) int64: the counts[w] largest valid pairs, ascending, slots from counts[w] on set to P;
-    kth_out, next_out (R,) float32: the k-th largest value and a bound of the (k+1)-th (+inf, -inf when k = 0)."""
-    rows, size = matrices.shape[0], matrices.shape[1]
+def csm_walk_rows(
+    vectors, tokens, counts, weights, first, stop, stride, error_scale, add_total,
+    pairs_out, index_out, kth_out, next_out, error_out, class_out, squares_out, totals,
+):  # pragma: no cover - compiled
+    """The CSM walk's pass over the heads first..stop-1 (of layers x heads) of every window of a chunk.
+
+    vectors (W, H, T, d) float32 per-head vectors; tokens (W, T) bool; counts (W,) int64 high pairs per window;
+    weights (W, 5, P) float32 pair weights (the pair-class masks) ->
+    pairs_out (W, H, P) float32: CSM pair values (float32 products), 0 at invalid pairs (a token not in ``tokens``);
+    index_out (W, H, S) int64: the counts[w] largest valid pairs, ascending, P in the slots from counts[w] on;
+    kth_out, next_out (W, H) float32: the k-th largest value and a bound of the (k+1)-th (+inf, -inf where k = 0;
+    NaN, NaN and no pairs chosen where the row holds NaN: the caller chooses those rows again);
+    error_out (W, H) float32: error_scale * max_i |z_i|^2, the bound of a float32 product's error;
+    class_out (W, H, 5) float64: pair values summed against each weight row; squares_out (W, H) float64: sum of
+    squared pair values; with add_total, totals (H, P) float32 += each window's pair values, window after window."""
+    windows, size = vectors.shape[0], vectors.shape[2]
     n = size * (size - 1) // 2
     sample, cand_v, cand_i = _scratch(n, stride)
-    for row in range(rows):
-        window = (offset + row) // heads
-        a = matrices[row]
-        token = tokens[window]
-        dest = pairs_out[row]
-        p = 0
-        for i in range(size - 1):  # row i's pairs (i, i+1..T-1) are one run of the matrix's row
-            dest[p : p + size - 1 - i] = a[i, i + 1 :]
-            p += size - 1 - i
+    for w in range(windows):
+        token = tokens[w]
         partial = not token.all()
-        k = counts[window]
-        index_out[row, k:] = n
-        if k == 0:
-            kth_out[row] = np.inf
-            next_out[row] = -np.inf
-        elif k >= n:
-            return False
-        else:
-            if partial:  # invalid pairs rank last in the choice
-                _mark_invalid(dest, token, np.float32(-np.inf))
-            ok, kth, below = _select(dest, k, stride, sample, cand_v, cand_i, index_out[row])
-            if not ok:
-                return False
-            kth_out[row] = kth
-            next_out[row] = below
-        if partial:  # and add nothing to any sum
-            _mark_invalid(dest, token, np.float32(0))
+        k = counts[w]
+        for h in range(first, stop):
+            a = vectors[w, h]
+            dest = pairs_out[w, h]
+            _upper_products(a, dest)
+            error_out[w, h] = error_scale * _largest_square(a)
+            index_out[w, h, k:] = n
+            if k == 0:
+                kth_out[w, h] = np.inf
+                next_out[w, h] = -np.inf
+            else:
+                if partial:  # invalid pairs rank last in the choice
+                    _mark_invalid(dest, token, np.float32(-np.inf))
+                ok, kth, below = _select(dest, k, stride, sample, cand_v, cand_i, index_out[w, h])
+                if not ok:  # NaN: no choice here
+                    index_out[w, h, :k] = n
+                    kth, below = np.float32(np.nan), np.float32(np.nan)
+                kth_out[w, h] = kth
+                next_out[w, h] = below
+            if partial:  # and add nothing to any sum
+                _mark_invalid(dest, token, np.float32(0))
+            squares_out[w, h] = _pair_sums(dest, weights[w], class_out[w, h], totals[h], add_total)
     return True

@@ -23,9 +23,11 @@ the same pairs as the float64 one (:mod:`attnsim.stats.pairs.view`).
 :func:`compiled_pair_top` makes the same choice reading whole T x T matrices (the attention walk's
 high-attention pairs, ``max(A[i, j], A[j, i])``): each matrix's pair values are formed in cache, with
 invalid pairs at -inf, instead of gathered into pair space for the whole chunk first.
-:func:`compiled_csm_pairs` is the CSM walk's single pass: per matrix it copies the upper triangle
-into pair space (each row's pairs are one run of the matrix's row), chooses the high pairs from those
-values (invalid pairs at -inf) and leaves 0 at invalid pairs for the sums of the other reducers. The
+:func:`compiled_csm_walk` is the CSM walk's single pass per (window, layer, head): from the head's vectors
+it computes the CSM's pair values as float32 dot products straight into pair space (the T x T matrix is
+never formed), chooses the high pairs from them (invalid pairs at -inf), leaves 0 at invalid pairs for the
+sums of the other reducers, and makes the sums of the pair classes, of the squares and of each pair over
+the windows (the reducers' ``_ClassSums`` and ``PairSums``), while the values are in cache. The
 kernels are in :mod:`attnsim.stats.pairs._compiled`.
 
 When numba is missing or its JIT is disabled, :func:`compiled_available` is False and callers use
@@ -45,7 +47,7 @@ from __future__ import annotations
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -205,45 +207,86 @@ def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[
     return torch.from_numpy(index).reshape(*lead, index.shape[1])
 
 
-def compiled_csm_pairs(
-    matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int]
-) -> Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """The CSM walk's pair values and high pairs of a chunk of windows in one pass over each matrix while it is in cache.
+class CSMWalk(NamedTuple):
+    """What :func:`compiled_csm_walk` computes for a chunk of W windows, L layers and H heads (P pairs)."""
 
-    For each (window, layer, head) matrix the kernel gathers the pair values ``M[i, j]``, i < j, masks the
-    invalid pairs (a token not in ``tokens``), and chooses the window's ``k[w]`` largest valid pairs as
-    :func:`compiled_top` does (same pairs, same tie rule, same ``kth`` and ``below``), from the values it has
-    just written: no pair-space tensor is gathered, masked or read again for the choice.
+    pairs: torch.Tensor
+    """(W, L, H, P) float32 CSM pair values (float32 products), 0 at invalid pairs."""
+    index: torch.Tensor
+    """(W, L, H, max(k)) int64 the high pairs, ascending, P in the slots from k[w] on (and in rows holding NaN)."""
+    kth: torch.Tensor
+    """(W, L, H) float32 the k-th largest valid value (+inf where k = 0, NaN in rows holding NaN)."""
+    below: torch.Tensor
+    """(W, L, H) float32 an upper bound of the (k+1)-th largest valid value (-inf where k = 0, NaN in rows holding NaN)."""
+    error: torch.Tensor
+    """(W, L, H) float32 the bound of a value's float32 rounding error, :func:`~attnsim.stats.pairs.geometry.product_error`."""
+    class_sums: torch.Tensor
+    """(W, L * H, 5) float64 the pair values summed against each of the 5 weight rows."""
+    squares: torch.Tensor
+    """(W, L, H) float64 the squared pair values summed."""
+
+
+def compiled_csm_walk(
+    vectors: torch.Tensor, tokens: torch.Tensor, k: Sequence[int], weights: torch.Tensor, totals: Optional[torch.Tensor] = None
+) -> Optional[CSMWalk]:
+    """The CSM walk of a chunk of windows in one kernel pass per (window, layer, head), while each matrix is in cache.
+
+    Per matrix the kernel computes the CSM's pair values ``z_i · z_j``, i < j, as float32 dot products straight into
+    pair space (the T x T matrix is never formed), the bound of their rounding error, chooses the window's ``k[w]``
+    largest valid pairs as :func:`compiled_top` does (same pairs, tie rule, ``kth`` and ``below``; invalid pairs rank
+    last), leaves 0 at invalid pairs, and sums the values against each weight row and their squares (float64), and adds
+    them to ``totals``. A row holding NaN gets no choice (``kth`` and ``below`` NaN, no pairs): the caller chooses it
+    again, as it does rows whose float32 choice is not certified.
+
+    Source: the CSM of Halevi et al., arXiv:2512.21956 (``Z Zᵀ``, diagonal 0); the error bound, Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., Sec. 3.1 (a float32 dot product in any order).
 
     Args:
-        matrices: (windows, ..., T, T) float32 CSM on the CPU (the upper triangle is read).
-        tokens: (windows, T) bool, tokens that enter statistics.
-        k: per window, the number of high pairs, 0 <= k < T(T-1)/2 (Python ints).
+        vectors: (W, L, H, T, d) float32 per-head vectors on the CPU.
+        tokens: (W, T) bool, tokens that enter statistics.
+        k: per window, the number of high pairs, 0 <= k < T(T-1)/2 (Python ints; 0: no choice).
+        weights: (W, 5, P) float32 pair weights (the pair-class masks of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`,
+            transposed).
+        totals: (L, H, P) float32 contiguous, or None: each window's pair values are added to it, window after window.
 
     Returns:
-        ``(pairs, index, kth, below)``: (windows, ..., P) float32 pair values, 0 at invalid pairs;
-        (windows, ..., max(k)) int64 pair indices, ascending, P in the slots from k[w] on; (windows, ...)
-        float32 the k-th largest value and an upper bound of the (k+1)-th (+inf and -inf where k = 0).
-        None when the kernel is unavailable, for NaN, another device or dtype, or a k out of range (the
-        caller then gathers and chooses on the fallback path).
+        :class:`CSMWalk`; None when the kernel is unavailable, for another device or dtype, or a k out of range (the
+        caller then computes the chunk on the fallback path, and ``totals`` is left as it was).
     """
-    prepared = _matrix_rows(matrices, tokens, k)
-    if prepared is None:
+    windows, layers, heads, size, d = vectors.shape
+    n = size * (size - 1) // 2
+    tensors = (vectors, weights) + ((totals,) if totals is not None else ())
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors) or not all(0 <= x < n for x in k) or weights.shape[1] != 5:
         return None
-    lead, heads, rows, token, counts, n = prepared
-    count = rows.shape[0]
-    pairs = np.empty((count, n), np.float32)
-    index = np.empty((count, max(k, default=0)), np.int64)
-    kth = np.empty(count, np.float32)
-    below = np.empty(count, np.float32)
-    kernel = _state["kernel"].csm_pair_rows
-    if not _in_parts(count, lambda p: kernel(rows[p], token, counts, heads, p.start, SAMPLE_STRIDE, pairs[p], index[p], kth[p], below[p])):
+    if totals is not None and not totals.is_contiguous() or not compiled_available():
         return None
-    return (
-        torch.from_numpy(pairs).reshape(*lead, n),
-        torch.from_numpy(index).reshape(*lead, index.shape[1]),
-        torch.from_numpy(kth).reshape(lead),
-        torch.from_numpy(below).reshape(lead),
+    rows = layers * heads
+    z = np.ascontiguousarray(vectors.reshape(windows, rows, size, d).numpy())
+    token = np.ascontiguousarray(tokens.bool().numpy())
+    counts = np.asarray(k, dtype=np.int64)
+    weight = np.ascontiguousarray(weights.numpy())
+    total = totals.view(rows, n).numpy() if totals is not None else np.empty((rows, 0), np.float32)
+    pairs = np.empty((windows, rows, n), np.float32)
+    index = np.empty((windows, rows, max(k, default=0)), np.int64)
+    kth, below, error = (np.empty((windows, rows), np.float32) for _ in range(3))
+    class_sums = np.empty((windows, rows, weight.shape[1]), np.float64)
+    squares = np.empty((windows, rows), np.float64)
+    scale = (d + 2) * 2.0**-24
+    kernel = _state["kernel"].csm_walk_rows
+
+    def part(p: slice) -> bool:  # the heads p of every window: parts add to different rows of `totals`
+        return kernel(z, token, counts, weight, p.start, p.stop, SAMPLE_STRIDE, scale, totals is not None, pairs, index, kth, below, error, class_sums, squares, total)
+
+    _in_parts(rows, part)
+    lead = (windows, layers, heads)
+    return CSMWalk(
+        torch.from_numpy(pairs).view(*lead, n),
+        torch.from_numpy(index).view(*lead, index.shape[-1]),
+        torch.from_numpy(kth).view(lead),
+        torch.from_numpy(below).view(lead),
+        torch.from_numpy(error).view(lead),
+        torch.from_numpy(class_sums),
+        torch.from_numpy(squares).view(lead),
     )
 
 
@@ -258,4 +301,4 @@ def _in_parts(count: int, call) -> bool:
     return all(bool(job.result()) for job in jobs)
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "compiled_csm_pairs"]
+__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "CSMWalk", "compiled_csm_walk"]

@@ -30,11 +30,13 @@ batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
 read them again from memory. The view therefore walks the batch a few windows
 at a time (a *chunk*, a few MB), once for the CSM and once for the attention:
 it computes a window's CSM and gathers its pair values (on the compiled path
-one kernel pass per matrix gathers them and chooses the high pairs,
-:func:`~attnsim.stats.pairs.kernels.compiled_csm_pairs`), or assembles its
+one kernel pass per matrix computes them as float32 products straight into pair
+space, chooses the high pairs and makes the view's own sums,
+:func:`~attnsim.stats.pairs.kernels.compiled_csm_walk`), or assembles its
 attention from the layers, while they are in cache, and hands each chunk to
 every :class:`ChunkReducer` of that walk: the view's own (the high pairs, the
-high-attention pairs, the CSM sums per pair class) and those that findings
+high-attention pairs, the CSM sums per pair class, the CSM sums by pair of
+:class:`PairSums`) and those that findings
 register for their own sums (e.g. the separators' attention mass and entropy,
 :mod:`attnsim.stats.separators`), so that one walk serves every statistic.
 Neither batch-wide tensor is materialised unless a caller asks for it
@@ -62,7 +64,7 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import compiled_available, compiled_csm_pairs, compiled_pair_top
+from attnsim.stats.pairs.kernels import compiled_available, compiled_csm_walk, compiled_pair_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -147,13 +149,18 @@ class _ClassSums(ChunkReducer):
 
     def __init__(self, view: "PairView") -> None:
         self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, len(PAIR_CLASSES), device=view.device)
-        # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
-        # products (several times faster on a CPU than (L*H, P) @ (P, 5))
-        self.rows = [w.t().contiguous() for w in view.pair_weights] if not view.on_accelerator() else None
+        self.rows: Optional[List[torch.Tensor]] = None  # made on first use: the compiled walk sums in its kernel
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        if view._walk_sums is not None:  # summed (float64) by the kernel that computed the chunk
+            self.sums[start:stop] = view._walk_sums.class_sums
+            return
         flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
-        if self.rows is not None:
+        if not view.on_accelerator():
+            if self.rows is None:
+                # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
+                # products (several times faster on a CPU than (L*H, P) @ (P, 5))
+                self.rows = [w.t().contiguous() for w in view.pair_weights]
             for window in range(start, stop):
                 # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
                 # rounds a product differently with the operands' alignment and batch layout, so a
@@ -169,6 +176,38 @@ class _ClassSums(ChunkReducer):
     def from_blocks(cls, view: Any) -> Any:
         """The blockwise counterpart (:class:`~attnsim.stats.pairs.blocks.BlockPairView`): ``sums`` from its CSM walk."""
         return _BlockResults(sums=view.walk("csm")["class_sums"])
+
+
+class PairSums(ChunkReducer):
+    """Per-batch CSM sums by pair, folded in the view's CSM walk (the ``csm`` statistics read them).
+
+    Attributes:
+        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
+        squares: (batch, layer, head) float32 sum of squared CSM values over each window's valid pairs.
+    """
+
+    source = "csm"
+
+    def __init__(self, view: "PairView") -> None:
+        self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
+        self.squares = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        if view._walk_sums is not None:  # the kernel that computed the chunk added it to by_pair
+            self.squares[start:stop] = view._walk_sums.squares
+            return
+        self.by_pair += chunk.sum(0)
+        self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
+
+    @classmethod
+    def from_blocks(cls, view: Any) -> "PairSums":
+        """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
+        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``squares`` and ``distance_sum`` (L, H, T)."""
+        walked = view.walk("csm")
+        out = cls.__new__(cls)
+        out.by_pair, out.squares = walked["by_pair"], walked["squares"]
+        out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
+        return out
 
 
 class _HighPairs(ChunkReducer):
@@ -342,6 +381,8 @@ class PairView:
         self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(_SHARED[source]) for source in SOURCES}
         self._reduced: Dict[Type[ChunkReducer], ChunkReducer] = {}
         self._walked: set = set()
+        self._walk_top: Optional[tuple] = None  # the running CSM walk's kernel results for its reducers
+        self._walk_sums: Any = None
         self.register(*reducers)
 
     @classmethod
@@ -397,9 +438,10 @@ class PairView:
         self._walked.add(source)
         reducers = [kind(self) for kind in kinds]
         heads = self.n_layers * self.n_heads
+        totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
         for start, stop in self._chunks():
             if source == "csm":
-                chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds)  # (c, L, H, P)
+                chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds, totals=totals)  # (c, L, H, P)
             else:
                 chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
             for reducer in reducers:
@@ -449,24 +491,33 @@ class PairView:
             self._walk_vectors, self.csm_error = vectors, product_error(vectors)  # (c, L, H, T, d), (c, L, H)
         return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
 
-    def _csm_pair_chunk(self, start: int, stop: int, select: bool) -> torch.Tensor:
+    def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
         # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
-        # (narrow_csm) one kernel pass per matrix gathers them and, when ``select``, chooses the high pairs from
-        # them, kept in _walk_top for the walk's _HighPairs; elsewhere (or where the kernel declines: NaN, k out
-        # of range) the pairs are gathered here and chosen by _HighPairs.
+        # (narrow_csm) one kernel pass per matrix computes them (float32 products), and with them the high pairs when
+        # ``select`` (kept in _walk_top for the walk's _HighPairs), the class sums and squares (_walk_sums, for
+        # _ClassSums and PairSums) and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel
+        # declines (k out of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
+        self._walk_top = self._walk_sums = None
+        if self.narrow_csm:
+            vectors = self._vector_chunk(start, stop)  # (c, L, H, T, d)
+            k = self.host["k"][start:stop] if select else [0] * (stop - start)
+            walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
+            if walked is not None:
+                self._walk_vectors, self.csm_error = vectors, walked.error
+                self._walk_top = (walked.index, walked.kth, walked.below)
+                self._walk_sums = walked
+                return walked.pairs
         square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
-        self._walk_top = None
-        if self.narrow_csm and select:
-            fused = compiled_csm_pairs(square, self.tokens[start:stop], self.host["k"][start:stop])
-            if fused is not None:
-                chunk, *top = fused
-                self._walk_top = tuple(top)  # (index, kth, below) of the chunk's rows
-                return chunk
         chunk = self.pair_values(square)
         valid = self.valid_chunk(start, stop, chunk.dim())
         if valid is not None:
             chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
         return chunk
+
+    @cached_property
+    def _class_rows(self) -> torch.Tensor:
+        # (batch, 5, P) float32 the pair-class masks, one contiguous row per class (the compiled walk's weights)
+        return self.pair_weights.transpose(1, 2).contiguous()
 
     def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1, the chunk of the
@@ -680,4 +731,4 @@ class PairView:
         return (self.high_in_attention_index < self.n_pairs).sum(-1).float().transpose(0, 1)
 
 
-__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairView", "indexed_sums", "head_sums"]
+__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "indexed_sums", "head_sums"]
