@@ -28,8 +28,9 @@ def inputs(lengths=(20, 11, 17, 6), seed=7):
 
 
 @pytest.mark.parametrize("include_special", [True, False])
-def test_view_matches_a_dense_float64_recomputation(include_special):
-    z, batch, attention = inputs()
+@pytest.mark.parametrize("lengths", [(20, 11, 17, 6), (20, 20)])  # padded windows; only whole ones (the entropy's unweighted sum)
+def test_view_matches_a_dense_float64_recomputation(include_special, lengths):
+    z, batch, attention = inputs(lengths)
     view = PairView(z, batch, attention, top_fraction=0.1, include_special=include_special)
     ref = dense_reference(z, batch, attention, 0.1, include_special)
     high = dense_pairs(view.high_index, view.n_pairs).transpose(0, 1)

@@ -127,6 +127,7 @@ class SeparatorSums(ChunkReducer):
         self.entropy = torch.zeros(view.batch_size, heads, device=view.device)
         self.queries = view.tokens.float()  # (B, T)
         self.keys = view.batch["attention_mask"].float()  # (B, T)
+        self.whole = ((self.queries > 0) & (self.keys > 0)).all(-1).tolist()  # per window: every position a query and a key
         position = torch.arange(view.seq_len, device=view.device, dtype=torch.float32)
         self.gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
 
@@ -144,9 +145,10 @@ class SeparatorSums(ChunkReducer):
         first, last = view.real_span(start, stop)
         if last > first:
             span = chunk[..., first:last, first:last]  # (c, L*H, n, n)
-            plogp = span.clamp_min(TINY).log_().mul_(span)
-            weight = query_key[:, first:last, first:last].reshape(count, -1, 1)
-            self.entropy[start:stop] = -(plogp.reshape(count, heads, -1) * weight.reshape(count, 1, -1)).sum(-1)
+            plogp = span.clamp_min(TINY).log_().mul_(span).reshape(count, heads, -1)
+            if not all(self.whole[start:stop]):  # some position is not a query or key: weigh each cell
+                plogp = plogp * query_key[:, first:last, first:last].reshape(count, 1, -1)
+            self.entropy[start:stop] = -plogp.sum(-1)  # else every weight is 1: no product
 
     @classmethod
     def from_blocks(cls, view: PairView) -> "SeparatorSums":
