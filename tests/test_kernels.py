@@ -94,9 +94,10 @@ def test_pair_kernel_reads_whole_matrices_as_the_gathered_rule(symmetric):
 
 def test_csm_walk_kernel_computes_chooses_and_sums_in_one_pass():
     """The CSM walk's kernel against a float64 recomputation: pair values within the float32 error bound (0 at invalid
-    pairs), that bound as product_error gives it; on its own values the high pairs, k-th values and bounds of
-    compiled_top (invalid pairs at -inf; ties; a k per window; k = 0), the class sums and squares in float64, the
-    totals added window after window; a NaN row left unchosen; k out of range, float64 and another class count declined."""
+    pairs), that bound as product_error gives it; the float64 CSM's high pairs (invalid pairs at -inf; ties; a k per
+    window; k = 0), as compiled_top chooses them from the float32 values where the margin allows, else chosen again
+    (ties, or every row with an infinite margin); the class sums and squares in float64, the totals added window after
+    window; a NaN row left unchosen; k out of range, float64 and another class count declined."""
     from attnsim.stats.pairs import pair_indices
 
     generator = torch.Generator().manual_seed(7)
@@ -120,11 +121,19 @@ def test_csm_walk_kernel_computes_chooses_and_sums_in_one_pass():
     assert bool(((walked.pairs.double() - exact.masked_fill(~valid, 0)).abs() <= walked.error[..., None].double()).all())
     assert bool((walked.pairs.masked_select(~valid.expand_as(walked.pairs)) == 0).all())
     values = walked.pairs.masked_fill(~valid, float("-inf"))
+    wide = exact.float().masked_fill(~valid, float("-inf"))  # float64 products rounded once: the fallback's values
     for window, k in enumerate(counts):
         want_index, want_kth, want_below = kernels.compiled_top(values[window], k)
-        assert torch.equal(walked.index[window, ..., :k], want_index) and bool((walked.index[window, ..., k:] == n).all())
         assert torch.equal(walked.kth[window], want_kth) and torch.equal(walked.below[window], want_below)
-        assert torch.equal(want_index, exact_top(values[window], k).sort(-1).values)
+        # the float64 CSM's high pairs in every row: the float32 choice where it stands, else chosen again
+        assert torch.equal(walked.index[window, ..., :k], exact_top(wide[window], k).sort(-1).values) and bool((walked.index[window, ..., k:] == n).all())
+        stands = walked.status[window] == kernels.CERTIFIED
+        assert torch.equal(walked.index[window, ..., :k][stands], want_index[stands])
+        assert torch.equal(stands, (want_kth.double() - want_below.double()) > 2 * walked.error[window].double())
+    assert int(walked.status[0, 1, 2]) == kernels.RECHOSEN  # tied at the k-th value: no margin
+    assert set(walked.status.flatten().tolist()) == {kernels.CERTIFIED, kernels.RECHOSEN}
+    every = kernels.compiled_csm_walk(vectors, tokens, counts, weights, margins=[float("inf")] * windows)  # every row again
+    assert bool((every.status == kernels.RECHOSEN).all()) and torch.equal(every.index, walked.index)
     flat = walked.pairs.double().reshape(windows, layers * heads, n)
     torch.testing.assert_close(walked.class_sums, torch.einsum("wrp,wcp->wrc", flat, weights.double()), rtol=1e-12, atol=1e-9)
     torch.testing.assert_close(walked.squares, (walked.pairs.double() ** 2).sum(-1), rtol=1e-12, atol=1e-9)
@@ -139,7 +148,7 @@ def test_csm_walk_kernel_computes_chooses_and_sums_in_one_pass():
     with_nan[2, 1, 3, 5, 0] = float("nan")
     walked = kernels.compiled_csm_walk(with_nan, tokens, counts, weights)
     assert bool(walked.kth[2, 1, 3].isnan()) and bool(walked.below[2, 1, 3].isnan()) and bool((walked.index[2, 1, 3] == n).all())
-    assert int(walked.kth.isnan().sum()) == 1  # only that row is left to be chosen again
+    assert int(walked.status[2, 1, 3]) == kernels.UNCHOSEN and int((walked.status == kernels.UNCHOSEN).sum()) == 1  # left to the caller
     assert kernels.compiled_csm_walk(vectors, tokens, [16, n, 9], weights) is None  # k out of range
     assert kernels.compiled_csm_walk(vectors.double(), tokens, counts, weights) is None  # float32 only
     assert kernels.compiled_csm_walk(vectors, tokens, counts, weights[:, :3]) is None  # the 5 pair classes only
@@ -272,21 +281,23 @@ def test_compiled_and_fallback_paths_agree(minilm_batch, monkeypatch):
     assert _compare(fallback, compiled, 1e-6) >= 57
 
 
-def _with_error_bound(walk, change):
-    """``compiled_csm_walk`` whose error bounds (c, L, H) ``change`` alters in place (as if the products were less exact)."""
+def _with_margins(walk, margins):
+    """``compiled_csm_walk`` with the certification margins ``margins(windows)`` (a list, one per window of the chunk),
+    recording each call's row statuses in ``calls``."""
+    calls = []
 
-    def changed(*args, **kwargs):
-        walked = walk(*args, **kwargs)
-        if walked is not None:
-            change(walked.error)
+    def changed(vectors, *args, **kwargs):
+        walked = walk(vectors, *args, margins=margins(vectors.shape[0]), **kwargs)
+        calls.append(walked.status)
         return walked
 
-    return changed
+    return changed, calls
 
 
 def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_batch, monkeypatch):
-    """With an error bound too large for any row to be certified, every row is chosen again from the float64
-    CSM: still the fallback's pairs. Ties (two identical heads' vectors duplicated within a window) too."""
+    """With a margin no gap can exceed, the kernel chooses every row again from float64 products: still the fallback's
+    pairs. Ties (two identical heads' vectors duplicated within a window) too. A row holding NaN, which the kernel
+    leaves unchosen, is chosen by the view as on the fallback path."""
     from attnsim.stats.pairs import view as view_module
 
     tokenizer, batch, capture = minilm_batch
@@ -296,18 +307,19 @@ def test_rows_without_a_certified_margin_are_chosen_from_the_float64_csm(minilm_
     _, want, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=False)
     _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
     assert torch.equal(got, want)
-    calls = []
-    real = view_module.PairView.wide_pair_values
-
-    def counted(self, start, stop, rows=None):
-        calls.append(0 if rows is None else int(rows.sum()))
-        return real(self, start, stop, rows)
-
-    monkeypatch.setattr(view_module, "compiled_csm_walk", _with_error_bound(view_module.compiled_csm_walk, lambda error: error.fill_(float("inf"))))
-    monkeypatch.setattr(view_module.PairView, "wide_pair_values", counted)
+    changed, calls = _with_margins(view_module.compiled_csm_walk, lambda windows: [float("inf")] * windows)
+    monkeypatch.setattr(view_module, "compiled_csm_walk", changed)
     _, got, _ = _fold((tokenizer, batch, tied), monkeypatch, compiled=True)
     assert torch.equal(got, want)
-    assert sum(calls) == 6 * 6 * 12  # every (window, layer, head) row was chosen again
+    assert sum(int((status == kernels.RECHOSEN).sum()) for status in calls) == 6 * 6 * 12  # every (window, layer, head) row again
+    monkeypatch.undo()
+    z[4][1, 7, 30, 0] = float("nan")  # window 1, layer 4, head 7: a NaN product in 127 pairs
+    with_nan = type(capture)(tuple(z), capture.attention, capture.vector)
+    _, want, _ = _fold((tokenizer, batch, with_nan), monkeypatch, compiled=False)
+    changed, calls = _with_margins(view_module.compiled_csm_walk, lambda windows: [kernels.CERTIFY_MARGIN] * windows)
+    monkeypatch.setattr(view_module, "compiled_csm_walk", changed)
+    _, got, _ = _fold((tokenizer, batch, with_nan), monkeypatch, compiled=True)
+    assert torch.equal(got, want) and sum(int((status == kernels.UNCHOSEN).sum()) for status in calls) == 1
 
 
 def test_chunks_of_several_windows_with_their_own_k(minilm_batch, monkeypatch):
@@ -321,10 +333,8 @@ def test_chunks_of_several_windows_with_their_own_k(minilm_batch, monkeypatch):
     got, got_high, got_attention = _fold(minilm_batch, monkeypatch, compiled=True)
     assert torch.equal(got_high, want_high) and torch.equal(got_attention, want_attention)
     assert _compare(want, got, 1e-6) >= 57
-
-    def last_window_uncertain(error):  # (c, L, H): no margin in the chunk's last window
-        error[-1] = float("inf")
-
-    monkeypatch.setattr(view_module, "compiled_csm_walk", _with_error_bound(view_module.compiled_csm_walk, last_window_uncertain))
+    changed, calls = _with_margins(view_module.compiled_csm_walk, lambda windows: [kernels.CERTIFY_MARGIN] * (windows - 1) + [float("inf")])
+    monkeypatch.setattr(view_module, "compiled_csm_walk", changed)  # no margin is enough in each chunk's last window
     _, got_high, _ = _fold(minilm_batch, monkeypatch, compiled=True)
     assert torch.equal(got_high, want_high)
+    assert all(bool((status[-1] == kernels.RECHOSEN).all()) for status in calls) and len(calls) == 2

@@ -258,25 +258,43 @@ def _pair_sums(dest, weights, class_out, total, add_total):  # pragma: no cover 
     return squares
 
 
+@numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
+def _wide_upper_products(a, dest):  # pragma: no cover - compiled
+    # dest (P,) <- a[i] . a[j] for the pairs i < j in pair order, each a float64 dot product rounded once to float32
+    size, d = a.shape
+    p = 0
+    for i in range(size - 1):
+        for j in range(i + 1, size):
+            s = 0.0
+            for c in range(d):
+                s += np.float64(a[i, c]) * np.float64(a[j, c])
+            dest[p] = np.float32(s)
+            p += 1
+
+
 @numba.njit(nogil=True, boundscheck=False, cache=True)
 def csm_walk_rows(
-    vectors, tokens, counts, weights, first, stop, stride, error_scale, add_total,
-    pairs_out, index_out, kth_out, next_out, error_out, class_out, squares_out, totals,
+    vectors, tokens, counts, weights, margins, first, stop, stride, error_scale, add_total,
+    pairs_out, index_out, kth_out, next_out, error_out, status_out, class_out, squares_out, totals,
 ):  # pragma: no cover - compiled
     """The CSM walk's pass over the heads first..stop-1 (of layers x heads) of every window of a chunk.
 
     vectors (W, H, T, d) float32 per-head vectors; tokens (W, T) bool; counts (W,) int64 high pairs per window;
-    weights (W, 5, P) float32 pair weights (the pair-class masks) ->
+    weights (W, 5, P) float32 pair weights (the pair-class masks); margins (W,) float64: a float32 choice stands where
+    its k-th value exceeds the bound of the (k+1)-th by more than margins[w] times the error bound ->
     pairs_out (W, H, P) float32: CSM pair values (float32 products), 0 at invalid pairs (a token not in ``tokens``);
-    index_out (W, H, S) int64: the counts[w] largest valid pairs, ascending, P in the slots from counts[w] on;
-    kth_out, next_out (W, H) float32: the k-th largest value and a bound of the (k+1)-th (+inf, -inf where k = 0;
-    NaN, NaN and no pairs chosen where the row holds NaN: the caller chooses those rows again);
-    error_out (W, H) float32: error_scale * max_i |z_i|^2, the bound of a float32 product's error;
-    class_out (W, H, 5) float64: pair values summed against each weight row; squares_out (W, H) float64: sum of
-    squared pair values; with add_total, totals (H, P) float32 += each window's pair values, window after window."""
+    index_out (W, H, S) int64: the counts[w] largest valid pairs, ascending, P in the slots from counts[w] on: the
+    float32 products' choice where it stands, else (status 1) the choice among float64 products rounded once;
+    kth_out, next_out (W, H) float32: the float32 products' k-th largest value and a bound of the (k+1)-th (+inf, -inf
+    where k = 0; NaN where the row holds NaN); error_out (W, H) float32: error_scale * max_i |z_i|^2, the bound of a
+    float32 product's error; status_out (W, H) int8: 0 the float32 choice stands, 1 chosen again from float64
+    products, 2 not chosen (NaN: the caller chooses); class_out (W, H, 5) float64: pair values summed against each
+    weight row; squares_out (W, H) float64: sum of squared pair values; with add_total, totals (H, P) float32 += each
+    window's pair values, window after window."""
     windows, size = vectors.shape[0], vectors.shape[2]
     n = size * (size - 1) // 2
     sample, cand_v, cand_i = _scratch(n, stride)
+    wide = np.empty(n, np.float32)
     for w in range(windows):
         token = tokens[w]
         partial = not token.all()
@@ -285,8 +303,10 @@ def csm_walk_rows(
             a = vectors[w, h]
             dest = pairs_out[w, h]
             _upper_products(a, dest)
-            error_out[w, h] = error_scale * _largest_square(a)
+            error = error_scale * _largest_square(a)
+            error_out[w, h] = error
             index_out[w, h, k:] = n
+            status_out[w, h] = 0
             if k == 0:
                 kth_out[w, h] = np.inf
                 next_out[w, h] = -np.inf
@@ -297,6 +317,15 @@ def csm_walk_rows(
                 if not ok:  # NaN: no choice here
                     index_out[w, h, :k] = n
                     kth, below = np.float32(np.nan), np.float32(np.nan)
+                    status_out[w, h] = 2
+                elif not np.float64(kth) - np.float64(below) > margins[w] * error:  # too close to call in float32
+                    _wide_upper_products(a, wide)
+                    if partial:
+                        _mark_invalid(wide, token, np.float32(-np.inf))
+                    again, _, _ = _select(wide, k, stride, sample, cand_v, cand_i, index_out[w, h])
+                    status_out[w, h] = 1 if again else 2
+                    if not again:
+                        index_out[w, h, :k] = n
                 kth_out[w, h] = kth
                 next_out[w, h] = below
             if partial:  # and add nothing to any sum

@@ -207,17 +207,28 @@ def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[
     return torch.from_numpy(index).reshape(*lead, index.shape[1])
 
 
+CERTIFY_MARGIN = 2.0
+"""A float32 choice of high pairs stands where its k-th value exceeds the bound of the (k+1)-th by more than this many
+error bounds (each of the two values may lie one bound away from its float64 value); other rows are chosen again."""
+
+CERTIFIED, RECHOSEN, UNCHOSEN = 0, 1, 2
+""":attr:`CSMWalk.status` of a row: the float32 choice stands; chosen again among float64 products rounded once; not
+chosen (the row holds NaN: the caller chooses it)."""
+
+
 class CSMWalk(NamedTuple):
     """What :func:`compiled_csm_walk` computes for a chunk of W windows, L layers and H heads (P pairs)."""
 
     pairs: torch.Tensor
     """(W, L, H, P) float32 CSM pair values (float32 products), 0 at invalid pairs."""
     index: torch.Tensor
-    """(W, L, H, max(k)) int64 the high pairs, ascending, P in the slots from k[w] on (and in rows holding NaN)."""
+    """(W, L, H, max(k)) int64 the high pairs, ascending, P in the slots from k[w] on (and in rows not chosen)."""
+    status: torch.Tensor
+    """(W, L, H) int8 how each row's high pairs were chosen: :data:`CERTIFIED`, :data:`RECHOSEN` or :data:`UNCHOSEN`."""
     kth: torch.Tensor
-    """(W, L, H) float32 the k-th largest valid value (+inf where k = 0, NaN in rows holding NaN)."""
+    """(W, L, H) float32 the float32 products' k-th largest valid value (+inf where k = 0, NaN in rows holding NaN)."""
     below: torch.Tensor
-    """(W, L, H) float32 an upper bound of the (k+1)-th largest valid value (-inf where k = 0, NaN in rows holding NaN)."""
+    """(W, L, H) float32 an upper bound of their (k+1)-th largest valid value (-inf where k = 0, NaN in rows holding NaN)."""
     error: torch.Tensor
     """(W, L, H) float32 the bound of a value's float32 rounding error, :func:`~attnsim.stats.pairs.geometry.product_error`."""
     class_sums: torch.Tensor
@@ -227,16 +238,23 @@ class CSMWalk(NamedTuple):
 
 
 def compiled_csm_walk(
-    vectors: torch.Tensor, tokens: torch.Tensor, k: Sequence[int], weights: torch.Tensor, totals: Optional[torch.Tensor] = None
+    vectors: torch.Tensor,
+    tokens: torch.Tensor,
+    k: Sequence[int],
+    weights: torch.Tensor,
+    totals: Optional[torch.Tensor] = None,
+    margins: Optional[Sequence[float]] = None,
 ) -> Optional[CSMWalk]:
     """The CSM walk of a chunk of windows in one kernel pass per (window, layer, head), while each matrix is in cache.
 
     Per matrix the kernel computes the CSM's pair values ``z_i · z_j``, i < j, as float32 dot products straight into
-    pair space (the T x T matrix is never formed), the bound of their rounding error, chooses the window's ``k[w]``
-    largest valid pairs as :func:`compiled_top` does (same pairs, tie rule, ``kth`` and ``below``; invalid pairs rank
-    last), leaves 0 at invalid pairs, and sums the values against each weight row and their squares (float64), and adds
-    them to ``totals``. A row holding NaN gets no choice (``kth`` and ``below`` NaN, no pairs): the caller chooses it
-    again, as it does rows whose float32 choice is not certified.
+    pair space (the T x T matrix is never formed), and the bound of their rounding error; it chooses the window's
+    ``k[w]`` largest valid pairs as :func:`compiled_top` does (same pairs, tie rule, ``kth`` and ``below``; invalid pairs
+    rank last). Where the k-th value does not exceed the bound of the (k+1)-th by more than ``margins[w]`` error bounds,
+    the float32 values cannot settle the choice, and the row is chosen again among float64 products rounded once to
+    float32 (the fallback path's values), so the high pairs are always those of the float64 CSM. It leaves 0 at invalid
+    pairs, sums the values against each weight row and their squares (float64), and adds them to ``totals``. A row
+    holding NaN gets no choice (status :data:`UNCHOSEN`): the caller chooses it.
 
     Source: the CSM of Halevi et al., arXiv:2512.21956 (``Z Zᵀ``, diagonal 0); the error bound, Higham, *Accuracy and
     Stability of Numerical Algorithms*, 2nd ed., Sec. 3.1 (a float32 dot product in any order).
@@ -248,6 +266,8 @@ def compiled_csm_walk(
         weights: (W, 5, P) float32 pair weights (the pair-class masks of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`,
             transposed).
         totals: (L, H, P) float32 contiguous, or None: each window's pair values are added to it, window after window.
+        margins: per window, the multiple of the error bound a float32 choice's gap must exceed (default
+            :data:`CERTIFY_MARGIN`; larger values choose more rows again, inf every row).
 
     Returns:
         :class:`CSMWalk`; None when the kernel is unavailable, for another device or dtype, or a k out of range (the
@@ -265,23 +285,29 @@ def compiled_csm_walk(
     token = np.ascontiguousarray(tokens.bool().numpy())
     counts = np.asarray(k, dtype=np.int64)
     weight = np.ascontiguousarray(weights.numpy())
+    margin = np.asarray([CERTIFY_MARGIN] * windows if margins is None else margins, dtype=np.float64)
     total = totals.view(rows, n).numpy() if totals is not None else np.empty((rows, 0), np.float32)
     pairs = np.empty((windows, rows, n), np.float32)
     index = np.empty((windows, rows, max(k, default=0)), np.int64)
     kth, below, error = (np.empty((windows, rows), np.float32) for _ in range(3))
+    status = np.empty((windows, rows), np.int8)
     class_sums = np.empty((windows, rows, weight.shape[1]), np.float64)
     squares = np.empty((windows, rows), np.float64)
     scale = (d + 2) * 2.0**-24
     kernel = _state["kernel"].csm_walk_rows
 
     def part(p: slice) -> bool:  # the heads p of every window: parts add to different rows of `totals`
-        return kernel(z, token, counts, weight, p.start, p.stop, SAMPLE_STRIDE, scale, totals is not None, pairs, index, kth, below, error, class_sums, squares, total)
+        return kernel(
+            z, token, counts, weight, margin, p.start, p.stop, SAMPLE_STRIDE, scale, totals is not None,
+            pairs, index, kth, below, error, status, class_sums, squares, total,
+        )  # fmt: skip
 
     _in_parts(rows, part)
     lead = (windows, layers, heads)
     return CSMWalk(
         torch.from_numpy(pairs).view(*lead, n),
         torch.from_numpy(index).view(*lead, index.shape[-1]),
+        torch.from_numpy(status).view(lead),
         torch.from_numpy(kth).view(lead),
         torch.from_numpy(below).view(lead),
         torch.from_numpy(error).view(lead),
@@ -301,4 +327,4 @@ def _in_parts(count: int, call) -> bool:
     return all(bool(job.result()) for job in jobs)
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "CSMWalk", "compiled_csm_walk"]
+__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "CERTIFY_MARGIN", "CERTIFIED", "RECHOSEN", "UNCHOSEN", "CSMWalk", "compiled_csm_walk"]

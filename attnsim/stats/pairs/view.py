@@ -64,7 +64,7 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import compiled_available, compiled_csm_walk, compiled_pair_top
+from attnsim.stats.pairs.kernels import UNCHOSEN, compiled_available, compiled_csm_walk, compiled_pair_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -237,12 +237,13 @@ class _HighPairs(ChunkReducer):
     def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
         # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
         # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
-        # exceeds every other one); rows without that margin, and chunks the kernel declined, are chosen
-        # again from the float64 CSM, so the high pairs are always those of the float64 CSM.
+        # exceeds every other one); the kernel chose rows without that margin again from float64 products
+        # (kernels.compiled_csm_walk). Rows it left (NaN), and chunks it declined, are chosen here from the float64
+        # CSM, so the high pairs are always those of the float64 CSM.
         if view._walk_top is None:
             return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
-        index, kth, below = view._walk_top  # chosen by the kernel that gathered the chunk
-        unsure = ~((kth - below) > 2 * view.csm_error)  # (c, L, H)
+        index, status = view._walk_top  # chosen by the kernel that computed the chunk
+        unsure = status == UNCHOSEN  # (c, L, H)
         for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
             rows = torch.zeros_like(unsure)
             rows[window] = unsure[window]
@@ -504,7 +505,7 @@ class PairView:
             walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
             if walked is not None:
                 self._walk_vectors, self.csm_error = vectors, walked.error
-                self._walk_top = (walked.index, walked.kth, walked.below)
+                self._walk_top = (walked.index, walked.status)
                 self._walk_sums = walked
                 return walked.pairs
         square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
