@@ -60,7 +60,6 @@ from attnsim.stats.pairs.geometry import (
     pair_classes,
     pair_distance,
     pair_indices,
-    product_error,
     token_mask,
     valid_pairs,
 )
@@ -485,11 +484,11 @@ class PairView:
         return self._vector_layers[layer].float()
 
     def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
-        # (c, L, H, T, T) float32 CSM of windows start..stop-1; with narrow_csm a float32 product, whose
-        # vectors and error bound per window and head are kept for the high pairs' certification
+        # (c, L, H, T, T) float32 CSM of windows start..stop-1; with narrow_csm (where the kernel declined the chunk) a
+        # float32 product, whose vectors are kept so that _HighPairs chooses from the float64 CSM
         vectors = self._vector_chunk(start, stop)
         if self.narrow_csm:
-            self._walk_vectors, self.csm_error = vectors, product_error(vectors)  # (c, L, H, T, d), (c, L, H)
+            self._walk_vectors = vectors  # (c, L, H, T, d)
         return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
 
     def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -504,7 +503,7 @@ class PairView:
             k = self.host["k"][start:stop] if select else [0] * (stop - start)
             walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
             if walked is not None:
-                self._walk_vectors, self.csm_error = vectors, walked.error
+                self._walk_vectors = vectors
                 self._walk_top = (walked.index, walked.status)
                 self._walk_sums = walked
                 return walked.pairs
