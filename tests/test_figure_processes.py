@@ -103,6 +103,53 @@ def test_helpers_log_the_files_one_process_logs_pixel_for_pixel(two_cpus):
 
 
 @linux_only
+def test_a_costly_finding_is_split_between_the_helpers(two_cpus):
+    """A finding of figure_cost 3 is drawn in two parts (figures 0, 2, 4 and 1, 3) by both helpers: the same files
+    pixel for pixel as one process draws, its page once."""
+    findings = [FakeFinding("a", 5, cost=3.0), FakeFinding("b", 1)]
+    assert drawing.drawing_tasks([(f, 0) for f in findings], 2) == [(0, 0, 2), (0, 1, 2), (1, 0, 1)]
+    assert drawing.drawing_tasks([(f, 0) for f in findings], 3) == [(0, 0, 3), (0, 1, 3), (0, 2, 3), (1, 0, 1)]
+    # a paper run's costs (csm 3, separators 2, seven of 1): each helper's share is 6, nothing is split
+    paper = [(FakeFinding(str(i), cost=c), 0) for i, c in enumerate([1.0, 3.0, 1.0, 2.0] + [1.0] * 5)]
+    assert drawing.drawing_tasks(paper, 2) == [(1, 0, 1), (3, 0, 1), (0, 0, 1)] + [(i, 0, 1) for i in (2, 4, 5, 6, 7, 8)]
+    alone, _ = _draw(findings, 1)
+    helped, used = _draw(findings, 2)
+    assert used == 2 and sorted(helped.files) == sorted(alone.files) and len(alone.files) == 6
+    for path in alone.files:
+        np.testing.assert_array_equal(_pixels(helped.files[path]), _pixels(alone.files[path]), err_msg=path)
+    assert sorted(helped.texts) == ["pages/a.html", "pages/b.html"]
+
+
+@linux_only
+def test_a_helper_that_dies_in_a_part_leaves_that_part_to_this_process(two_cpus, monkeypatch):
+    """The helper drawing part 1 of finding a (figures 1, 3) dies as it draws figure 3: every file is still logged,
+    the same pixels as one process draws, and figure 3 comes from this process."""
+    from attnsim.tracking import png
+
+    drawn_here = []
+    real = png.figure_pixels
+
+    def dies_at_figure_3(figure, dpi, fixed_layout):
+        title = figure.axes[0].get_title()
+        if title.startswith("a 3"):
+            if os.getpid() != PARENT:
+                os._exit(3)
+            drawn_here.append(title)
+        return real(figure, dpi, fixed_layout)
+
+    findings = [FakeFinding("a", 4, cost=2.0), FakeFinding("b")]
+    alone, _ = _draw(findings, 1)
+    drawn_here.clear()
+    monkeypatch.setattr(png, "figure_pixels", dies_at_figure_3)
+    sink, _ = _draw(findings, 2)
+    assert sorted(sink.files) == sorted(alone.files) and len(alone.files) == 6
+    for path in alone.files:
+        np.testing.assert_array_equal(_pixels(sink.files[path]), _pixels(alone.files[path]), err_msg=path)
+    assert sorted(sink.texts) == ["pages/a.html", "pages/b.html"]
+    assert drawn_here == ["a 3 (ex)"]
+
+
+@linux_only
 def test_pages_are_left_out_without_the_explorer(two_cpus):
     sink, _ = _draw([FakeFinding("a"), FakeFinding("b")], 2, explorer=False)
     assert sink.texts == {} and len(sink.files) == 4

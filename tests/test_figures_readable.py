@@ -209,6 +209,28 @@ def test_png_bytes_lossless_when_small_palette_then_smaller_when_large():
         assert len(data) <= PNG_LIMIT and image.mode == "P" and image.width < 1500  # palette, then shrunk to fit
 
 
+def test_png_bytes_skips_only_lossless_encodings_that_cannot_fit(monkeypatch):
+    """The estimate that skips the lossless try changes no file: each image gives the same bytes as when
+    lossless is always tried (a noisy image far too large for it, a line figure that fits, one just over the limit, tried)."""
+    from attnsim.tracking import png
+
+    rng = np.random.default_rng(2)
+    heatmap = np.repeat(np.repeat(rng.integers(0, 255, (450, 850, 3), dtype=np.uint8), 2, axis=0), 2, axis=1)
+    lines = np.full((900, 1700, 3), 255, np.uint8)
+    lines[::37] = 0
+    lines[:, ::53] = (30, 90, 200)
+    near = np.repeat(rng.integers(0, 255, (360, 400, 3), dtype=np.uint8), 2, axis=1)  # about the limit losslessly
+    skipped = {}
+    for name, pixels in (("heatmap", heatmap), ("lines", lines), ("near", near)):
+        monkeypatch.setattr(png, "LOSSLESS_SKIP", 1.5)
+        fast = png.png_bytes(pixels, 100)
+        monkeypatch.setattr(png, "LOSSLESS_SKIP", float("inf"))
+        assert png.png_bytes(pixels, 100) == fast, name
+        with Image.open(io.BytesIO(fast)) as image:
+            skipped[name] = image.mode
+    assert skipped == {"heatmap": "P", "lines": "RGB", "near": "P"}
+
+
 def test_the_sink_writes_figures_within_the_limit(tracking_uri, tmp_path):
     from attnsim.plots import csm as csm_plots
     from attnsim.tracking.store import Tracker
