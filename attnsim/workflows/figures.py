@@ -64,8 +64,8 @@ def drawing_order(jobs: Sequence[Job]) -> List[int]:
 def drawing_tasks(jobs: Sequence[Job], processes: int) -> List[Task]:
     """The helpers' tasks, ``(job index, part, parts)``, the costliest first.
 
-    A finding whose ``figure_cost`` exceeds a helper's fair share of all the findings' costs (their sum
-    over ``processes``) is drawn in ``parts = min(processes, ceil(cost / share))`` parts, part p drawing
+    A costly finding (``figure_cost`` over 1, a finding of two figures) whose cost exceeds a helper's
+    fair share of all the findings' costs (their sum over ``processes``) is drawn in ``parts = min(processes, ceil(cost / share))`` parts, part p drawing
     the figures at positions p, p + parts, ... of its figures (and part 0 its pages), so that one costly
     finding does not leave the other helpers idle: a ``csm`` run's csm figures took 1.2 s of its 1.4 s of
     drawing in one helper, 0.9 s in two. Other findings are drawn whole: each part builds all of its
@@ -78,7 +78,7 @@ def drawing_tasks(jobs: Sequence[Job], processes: int) -> List[Task]:
     tasks: List[Tuple[float, Task]] = []
     for index in drawing_order(jobs):
         cost = costs[index]
-        parts = max(1, min(int(processes), math.ceil(cost / share - 1e-9))) if share > 0 else 1
+        parts = max(1, min(int(processes), math.ceil(cost / share - 1e-9))) if cost > 1.0 else 1
         tasks.extend((cost / parts, (index, part, parts)) for part in range(parts))
     return [task for _, task in sorted(tasks, key=lambda item: -item[0])]
 
