@@ -239,9 +239,12 @@ def test_ddp_run_is_one_run_equal_to_a_single_process(tmp_path):
 
     import attnsim
 
-    common = ["corpus.limit=7", "corpus.seq_len=32", "trainer.batch_size=2", "trainer.progress_bar=false", "tracking.figures=false", "trainer.accelerator=cpu"]
+    # one torch thread in every process, the single one too: the model's float32 forward may round differently
+    # with another thread count (oneDNN on an AVX-512 CPU: 1 and 2 threads moved a mean of cancelling CSM values
+    # by 1.6e-6 relative), and this test is about the ranks' shards and merge, not the BLAS
+    common = ["corpus.limit=7", "corpus.seq_len=32", "trainer.batch_size=2", "trainer.progress_bar=false", "tracking.figures=false", "trainer.accelerator=cpu", "trainer.threads=1"]
     ddp_uri = f"sqlite:///{tmp_path / 'ddp' / 'mlflow.db'}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     for key in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
     # the CLI, as a user runs it: Lightning's launcher re-runs this same command for rank 1
@@ -251,7 +254,11 @@ def test_ddp_run_is_one_run_equal_to_a_single_process(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("run id:") == 1  # rank 1 prints nothing
-    single = attnsim.run("paper", [*common, f"tracking.uri=sqlite:///{tmp_path / 'one' / 'mlflow.db'}"])
+    threads = torch.get_num_threads()
+    try:
+        single = attnsim.run("paper", [*common, f"tracking.uri=sqlite:///{tmp_path / 'one' / 'mlflow.db'}"])
+    finally:
+        torch.set_num_threads(threads)  # trainer.threads=1 set it for this test process
 
     client, runs = runs_of(ddp_uri)
     assert len(runs) == 1  # rank 1 created none
