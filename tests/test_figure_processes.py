@@ -190,6 +190,29 @@ def test_usable_processes(monkeypatch):
         assert drawing.usable_processes(4) == 1
 
 
+@linux_only
+def test_the_logging_runs_here_while_the_helpers_draw(two_cpus):
+    """log_figures calls ``meanwhile`` once, in this process, with the helpers already started (the run's
+    metrics and tables are logged while they draw); drawing alone, it calls it once before drawing."""
+    import multiprocessing
+
+    seen = []
+
+    def meanwhile():
+        seen.append((os.getpid(), len(multiprocessing.active_children())))
+
+    findings = [FakeFinding("a"), FakeFinding("b")]
+    sink = FakeSink()
+    jobs = [(finding, 1.5) for finding in findings]
+    cfg = SimpleNamespace(processes=2, dpi=60, explorer=True)
+    assert drawing.log_figures(sink, jobs, "ex", cfg, "title", has_fixed_layout, meanwhile=meanwhile) == 2
+    assert seen == [(PARENT, 2)] and len(sink.files) == 4
+    seen.clear()
+    cfg.processes = 1
+    assert drawing.log_figures(FakeSink(), jobs, "ex", cfg, "title", has_fixed_layout, meanwhile=meanwhile) == 1
+    assert seen == [(PARENT, 0)]
+
+
 def test_one_finding_or_one_process_draws_here(two_cpus):
     sink, used = _draw([FakeFinding("a")], 2)
     assert used == 1 and f"pid={PARENT}" in sink.texts["pages/a.html"]

@@ -163,6 +163,30 @@ def test_failing_statistic_keeps_other_results(tracking_uri, tiny_bert, text_dir
     assert not any(k.startswith("exploding/") for k in r.data.metrics)
 
 
+def test_a_failing_summary_keeps_the_summaries_made_before_it(tracking_uri, tiny_bert, text_dir, monkeypatch):
+    """Summaries are all made before anything is logged (the logging runs beside the figure helpers); one that
+    raises still leaves the earlier findings' metrics and tables in the FAILED run."""
+
+    class FailsToSummarise(Exploding):
+        name = "fails_to_summarise"
+
+        def update(self, view):
+            self.windows += view.batch_size
+
+        def summarise(self):
+            raise ValueError("summary exploded")
+
+    monkeypatch.setitem(registry.FINDINGS, "fails_to_summarise", FailsToSummarise)
+    with pytest.raises(ValueError, match="summary exploded"):
+        run("csm", [f"model.path={tiny_bert}", *TINY, f"corpus.path={text_dir}", "findings=[csm,fails_to_summarise]"])
+    client, runs = runs_of(tracking_uri)
+    r = runs[0]
+    assert r.info.status == "FAILED" and "summary exploded" in r.data.tags["attnsim.error"]
+    assert "csm/mean/L01/H03" in r.data.metrics and r.data.metrics["zz_run/windows"] > 0
+    assert not any(k.startswith("fails_to_summarise/") for k in r.data.metrics)
+    assert "tables/csm_heads.csv" in [a.path for a in client.list_artifacts(r.info.run_id, "tables")]
+
+
 def test_ctrl_c_during_predict_ends_killed_with_partial_statistics(tracking_uri, tiny_bert, text_dir, monkeypatch):
     class Interrupting(Exploding):
         name = "interrupting"

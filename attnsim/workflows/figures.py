@@ -169,7 +169,9 @@ def _log_here(sink, job: Job, examples: Any, plots_cfg: Any, title: str, has_fix
             sink.log_text(page, path)
 
 
-def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool]) -> int:
+def log_figures(
+    sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool], meanwhile: Optional[Callable[[], None]] = None
+) -> int:
     """Draw every finding's figures (and pages) and log them to the run of ``sink``.
 
     Args:
@@ -181,6 +183,8 @@ def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title:
         plots_cfg: the ``plots`` config group (``processes``, ``dpi``, ``explorer``, ...).
         title: title of the findings' HTML pages.
         has_fixed_layout: whether a figure was laid out by hand (the plots' own test).
+        meanwhile: work for this process while the helpers draw (the run's metrics and tables), called
+            once: after the helpers start, or first when this process draws alone.
 
     Returns:
         The number of processes that drew (1: this one alone).
@@ -193,6 +197,8 @@ def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title:
     tasks = drawing_tasks(jobs, usable)
     processes = min(usable, len(tasks))
     if processes <= 1:
+        if meanwhile is not None:
+            meanwhile()
         for job in jobs:
             _log_here(sink, job, examples, plots_cfg, title, has_fixed_layout)
         return 1
@@ -214,6 +220,8 @@ def log_figures(sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title:
             warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks.*", category=DeprecationWarning)
             pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_start_helper, initargs=(os.getpid(),))
             futures = {pool.submit(_helper, task): task for task in tasks}
+        if meanwhile is not None:
+            meanwhile()
         try:
             for future in as_completed(futures):
                 for kind, path, payload in future.result():

@@ -307,37 +307,44 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
 def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorder: Optional[ExampleRecorder], partial: bool = False) -> tuple:
     """Summarise every finding that did not fail and log metrics, tables and (unless partial) figures.
 
+    The metrics and tables are logged while the figure helpers draw (:func:`~attnsim.workflows.figures.log_figures`
+    runs the logging in this process, which would otherwise wait for them), so their seconds overlap:
+    ``log`` is the seconds spent logging, ``figures`` the seconds the figures took beyond it. If a
+    finding's summary raises, the summaries made before it are logged first (nothing is lost).
+
     Returns:
         (summaries by finding name, seconds spent summarising, logging and drawing).
     """
     summaries: Dict[str, Summary] = {}
     timings = {"summarise": 0.0, "log": 0.0, "figures": 0.0}
-    for finding in findings:
-        if finding.error is not None or finding.windows == 0:
-            continue
+
+    def log_summaries() -> None:
         start = time.perf_counter()
-        summary = finding.summarise()
-        timings["summarise"] += time.perf_counter() - start
-        summaries[finding.name] = summary
-        start = time.perf_counter()
-        # metrics are buffered and sent in batches of 1,000 after the loop (and by the run's end on failure)
-        sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head, cfg.stats.per_layer))
-        heads = tables.head_table(summary)
-        sink.log_table(heads, f"tables/{finding.name}_heads.csv")
-        sink.log_table(heads, f"tables/{finding.name}_heads.json")
-        for name, profile in summary.profiles.items():
-            sink.log_table(tables.profile_table(profile, value_name=name, index=summary.profile_index.get(name)), f"tables/{finding.name}_{name}.csv")
-        for path, frame in summary.tables.items():  # a finding's own tables: artifact path -> DataFrame
-            sink.log_table(frame, path)
-        # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
-        sink.log_metrics(tables.corpus_metrics(summary))
+        for name, summary in summaries.items():
+            _log_summary(sink, cfg, name, summary)
+        sink.log_metrics({run_key("windows"): float(max((f.windows for f in findings), default=0))})
+        sink.flush()  # metrics are buffered and sent in batches of 1,000 (and by the run's end on failure)
         timings["log"] += time.perf_counter() - start
+
+    try:
+        for finding in findings:
+            if finding.error is not None or finding.windows == 0:
+                continue
+            start = time.perf_counter()
+            summary = finding.summarise()
+            timings["summarise"] += time.perf_counter() - start
+            summaries[finding.name] = summary
+    except BaseException:
+        log_summaries()
+        raise
     examples = recorder.examples if recorder is not None else None
     if cfg.tracking.figures and not partial:
         start = time.perf_counter()
         jobs = [(finding, summaries[finding.name]) for finding in findings if finding.name in summaries]
-        log_figures(sink, jobs, examples, cfg.plots, f"attnsim explorer: {cfg.name}, run {sink.run_id}", has_fixed_layout)
-        timings["figures"] += time.perf_counter() - start
+        log_figures(sink, jobs, examples, cfg.plots, f"attnsim explorer: {cfg.name}, run {sink.run_id}", has_fixed_layout, meanwhile=log_summaries)
+        timings["figures"] += time.perf_counter() - start - timings["log"]
+    else:
+        log_summaries()
     if cfg.tracking.figures and cfg.plots.explorer and recorder is not None and not partial:
         from attnsim.plots.explorer import explorer_from_examples
 
@@ -349,11 +356,21 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
     start = time.perf_counter()
     sink.wait_for_figures()  # the last figures' encoding and upload (in the background while others are drawn)
     timings["figures"] += time.perf_counter() - start
-    start = time.perf_counter()
-    sink.log_metrics({run_key("windows"): float(max((f.windows for f in findings), default=0))})
-    sink.flush()
-    timings["log"] += time.perf_counter() - start
     return summaries, timings
+
+
+def _log_summary(sink: RunSink, cfg: DictConfig, name: str, summary: Summary) -> None:
+    """Log one finding's metrics (buffered) and tables."""
+    sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head, cfg.stats.per_layer))
+    heads = tables.head_table(summary)
+    sink.log_table(heads, f"tables/{name}_heads.csv")
+    sink.log_table(heads, f"tables/{name}_heads.json")
+    for key, profile in summary.profiles.items():
+        sink.log_table(tables.profile_table(profile, value_name=key, index=summary.profile_index.get(key)), f"tables/{name}_{key}.csv")
+    for path, frame in summary.tables.items():  # a finding's own tables: artifact path -> DataFrame
+        sink.log_table(frame, path)
+    # a finding's corpus-level numbers (no layer or head axis): logged as finding/name
+    sink.log_metrics(tables.corpus_metrics(summary))
 
 
 def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
