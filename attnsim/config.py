@@ -330,11 +330,18 @@ class TrainerConfig:
     val_every_n_steps: int = 50
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` for a batch size or node count below 1, or a spawn/fork strategy."""
+        """Raises :class:`~attnsim.errors.ConfigError` for a batch size or node count below 1, negative data-loading
+        workers, a thread count below 1, a device count of 0 or below -1, or a spawn/fork strategy."""
         if self.batch_size < 1:
             _fail(f"Config key 'trainer.batch_size' is {self.batch_size}; give a positive batch size.")
         if self.num_nodes < 1:
             _fail(f"Config key 'trainer.num_nodes' is {self.num_nodes}; give the number of machines (1 or more).")
+        if self.num_workers < 0:
+            _fail(f"Config key 'trainer.num_workers' is {self.num_workers}; give 0 (windows prepared in the run's process) or more data-loading processes.")
+        if self.threads is not None and self.threads < 1:
+            _fail(f"Config key 'trainer.threads' is {self.threads}; give a positive number of torch threads, or null for torch's default.")
+        if isinstance(self.devices, int) and not isinstance(self.devices, bool) and (self.devices == 0 or self.devices < -1):
+            _fail(f"Config key 'trainer.devices' is {self.devices}; give a device count (1 or more), -1 or \"auto\" for all, or a list of device indices.")
         strategy = str(self.strategy).lower()
         if "spawn" in strategy or "fork" in strategy:
             _fail(
@@ -382,10 +389,14 @@ class PlotsConfig:
     processes: int = 2  # processes drawing the figures after predict (Linux: helpers forked; 1: this process only)
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples``, ``max_tokens`` below 4
-        or ``processes`` below 1."""
-        if self.examples < 0 or self.max_tokens < 4:
-            _fail("Config keys 'plots.examples' must be >= 0 and 'plots.max_tokens' >= 4.")
+        """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples``, ``max_tokens`` below 4,
+        ``dpi`` below 1 or ``processes`` below 1."""
+        if self.examples < 0:
+            _fail(f"Config key 'plots.examples' is {self.examples}; give the number of windows drawn one by one (0 or more), e.g. 2.")
+        if self.max_tokens < 4:
+            _fail(f"Config key 'plots.max_tokens' is {self.max_tokens}; give the most cells along a figure's token axis (4 or more), e.g. 64.")
+        if self.dpi < 1:
+            _fail(f"Config key 'plots.dpi' is {self.dpi}; give the figures' dots per inch (1 or more), e.g. 100.")
         if self.processes < 1:
             _fail(f"Config key 'plots.processes' is {self.processes}; give 1 (draw in the run's process) or more (helpers forked on Linux), e.g. 2.")
 
@@ -493,6 +504,8 @@ class RunConfig:
         Raises:
             ConfigError: naming the key, the bad value and what is allowed.
         """
+        if self.seed < 0:
+            _fail(f"Config key 'seed' is {self.seed}; give a seed of 0 or more.")
         for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions, self.capture):
             group.check()
         if findings is None:

@@ -19,9 +19,11 @@ from attnsim.config import (
     CorpusConfig,
     MapsConfig,
     Normalise,
+    PlotsConfig,
     RunConfig,
     Source,
     StatsConfig,
+    TrainerConfig,
     choices,
     flatten,
     load_config,
@@ -85,6 +87,14 @@ def test_choices_keep_their_text_everywhere():
         (StatsConfig(top_fraction=0.6), r"'stats.top_fraction' is 0.6"),
         (StatsConfig(short_range=0), r"'stats.short_range' is 0"),
         (MapsConfig(discard_ratio=1.0), r"'maps.discard_ratio' is 1.0"),
+        (PlotsConfig(dpi=0), r"'plots.dpi' is 0; give the figures' dots per inch"),
+        (PlotsConfig(examples=-1), r"'plots.examples' is -1"),
+        (PlotsConfig(max_tokens=0), r"'plots.max_tokens' is 0"),
+        (TrainerConfig(num_workers=-1), r"'trainer.num_workers' is -1"),
+        (TrainerConfig(threads=0), r"'trainer.threads' is 0"),
+        (TrainerConfig(devices=0), r"'trainer.devices' is 0"),
+        (TrainerConfig(devices=-2), r"'trainer.devices' is -2"),
+        (RunConfig(seed=-1), r"'seed' is -1"),
     ],
 )
 def test_each_group_checks_its_own_ranges(group, match):
@@ -97,6 +107,10 @@ def test_range_checks_run_when_loading():
         load_config("csm", ["stats.top_fraction=0.9"])
     CorpusConfig().check()  # the defaults pass
     RunConfig().check(findings=["csm"])
+    for devices in (-1, "auto", [0, 1], 2):  # Lightning's spellings of "all" and of a count or list
+        TrainerConfig(devices=devices).check()
+    with pytest.raises(ConfigError, match=r"'plots.dpi' is -1"):  # refused before any model loads, not after predict
+        load_config("paper", ["plots.dpi=-1"])
 
 
 def test_validate_is_given_the_finding_names():
