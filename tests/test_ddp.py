@@ -114,6 +114,20 @@ def test_config_refuses_spawn_strategies_and_no_nodes(override, message):
         load_config("csm", [override])
 
 
+@pytest.mark.parametrize("override, reason", [
+    ("trainer.strategy=bogus", r"trainer.strategy=bogus, trainer.precision=32-true\): You selected an invalid strategy name"),
+    ("trainer.precision=bogus", r"trainer.strategy=auto, trainer.precision=bogus\): Precision 'bogus' is invalid. Allowed precision values"),
+])
+def test_settings_lightning_refuses_are_one_config_error(override, reason):
+    """What only Lightning can judge (a strategy or precision name) comes back as one
+    ConfigError naming the trainer keys and Lightning's reason, not Lightning's traceback; the CLI prints it before any
+    run exists."""
+    from attnsim.workflows.run import make_trainer
+
+    with pytest.raises(ConfigError, match=rf"Lightning refused the trainer settings \(trainer.accelerator=cpu, trainer.devices=1, trainer.num_nodes=1, {reason}"):
+        make_trainer(load_config("csm", [override]), [])
+
+
 def test_fewer_batches_than_processes_is_refused(monkeypatch, restore_rank):
     from attnsim.workflows.run import check_shards, global_rank
 

@@ -283,25 +283,36 @@ def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: 
     ``trainer.devices``, ``trainer.num_nodes`` and ``trainer.strategy`` pass to Lightning. The
     distributed sampler is off (``use_distributed_sampler=False``): the datamodules shard the windows
     themselves without repeating any (:class:`~attnsim.data.module.ShardSampler`).
+
+    Raises:
+        ConfigError: Lightning refused ``trainer.accelerator``, ``devices``, ``num_nodes``, ``strategy`` or
+            ``precision`` (an unknown strategy or precision, a device count this machine lacks), with its reason.
     """
+    from pytorch_lightning.utilities.exceptions import MisconfigurationException
+
     from attnsim.progress import AttnsimProgressBar
 
     t = cfg.trainer
     bar = [AttnsimProgressBar(description)] if t.progress_bar else []
-    return pl.Trainer(
-        accelerator=t.accelerator,
-        devices=t.devices,
-        num_nodes=t.num_nodes,
-        strategy=t.strategy,
-        use_distributed_sampler=False,
-        precision=t.precision,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=t.progress_bar,
-        enable_model_summary=False,
-        callbacks=list(callbacks) + bar,
-        inference_mode=inference_mode,
-    )
+    try:
+        return pl.Trainer(
+            accelerator=t.accelerator,
+            devices=t.devices,
+            num_nodes=t.num_nodes,
+            strategy=t.strategy,
+            use_distributed_sampler=False,
+            precision=t.precision,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=t.progress_bar,
+            enable_model_summary=False,
+            callbacks=list(callbacks) + bar,
+            inference_mode=inference_mode,
+        )
+    except (MisconfigurationException, ValueError) as exc:
+        given = ", ".join(f"trainer.{key}={t[key]}" for key in ("accelerator", "devices", "num_nodes", "strategy", "precision"))
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"Lightning refused the trainer settings ({given}): {reason}") from None
 
 
 def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorder: Optional[ExampleRecorder], partial: bool = False) -> tuple:
