@@ -71,6 +71,12 @@ def _fail(message: str) -> None:
     raise ConfigError(message)
 
 
+def _at_least(key: str, value: Any, low: int, advice: str) -> None:
+    """Refuse ``value`` of config key ``key`` below ``low``: "Config key 'KEY' is VALUE; ADVICE"."""
+    if value < low:
+        _fail(f"Config key '{key}' is {value}; {advice}")
+
+
 # -- allowed values: each choice key is typed by one of these (OmegaConf checks them by name) --
 class Init(StrEnum):
     """``model.init``: ``pretrained`` weights, or the same architecture with seeded ``random`` weights (the null control)."""
@@ -332,14 +338,11 @@ class TrainerConfig:
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for a batch size or node count below 1, negative data-loading
         workers, a thread count below 1, a device count of 0 or below -1, or a spawn/fork strategy."""
-        if self.batch_size < 1:
-            _fail(f"Config key 'trainer.batch_size' is {self.batch_size}; give a positive batch size.")
-        if self.num_nodes < 1:
-            _fail(f"Config key 'trainer.num_nodes' is {self.num_nodes}; give the number of machines (1 or more).")
-        if self.num_workers < 0:
-            _fail(f"Config key 'trainer.num_workers' is {self.num_workers}; give 0 (windows prepared in the run's process) or more data-loading processes.")
-        if self.threads is not None and self.threads < 1:
-            _fail(f"Config key 'trainer.threads' is {self.threads}; give a positive number of torch threads, or null for torch's default.")
+        _at_least("trainer.batch_size", self.batch_size, 1, "give a positive batch size.")
+        _at_least("trainer.num_nodes", self.num_nodes, 1, "give the number of machines (1 or more).")
+        _at_least("trainer.num_workers", self.num_workers, 0, "give 0 (windows prepared in the run's process) or more data-loading processes.")
+        if self.threads is not None:
+            _at_least("trainer.threads", self.threads, 1, "give a positive number of torch threads, or null for torch's default.")
         if isinstance(self.devices, int) and not isinstance(self.devices, bool) and (self.devices == 0 or self.devices < -1):
             _fail(f"Config key 'trainer.devices' is {self.devices}; give a device count (1 or more), -1 or \"auto\" for all, or a list of device indices.")
         strategy = str(self.strategy).lower()
@@ -391,14 +394,10 @@ class PlotsConfig:
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for negative ``examples``, ``max_tokens`` below 4,
         ``dpi`` below 1 or ``processes`` below 1."""
-        if self.examples < 0:
-            _fail(f"Config key 'plots.examples' is {self.examples}; give the number of windows drawn one by one (0 or more), e.g. 2.")
-        if self.max_tokens < 4:
-            _fail(f"Config key 'plots.max_tokens' is {self.max_tokens}; give the most cells along a figure's token axis (4 or more), e.g. 64.")
-        if self.dpi < 1:
-            _fail(f"Config key 'plots.dpi' is {self.dpi}; give the figures' dots per inch (1 or more), e.g. 100.")
-        if self.processes < 1:
-            _fail(f"Config key 'plots.processes' is {self.processes}; give 1 (draw in the run's process) or more (helpers forked on Linux), e.g. 2.")
+        _at_least("plots.examples", self.examples, 0, "give the number of windows drawn one by one (0 or more), e.g. 2.")
+        _at_least("plots.max_tokens", self.max_tokens, 4, "give the most cells along a figure's token axis (4 or more), e.g. 64.")
+        _at_least("plots.dpi", self.dpi, 1, "give the figures' dots per inch (1 or more), e.g. 100.")
+        _at_least("plots.processes", self.processes, 1, "give 1 (draw in the run's process) or more (helpers forked on Linux), e.g. 2.")
 
 
 @dataclass
@@ -504,8 +503,7 @@ class RunConfig:
         Raises:
             ConfigError: naming the key, the bad value and what is allowed.
         """
-        if self.seed < 0:
-            _fail(f"Config key 'seed' is {self.seed}; give a seed of 0 or more.")
+        _at_least("seed", self.seed, 0, "give a seed of 0 or more.")
         for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions, self.capture):
             group.check()
         if findings is None:
