@@ -126,8 +126,8 @@ def _region_update(
         "windows": counted.sum(1).double(),
         "high_inside": both.sum(1).double(),
         "high": k_csm.sum(1).double(),
-        "csm_inside_sum": inside.double().sum(1),
-        "csm_outside_sum": (valid_sums.double() - inside.double()).sum(1),
+        "csm_inside_sum": inside.sum(1),
+        "csm_outside_sum": (valid_sums.double() - inside).sum(1),
         "n_inside": region_count.sum(1).double(),
         "n_outside": (n[None, :, None] - region_count).sum(1).double(),
     }

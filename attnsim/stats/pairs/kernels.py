@@ -164,19 +164,6 @@ def compiled_top(values: torch.Tensor, k: int) -> Optional[Tuple[torch.Tensor, t
     return torch.from_numpy(index).reshape(*lead, k), torch.from_numpy(kth).reshape(lead), torch.from_numpy(below).reshape(lead)
 
 
-def _matrix_rows(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int]):
-    # the square-matrix kernels' inputs as NumPy arrays: (lead, heads per window, (R, T, T) rows, (windows, T)
-    # tokens, (windows,) counts, P); None when the kernel is unavailable, for another device or dtype, or a k out of range
-    size = matrices.shape[-1]
-    n = size * (size - 1) // 2
-    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
-        return None
-    lead = matrices.shape[:-2]
-    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
-    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
-    return lead, heads, rows, np.ascontiguousarray(tokens.bool().numpy()), np.asarray(k, dtype=np.int64), n
-
-
 def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[int], symmetric: bool) -> Optional[torch.Tensor]:
     """Each window's ``k[w]`` largest valid pairs of each of its matrices, read from the whole matrices
     (no gathered pair values).
@@ -195,10 +182,15 @@ def compiled_pair_top(matrices: torch.Tensor, tokens: torch.Tensor, k: Sequence[
         slots from k[w] on; None when the kernel is unavailable, for NaN, another device or dtype, or a
         k out of range.
     """
-    prepared = _matrix_rows(matrices, tokens, k)
-    if prepared is None:
+    size = matrices.shape[-1]
+    n = size * (size - 1) // 2
+    if matrices.device.type != "cpu" or matrices.dtype != torch.float32 or not all(0 <= x < n for x in k) or not compiled_available():
         return None
-    lead, heads, rows, token, counts, n = prepared
+    lead = matrices.shape[:-2]
+    heads = int(np.prod(lead[1:], dtype=np.int64)) if len(lead) > 1 else 1
+    rows = np.ascontiguousarray(matrices.reshape(-1, size, size).numpy())
+    token = np.ascontiguousarray(tokens.bool().numpy())
+    counts = np.asarray(k, dtype=np.int64)
     count = rows.shape[0]
     index = np.empty((count, max(k, default=0)), np.int64)
     kernel = _state["kernel"].pair_top_rows

@@ -63,7 +63,7 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import UNCHOSEN, compiled_available, compiled_csm_walk, compiled_pair_top
+from attnsim.stats.pairs.kernels import UNCHOSEN, CSMWalk, compiled_available, compiled_csm_walk, compiled_pair_top
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
@@ -151,8 +151,8 @@ class _ClassSums(ChunkReducer):
         self.rows: Optional[List[torch.Tensor]] = None  # made on first use: the compiled walk sums in its kernel
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view._walk_sums is not None:  # summed (float64) by the kernel that computed the chunk
-            self.sums[start:stop] = view._walk_sums.class_sums
+        if view._kernel_walk is not None:  # summed (float64) by the kernel that computed the chunk
+            self.sums[start:stop] = view._kernel_walk.class_sums
             return
         flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
         if not view.on_accelerator():
@@ -192,8 +192,8 @@ class PairSums(ChunkReducer):
         self.squares = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view._walk_sums is not None:  # the kernel that computed the chunk added it to by_pair
-            self.squares[start:stop] = view._walk_sums.squares
+        if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair
+            self.squares[start:stop] = view._kernel_walk.squares
             return
         self.by_pair += chunk.sum(0)
         self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
@@ -239,10 +239,10 @@ class _HighPairs(ChunkReducer):
         # exceeds every other one); the kernel chose rows without that margin again from float64 products
         # (kernels.compiled_csm_walk). Rows it left (NaN), and chunks it declined, are chosen here from the float64
         # CSM, so the high pairs are always those of the float64 CSM.
-        if view._walk_top is None:
+        if view._kernel_walk is None:
             return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
-        index, status = view._walk_top  # chosen by the kernel that computed the chunk
-        unsure = status == UNCHOSEN  # (c, L, H)
+        index = view._kernel_walk.index  # chosen by the kernel that computed the chunk
+        unsure = view._kernel_walk.status == UNCHOSEN  # (c, L, H)
         for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
             rows = torch.zeros_like(unsure)
             rows[window] = unsure[window]
@@ -381,8 +381,7 @@ class PairView:
         self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(_SHARED[source]) for source in SOURCES}
         self._reduced: Dict[Type[ChunkReducer], ChunkReducer] = {}
         self._walked: set = set()
-        self._walk_top: Optional[tuple] = None  # the running CSM walk's kernel results for its reducers
-        self._walk_sums: Any = None
+        self._kernel_walk: Optional[CSMWalk] = None  # the kernel's results for the running CSM walk's chunk, for its reducers
         self.register(*reducers)
 
     @classmethod
@@ -494,18 +493,16 @@ class PairView:
     def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
         # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
         # (narrow_csm) one kernel pass per matrix computes them (float32 products), and with them the high pairs when
-        # ``select`` (kept in _walk_top for the walk's _HighPairs), the class sums and squares (_walk_sums, for
+        # ``select``, the class sums and squares, kept in _kernel_walk for the walk's _HighPairs, _ClassSums and PairSums, and
         # _ClassSums and PairSums) and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel
         # declines (k out of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
-        self._walk_top = self._walk_sums = None
+        self._kernel_walk = None
         if self.narrow_csm:
             vectors = self._vector_chunk(start, stop)  # (c, L, H, T, d)
             k = self.host["k"][start:stop] if select else [0] * (stop - start)
             walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
             if walked is not None:
-                self._walk_vectors = vectors
-                self._walk_top = (walked.index, walked.status)
-                self._walk_sums = walked
+                self._walk_vectors, self._kernel_walk = vectors, walked
                 return walked.pairs
         square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
         chunk = self.pair_values(square)
