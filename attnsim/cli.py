@@ -1,4 +1,4 @@
-"""Command line: ``attnsim run|list|show|ui|server|finetune|sweep|compare|report``.
+"""Command line: ``attnsim run|list|show|ui|server|cache|finetune|sweep|compare|report``.
 
 This module owns every argument parser and every line printed for the user; the
 workflows (:mod:`attnsim.workflows`) and analyses (:mod:`attnsim.analysis`) it calls
@@ -66,6 +66,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows} window{'' if result.windows == 1 else 's'})")
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from attnsim.capture.gguf import cache_entries, cache_root, clear_cache
+
+    if args.action == "clear":
+        freed = clear_cache()
+        print(f"cleared {cache_root() / 'models'} ({freed / 2**20:,.0f} MiB freed)")
+        return 0
+    entries = cache_entries()
+    print(f"cache: {cache_root()} (set ATTNSIM_CACHE to move it)")
+    if not entries:
+        print("no converted models")
+    for entry in entries:
+        state = "" if entry.complete else "  (incomplete: removed by the next conversion or `attnsim cache clear`)"
+        print(f"{entry.bytes / 2**20:8,.0f} MiB  {entry.path.name}  from {entry.source}{state}")
     return 0
 
 
@@ -285,6 +302,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.set_defaults(func=_cmd_server)
 
+    p = sub.add_parser("cache", help="list or clear the models attnsim converted (GGUF files dequantised to float32 folders)")
+    p.add_argument("action", nargs="?", choices=("list", "clear"), default="list", help="list (default) or clear the converted models")
+    p.set_defaults(func=_cmd_cache)
+
     _add_analysis_parsers(sub)
     return parser
 
@@ -323,7 +344,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.command not in ("list", "show", "run", "ui", "server"):  # `run` quiets them after its config checks
+    if args.command not in ("list", "show", "run", "ui", "server", "cache"):  # `run` quiets them after its config checks
         _quiet_libraries(args.verbose)
     from attnsim.tracking.store import command_line
 

