@@ -365,7 +365,7 @@ CLAIMS: List[Claim] = [
 
 INTERVENTION_CLAIM = "the heads the statistic singles out matter more than random heads"
 Z_THRESHOLD = 2.0  # an ablated set "matters more than random heads" when its effect is >= 2 random spreads above the random mean
-_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine", "csm_change")  # each measured metric gets its verdict
+_ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "repeat_loss", "first_copy_loss", "cosine", "csm_change")  # each measured metric gets its verdict
 
 
 def intervention_verdicts(run: RunData) -> List[Tuple[str, str, str, str]]:
@@ -576,15 +576,41 @@ def glance_text(runs: Sequence[RunData]) -> str:
     assessment = Assessment.of(runs)
     header = ["claim"] + [f"{run.name} {run.run_id[:8]}" + (" (control)" if run.control else "") for run in runs]
     rows = [header]
+    unmeasured = []
     for number, claim in enumerate(CLAIMS, start=1):
-        cells = [outcome.verdict + (" *" if flag else "") for outcome, flag in zip(assessment.outcomes[number - 1], assessment.flagged[number - 1])]
+        outcomes = assessment.outcomes[number - 1]
+        if all(outcome.verdict == "not measured" for outcome in outcomes):
+            unmeasured.append(number)  # no run has the statistics: one line below, not a row of blanks
+            continue
+        cells = [outcome.verdict + (" *" if flag else "") for outcome, flag in zip(outcomes, assessment.flagged[number - 1])]
         rows.append([f"{number}. {claim.title}"] + cells)
+    rows += _intervention_rows(runs)
+    if len(rows) == 1:
+        rows.append(["(no claim measured)"] + ["not measured"] * len(runs))
     widths = [max(len(row[col]) for row in rows) for col in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     if assessment.any_flagged:
         lines += ["", f"* {NOT_SEPARATED}: the random-weights control in this report earns the same verdict"]
+    if unmeasured and len(unmeasured) < len(CLAIMS):
+        lines += ["", f"paper claims {', '.join(map(str, unmeasured))}: not measured by these runs"]
+    elif unmeasured:
+        lines += ["", "the paper's claims 1-7: not measured by these runs (they come from `paper` or its findings)"]
     return "\n".join(lines) + "\n"
+
+
+def _intervention_rows(runs: Sequence[RunData]) -> List[List[str]]:
+    """The glance table's rows of ablation verdicts: one per named head set and task metric, a cell per run
+    (``-`` where a run has no such row): the verdict and its z-score (:func:`intervention_verdicts`)."""
+    rows: Dict[str, List[str]] = {}
+    for index, run in enumerate(runs):
+        statistic = _selected_statistic(run)
+        for name, metric, verdict, _line in intervention_verdicts(run):
+            what = f"top {run.params.get('interventions.select.top', '?')} by {statistic}" if name == "top" else "listed heads"
+            label = f"ablation: {what}, {metric}"
+            z = run.metrics.get(f"ablation/{name}_{metric}_zscore", math.nan)
+            rows.setdefault(label, ["-"] * len(runs))[index] = f"{verdict} (z = {fmt(z, 2)})"
+    return [[label] + cells for label, cells in rows.items()]
 
 
 def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, List[RunData]]:

@@ -8,6 +8,11 @@ Task metrics (README, "Interventions"), each a sum over items and a count, divid
 - ``logit_diff``: mean over windows of the label's logit minus the largest other logit (logit units).
 - ``mlm_loss``: mean cross-entropy (nats) of the masked-LM head on the masked positions.
 - ``lm_loss``: mean cross-entropy (nats) of a causal LM predicting each real token from the ones before it.
+- ``repeat_loss`` (in-context loss, Olsson et al. 2022, Sec. 2): ``lm_loss`` over the tokens of the second
+  and later copies of a repeated random sequence (``corpus.source=repeated_tokens``: tokens with an earlier
+  occurrence), where an induction head can copy the token that followed the earlier occurrence.
+- ``first_copy_loss``: ``lm_loss`` over the tokens of the first copy (random tokens, nothing to copy): the
+  level the repeated copies are read against.
 - ``cosine``: mean over real tokens of the cosine between a pass's final hidden states and the clean run's
   (an encoder without a head); 1 for the clean run itself.
 - ``csm_change``: how much an ablation changes the other heads' Context Similarity Matrices (an encoder
@@ -38,10 +43,10 @@ import torch
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.pairs.geometry import context_similarity
 
-METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "cosine", "csm_change")
+METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "repeat_loss", "first_copy_loss", "cosine", "csm_change")
 """Every task metric, in the order of the accumulator's metric axis."""
 
-HIGHER_IS_BETTER = {"accuracy": True, "logit_diff": True, "mlm_loss": False, "lm_loss": False, "cosine": True, "csm_change": False}
+HIGHER_IS_BETTER = {"accuracy": True, "logit_diff": True, "mlm_loss": False, "lm_loss": False, "repeat_loss": False, "first_copy_loss": False, "cosine": True, "csm_change": False}
 
 TASK_METRICS = {
     "classifier": ("accuracy", "logit_diff"),
@@ -50,6 +55,10 @@ TASK_METRICS = {
     "encoder": ("cosine", "csm_change"),
 }
 """The metrics of each kind of model head (:func:`attnsim.capture.interventions.head_kind`)."""
+
+REPEATED_METRICS = ("repeat_loss", "first_copy_loss")
+"""A causal LM's extra metrics on repeated random tokens (``corpus.source=repeated_tokens``)."""
+
 
 
 def _zeros() -> Tuple[torch.Tensor, torch.Tensor]:
@@ -96,6 +105,24 @@ def token_loss_sums(logits: torch.Tensor, targets: torch.Tensor, name: str) -> T
         sums[METRICS.index(name)] = loss.detach().cpu()
     counts[METRICS.index(name)] = float(valid.sum())
     return sums, counts
+
+
+def copy_targets(targets: torch.Tensor, earlier_position: torch.Tensor, sentence_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Split next-token targets into the repeated copies' and the first copy's (``repeat_loss``, ``first_copy_loss``).
+
+    Args:
+        targets: (batch, pos) int64 from :func:`next_token_targets` (position t predicts token t + 1).
+        earlier_position: (batch, pos) int64, each token's earlier occurrence, -1 where none (the batch's key).
+        sentence_ids: (batch, pos) int64, the copy each content token belongs to (0 = first), -1 elsewhere.
+
+    Returns:
+        (repeated, first): each (batch, pos) int64, -100 where the predicted token t + 1 is not in that part.
+    """
+    later = torch.zeros_like(targets, dtype=torch.bool)
+    first = torch.zeros_like(later)
+    later[:, :-1] = earlier_position[:, 1:] >= 0
+    first[:, :-1] = sentence_ids[:, 1:] == 0
+    return targets.masked_fill(~later, -100), targets.masked_fill(~first, -100)
 
 
 def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -361,13 +388,16 @@ class TaskMetric:
         mask_fraction: share of content tokens masked (``masked_lm``).
         seed: the run's seed (which tokens are masked).
         normalise: the CSM of ``csm_change`` (``stats.normalise``: ``none`` or ``cosine``).
+        repeated: the windows are repeated random tokens (a causal LM adds ``repeat_loss`` and ``first_copy_loss``;
+            batches then carry ``earlier_position`` and ``sentence_ids``).
     """
 
-    def __init__(self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0, normalise: str = "none"):
+    def __init__(self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0, normalise: str = "none", repeated: bool = False):
         if kind not in TASK_METRICS:
             raise ValueError(f"unknown model head kind {kind!r}; one of {', '.join(TASK_METRICS)}")
         self.kind = kind
-        self.metrics = TASK_METRICS[kind]
+        self.repeated = repeated and kind == "causal_lm"
+        self.metrics = TASK_METRICS[kind] + (REPEATED_METRICS if self.repeated else ())
         self.mask_token_id = mask_token_id
         self.mask_fraction = mask_fraction
         self.seed = seed
@@ -399,7 +429,13 @@ class TaskMetric:
             targets = batch["input_ids"].masked_fill(~self._masked(batch), -100)
             return token_loss_sums(outputs.logits, targets, "mlm_loss")
         if self.kind == "causal_lm":
-            return token_loss_sums(outputs.logits, next_token_targets(batch["input_ids"], batch["attention_mask"]), "lm_loss")
+            targets = next_token_targets(batch["input_ids"], batch["attention_mask"])
+            sums, counts = token_loss_sums(outputs.logits, targets, "lm_loss")
+            if self.repeated:  # the in-context loss: the same cross-entropy on the later copies, and on the first
+                for part, name in zip(copy_targets(targets, batch["earlier_position"], batch["sentence_ids"]), REPEATED_METRICS):
+                    part_sums, part_counts = token_loss_sums(outputs.logits, part, name)
+                    sums, counts = sums + part_sums, counts + part_counts
+            return sums, counts
         sums, counts = cosine_sums(outputs.last_hidden_state, clean.last_hidden_state, batch["attention_mask"])
         if z is None or clean_z is None:
             raise ValueError("the encoder's csm_change needs the Z of the pass and of the clean pass")

@@ -200,7 +200,7 @@ def build_intervention_module(prepared: Any, findings: List[Any]) -> Tuple[Any, 
     """
     from attnsim.capture.interventions import InterventionModule, PatchingModule, load_task_model
     from attnsim.findings.ablation import build_plan
-    from attnsim.stats.interventions import TASK_METRICS, TaskMetric
+    from attnsim.stats.interventions import TaskMetric
 
     cfg, info, setup = prepared.cfg, prepared.info, prepared.interventions
     model, kind, tags = load_task_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, cfg.model.dtype)
@@ -210,9 +210,10 @@ def build_intervention_module(prepared: Any, findings: List[Any]) -> Tuple[Any, 
         tags[Tag.CORPUS.value] = f"pairs:{iv_pairs(cfg)}"
         return PatchingModule(model, info, kind), tags
     iv = cfg.interventions
-    plan = build_plan(info.n_layers, info.n_heads, iv.heads, setup.top, iv.random_draws, cfg.seed, TASK_METRICS[kind], setup.statistic_name, setup.statistic)
+    repeated = cfg.corpus.source == "repeated_tokens"  # a causal LM adds the in-context loss
+    task = TaskMetric(kind, getattr(prepared.tokenizer, "mask_token_id", None), iv.mask_fraction, cfg.seed, cfg.stats.normalise, repeated)
+    plan = build_plan(info.n_layers, info.n_heads, iv.heads, setup.top, iv.random_draws, cfg.seed, task.metrics, setup.statistic_name, setup.statistic)
     finding.configure(plan)
-    task = TaskMetric(kind, getattr(prepared.tokenizer, "mask_token_id", None), iv.mask_fraction, cfg.seed, cfg.stats.normalise)
     module = InterventionModule(model, info, plan.passes(), str(iv.mode), task, setup.labels, cfg.seed)
     tags[Tag.INTERVENTION_MODE.value] = str(iv.mode)
     return module, tags
