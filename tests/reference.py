@@ -77,6 +77,13 @@ def pair_sums(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return torch.einsum("lbhp,bpk->lbhk", values.double(), weights.double())
 
 
+def centred_squares(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(L, B, H, P) pair values, (B, P) bool valid -> (L, B, H) Σ (x - mean)² over each window's valid pairs (two passes)."""
+    weight = valid[None, :, None].double()
+    mean = (values * weight).sum(-1, keepdim=True) / weight.sum(-1, keepdim=True).clamp_min(1)
+    return (((values - mean) * weight) ** 2).sum(-1)
+
+
 def dense_reference(vectors: torch.Tensor, batch: Dict[str, torch.Tensor], attention: torch.Tensor, top_fraction: float, include_special: bool = True) -> Dict[str, torch.Tensor]:
     """Every shared quantity of a PairView (and the statistics' per-chunk sums), recomputed densely in float64.
 
@@ -85,7 +92,7 @@ def dense_reference(vectors: torch.Tensor, batch: Dict[str, torch.Tensor], atten
 
     Returns:
         ``high`` and ``high_attention`` (L, B, H, P) bool; ``class_sums`` (L, B, H, 5); ``by_pair`` (L, H, P);
-        ``squares`` (L, B, H); ``inside`` (L, B, H) CSM over the high-attention pairs; ``key_mass`` (L, B, H, T),
+        ``squares`` (L, B, H) the valid values' squared deviations from their window's mean; ``inside`` (L, B, H) CSM over the high-attention pairs; ``key_mass`` (L, B, H, T),
         ``entropy`` and ``distance`` (L, B, H) attention sums over statistic queries and real keys.
     """
     seq_len = vectors.shape[-2]
@@ -113,7 +120,7 @@ def dense_reference(vectors: torch.Tensor, batch: Dict[str, torch.Tensor], atten
         "high_attention": high_attention,
         "class_sums": pair_sums(values, classes.double()),
         "by_pair": values.sum(1),
-        "squares": (values**2).sum(-1),
+        "squares": centred_squares(values, valid),
         "inside": torch.where(high_attention, values, 0.0).sum(-1),
         "key_mass": torch.einsum("bi,lbhij->lbhj", queries, a),
         "entropy": -(plogp * weight[None, :, None]).sum((-1, -2)),

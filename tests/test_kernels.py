@@ -136,7 +136,10 @@ def test_csm_walk_kernel_computes_chooses_and_sums_in_one_pass():
     assert bool((every.status == kernels.RECHOSEN).all()) and torch.equal(every.index, walked.index)
     flat = walked.pairs.double().reshape(windows, layers * heads, n)
     torch.testing.assert_close(walked.class_sums, torch.einsum("wrp,wcp->wrc", flat, weights.double()), rtol=1e-12, atol=1e-9)
-    torch.testing.assert_close(walked.squares, (walked.pairs.double() ** 2).sum(-1), rtol=1e-12, atol=1e-9)
+    valid = weights[:, None, 0].double()  # (W, 1, P): row 0 of the weights, the valid pairs
+    mean = (walked.pairs.double().reshape(windows, layers * heads, n) * valid).sum(-1) / valid.sum(-1)
+    deviation = (walked.pairs.double().reshape(windows, layers * heads, n) - mean[..., None]) * valid
+    torch.testing.assert_close(walked.squares, (deviation**2).sum(-1).view(windows, layers, heads), rtol=1e-12, atol=1e-9)
     want_totals = start.clone()
     for window in range(windows):  # float32, window after window, as the fallback's `by_pair += chunk.sum(0)` per window
         want_totals += walked.pairs[window]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -102,13 +103,15 @@ def test_zscore_rule_through_the_view():
 def test_functional_update_and_compute_with_hand_made_tensors():
     # one layer, one head, T = 3: pairs (0,1) (0,2) (1,2) at distances 1 2 1; one window, all valid
     by_pair = torch.tensor([[[2.0, -1.0, 4.0]]])
-    squares = torch.tensor([[[4.0 + 1.0 + 16.0]]])  # (L, B, H)
+    # shifted sums (B, L, H) about K = 1: deviations 1, -2, 3
+    sums = SimpleNamespace(shift=torch.tensor([[[1.0]]]), shifted=torch.tensor([[[2.0]]]), squares=torch.tensor([[[1.0 + 4.0 + 9.0]]]))
     valid = torch.ones(1, 3)
     onehot = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
     high = torch.tensor([[[0.0, 1.0, 0.0]]])  # one high pair, at distance 1
     chance = torch.tensor([[[0.0, 2 / 3, 1 / 3]]])
-    state = _csm_update(by_pair, squares, valid, onehot, high, chance)
-    assert state["pair_count"].item() == 3 and state["csm_sum"].tolist() == [[5.0]]
+    state = _csm_update(by_pair, sums, valid, onehot, high, chance)
+    assert state["pair_count"].item() == 3 and state["csm_window_sum"].tolist() == [[5.0]]
+    assert state["csm_centred"].item() == pytest.approx(14 - 4 / 3)  # Σ (x - 5/3)² = 38/3
     assert state["distance_sum"].tolist() == [[[0.0, 6.0, -1.0]]] and state["distance_count"].tolist() == [0.0, 2.0, 1.0]
     out = _csm_compute(state, 3)
     assert out["mean"].item() == pytest.approx(5 / 3)
@@ -223,3 +226,30 @@ def test_specials_excluded_when_configured():
     acc = CSMAccumulator(1, 1, 4)
     acc.update(view)
     assert acc.compute()["mean"][0, 0].item() == pytest.approx((1 + 0 + 2) / 3)
+
+
+@pytest.mark.parametrize("path", ["compiled", "fallback", "blockwise"])
+def test_std_of_a_sink_like_head_matches_float64(path, monkeypatch):
+    """A head whose CSM sits ~100 spreads from 0 (an attention-sink head: every token's Z nearly the same vector):
+    csm/std within 1e-6 of a float64 recomputation on every walk (the one-pass E[x²] - E[x]² lost 1e-3 here)."""
+    from attnsim.stats.pairs.blocks import BlockPairView
+
+    if path == "fallback":
+        monkeypatch.setenv("ATTNSIM_COMPILED", "0")
+    generator = torch.Generator().manual_seed(0)
+    layers, heads, seq_len, d = 1, 2, 24, 16
+    lengths = [24, 17, 20]
+    common = torch.randn(1, 1, heads, 1, d, generator=generator) * 3
+    z = common + 0.05 * torch.randn(layers, len(lengths), heads, seq_len, d, generator=generator)  # (L, B, H, T, d)
+    batch = batch_of(lengths, seq_len)
+    view = BlockPairView(list(z), batch, block_rows=5) if path == "blockwise" else PairView(z, batch)
+    acc = CSMAccumulator(layers, heads, seq_len)
+    acc.update(view)
+    got = acc.compute()
+    csm = context_similarity(z.double())  # float64 throughout
+    values = [[torch.cat([pair_values(csm[0, b, h, :n, :n]) for b, n in enumerate(lengths)]) for h in range(heads)]]
+    want_mean = torch.tensor([[v.mean().item() for v in row] for row in values], dtype=torch.float64)
+    want_std = torch.tensor([[v.std(unbiased=False).item() for v in row] for row in values], dtype=torch.float64)
+    assert float((want_mean / want_std).abs().min()) > 80  # the case that cancels (SmolLM2 has a head at about 100)
+    torch.testing.assert_close(got["std"], want_std, rtol=1e-6, atol=0)
+    torch.testing.assert_close(got["mean"], want_mean, rtol=1e-7, atol=0)

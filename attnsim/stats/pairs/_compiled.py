@@ -239,23 +239,30 @@ def _largest_square(a):  # pragma: no cover - compiled
 @numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
 def _pair_sums(dest, weights, class_out, total, add_total):  # pragma: no cover - compiled
     # float64 sums of one matrix's pair values dest (P,) against each of the 5 weight rows (weights (5, P)) into
-    # class_out (5,), and of their squares (returned), in one pass; with add_total, dest added to total (P,) float32
+    # class_out (5,); returned: the valid pairs' squared deviations from their own mean (weight row 0: the valid
+    # pairs), a second pass (two-pass variance: no E[x^2] - E[x]^2 cancellation when |mean| >> spread, e.g. sink
+    # heads); with add_total, dest added to total (P,) float32
     n = dest.shape[0]
-    squares, s0, s1, s2, s3, s4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    count, s0, s1, s2, s3, s4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     w0, w1, w2, w3, w4 = weights[0], weights[1], weights[2], weights[3], weights[4]
     for p in range(n):
         x = np.float64(dest[p])
-        squares += x * x
+        count += w0[p]
         s0 += x * w0[p]
         s1 += x * w1[p]
         s2 += x * w2[p]
         s3 += x * w3[p]
         s4 += x * w4[p]
     class_out[0], class_out[1], class_out[2], class_out[3], class_out[4] = s0, s1, s2, s3, s4
+    mean = s0 / count if count > 0 else 0.0
+    centred = 0.0
+    for p in range(n):
+        deviation = np.float64(dest[p]) - mean
+        centred += w0[p] * deviation * deviation
     if add_total:
         for p in range(n):
             total[p] += dest[p]
-    return squares
+    return centred
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True, fastmath=REORDERED)
@@ -289,7 +296,7 @@ def csm_walk_rows(
     where k = 0; NaN where the row holds NaN); error_out (W, H) float32: error_scale * max_i |z_i|^2, the bound of a
     float32 product's error; status_out (W, H) int8: 0 the float32 choice stands, 1 chosen again from float64
     products, 2 not chosen (NaN: the caller chooses); class_out (W, H, 5) float64: pair values summed against each
-    weight row; squares_out (W, H) float64: sum of squared pair values; with add_total, totals (H, P) float32 += each
+    weight row; squares_out (W, H) float64: the valid pairs' squared deviations from their mean, summed (two passes); with add_total, totals (H, P) float32 += each
     window's pair values, window after window."""
     windows, size = vectors.shape[0], vectors.shape[2]
     n = size * (size - 1) // 2

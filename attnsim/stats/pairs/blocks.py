@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 import torch
 
-from attnsim.stats.pairs.geometry import similarity_rows
+from attnsim.stats.pairs.geometry import csm_window_mean, similarity_rows
 from attnsim.stats.pairs.scores import masked_scores
 from attnsim.stats.pairs.view import ChunkReducer, Layers, PairView
 
@@ -405,7 +405,9 @@ class BlockPairView(PairView):
         by_pair = None if pooled else torch.zeros(L, H, self.n_pairs, device=self.device)
         pool_sum = torch.zeros(L, H, cells, cells, dtype=torch.float64, device=self.device) if pooled else None
         pool_count = torch.zeros(cells, cells, dtype=torch.float64, device=self.device) if pooled else None
-        squares = torch.zeros(B, L, H, device=self.device)
+        squares = torch.zeros(B, L, H, dtype=torch.float64, device=self.device)  # shifted variance sums (PairSums)
+        shifted = torch.zeros(B, L, H, dtype=torch.float64, device=self.device)
+        shift = torch.stack([csm_window_mean(v, self.tokens, self.normalise) for v in self._vector_layers], 1)  # (B, L, H)
         class_sums = torch.zeros(B, L, H, 5, device=self.device)
         distance_sum = torch.zeros(L, H, T, dtype=torch.float64, device=self.device)
         tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
@@ -421,7 +423,9 @@ class BlockPairView(PairView):
                     z = self._vector_layers[layer][b].float()  # (H, T, d)
                     csm = similarity_rows(z[:, start:stop], z, self.normalise)  # (H, rows, T), as the dense view's
                     masked = csm * valid  # 0 outside valid pairs
-                    squares[b, layer] += (masked * masked).sum((-1, -2))
+                    deviation = (masked.double() - shift[b, layer, :, None, None]) * valid  # (H, rows, T)
+                    squares[b, layer] += (deviation * deviation).sum((-1, -2))
+                    shifted[b, layer] += deviation.sum((-1, -2))
                     class_sums[b, layer] += (class_masks @ masked.reshape(H, -1).t()).t()  # (H, 5)
                     distance_sum[layer] += _diagonal_sums(masked, start).double()
                     if pooled:
@@ -435,6 +439,8 @@ class BlockPairView(PairView):
             "pool_sum": pool_sum,
             "pool_count": pool_count,
             "squares": squares,
+            "shift": shift,
+            "shifted": shifted,
             "class_sums": class_sums.reshape(B, L * H, 5),
             "distance_sum": distance_sum,
             "high_index": self._index(tops),

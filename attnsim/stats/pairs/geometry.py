@@ -79,6 +79,29 @@ def similarity_rows(rows: torch.Tensor, z: torch.Tensor, normalise: str = "none"
     return csm.to(z.dtype)
 
 
+def csm_window_mean(z: torch.Tensor, tokens: torch.Tensor, normalise: str = "none") -> torch.Tensor:
+    """The mean CSM value over the valid pairs i < j of each window and head, in float64, from the vectors alone.
+
+    ``sum_{i<j} z_i . z_j = (|sum_i z_i|^2 - sum_i |z_i|^2) / 2`` over the valid tokens, so the mean needs no T x T
+    product: O(T d) per head. The blockwise walk uses it as the shift of its variance sums (:class:`PairSums`).
+
+    Args:
+        z: (..., H, T, d) per-head vectors of windows; tokens: (..., T) bool, the tokens that enter statistics.
+        normalise: ``none`` or ``cosine`` (each vector divided by its norm first; a zero vector stays 0).
+
+    Returns:
+        (..., H) float64; 0 where a window has fewer than two valid tokens.
+    """
+    wide = z.double() * tokens[..., None, :, None].to(torch.float64)  # (..., H, T, d), 0 at other tokens
+    if normalise == "cosine":
+        wide = wide / wide.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    total = wide.sum(-2)  # (..., H, d)
+    pairs_sum = ((total * total).sum(-1) - (wide * wide).sum((-1, -2))) / 2
+    n = tokens.sum(-1).to(torch.float64)
+    n_pairs = (n * (n - 1) / 2)[..., None]  # (..., 1)
+    return torch.where(n_pairs > 0, pairs_sum / n_pairs.clamp_min(1), torch.zeros_like(pairs_sum))
+
+
 def product_error(z: torch.Tensor) -> torch.Tensor:
     """A bound of how far a float32 CSM value can lie from the float64 one rounded to float32.
 

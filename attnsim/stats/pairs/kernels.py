@@ -226,7 +226,8 @@ class CSMWalk(NamedTuple):
     class_sums: torch.Tensor
     """(W, L * H, 5) float64 the pair values summed against each of the 5 weight rows."""
     squares: torch.Tensor
-    """(W, L, H) float64 the squared pair values summed."""
+    """(W, L, H) float64 the valid pair values' squared deviations from their window's mean (``class_sums[..., 0]``
+    over the valid pairs), summed: two passes over the values in cache, so no cancellation when |mean| >> spread."""
 
 
 def compiled_csm_walk(
@@ -245,7 +246,8 @@ def compiled_csm_walk(
     rank last). Where the k-th value does not exceed the bound of the (k+1)-th by more than ``margins[w]`` error bounds,
     the float32 values cannot settle the choice, and the row is chosen again among float64 products rounded once to
     float32 (the fallback path's values), so the high pairs are always those of the float64 CSM. It leaves 0 at invalid
-    pairs, sums the values against each weight row and their squares (float64), and adds them to ``totals``. A row
+    pairs, sums the values against each weight row and their squared deviations from the window's mean (float64, a
+    second pass), and adds them to ``totals``. A row
     holding NaN gets no choice (status :data:`UNCHOSEN`): the caller chooses it.
 
     Source: the CSM of Halevi et al., arXiv:2512.21956 (``Z Zᵀ``, diagonal 0); the error bound, Higham, *Accuracy and

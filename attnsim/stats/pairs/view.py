@@ -180,31 +180,53 @@ class _ClassSums(ChunkReducer):
 class PairSums(ChunkReducer):
     """Per-batch CSM sums by pair, folded in the view's CSM walk (the ``csm`` statistics read them).
 
+    The variance sums are *shifted*: per window, layer and head, a shift ``K`` near the window's mean, the sum of the
+    valid values' deviations from it and of their squares. The dense walk holds a window's values at once and takes
+    ``K`` = their own mean (two passes); the blockwise walk takes ``K`` from the vectors
+    (:func:`~attnsim.stats.pairs.geometry.csm_window_mean`) before its blocks. Either way no E[x²] - E[x]² on raw
+    values: a sink head's CSM (mean about 100 spreads) keeps its standard deviation to float64 precision.
+
     Attributes:
         by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
-        squares: (batch, layer, head) float32 sum of squared CSM values over each window's valid pairs.
+        shift: (batch, layer, head) float64 ``K`` of each window.
+        shifted: (batch, layer, head) float64 sum of ``x - K`` over each window's valid pairs.
+        squares: (batch, layer, head) float64 sum of ``(x - K)²`` over each window's valid pairs.
     """
 
     source = "csm"
 
     def __init__(self, view: "PairView") -> None:
         self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
-        self.squares = torch.empty(view.batch_size, view.n_layers, view.n_heads, device=view.device)
+        lead = (view.batch_size, view.n_layers, view.n_heads)
+        self.shift = torch.zeros(lead, dtype=torch.float64, device=view.device)
+        self.shifted = torch.zeros(lead, dtype=torch.float64, device=view.device)
+        self.squares = torch.empty(lead, dtype=torch.float64, device=view.device)
 
     def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair
-            self.squares[start:stop] = view._kernel_walk.squares
-            return
+        count = view.pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
+        if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair, and centred the squares
+            walked = view._kernel_walk
+            sums = walked.class_sums[..., 0].reshape(walked.squares.shape).to(self.shift.device)  # (c, L, H) float64
+            self.shift[start:stop] = torch.where(count > 0, sums / count.clamp_min(1), 0.0)
+            self.squares[start:stop] = walked.squares.to(self.squares.device)
+            return  # shifted: 0 (the shift is the window's own mean)
         self.by_pair += chunk.sum(0)
-        self.squares[start:stop] = torch.linalg.vecdot(chunk, chunk)  # no squared copy
+        values = chunk.double()  # (c, L, H, P), 0 at invalid pairs
+        shift = torch.where(count > 0, values.sum(-1) / count.clamp_min(1), 0.0)  # the window's mean (first pass)
+        deviation = (values - shift[..., None]) * view.pair_weights[start:stop, None, None, :, 0].double()
+        self.shift[start:stop] = shift
+        self.shifted[start:stop] = deviation.sum(-1)
+        self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
 
     @classmethod
     def from_blocks(cls, view: Any) -> "PairSums":
         """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
-        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``squares`` and ``distance_sum`` (L, H, T)."""
+        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``shift``, ``shifted``, ``squares`` and
+        ``distance_sum`` (L, H, T)."""
         walked = view.walk("csm")
         out = cls.__new__(cls)
         out.by_pair, out.squares = walked["by_pair"], walked["squares"]
+        out.shift, out.shifted = walked["shift"], walked["shifted"]
         out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
         return out
 
