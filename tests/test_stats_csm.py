@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attnsim.stats.csm import CSMAccumulator, _csm_compute, _csm_update
+from attnsim.stats.csm import CSMAccumulator, _csm_compute, _csm_update, _tie_update
 from attnsim.stats.distance import DistanceAccumulator
 from attnsim.stats.pairs import PairView, context_similarity, dense_pairs, select_top, top_fraction_counts, zscore_pairs
 from tests.reference import pair_values, top_fraction_pairs
@@ -113,7 +113,9 @@ def test_functional_update_and_compute_with_hand_made_tensors():
     assert state["pair_count"].item() == 3 and state["csm_window_sum"].tolist() == [[5.0]]
     assert state["csm_centred"].item() == pytest.approx(14 - 4 / 3)  # Σ (x - 5/3)² = 38/3
     assert state["distance_sum"].tolist() == [[[0.0, 6.0, -1.0]]] and state["distance_count"].tolist() == [0.0, 2.0, 1.0]
+    state.update(_tie_update(torch.tensor([[[1]]]), torch.tensor([[[1]]])))  # its one high pair decided by a tie
     out = _csm_compute(state, 3)
+    assert (out["tie_share"].item(), out["degenerate_share"].item(), out["degenerate"].item()) == (1.0, 1.0, 1.0)
     assert out["mean"].item() == pytest.approx(5 / 3)
     assert out["std"].item() == pytest.approx(math.sqrt(21 / 3 - 25 / 9))
     assert out["distance_mean"][0, 0, 1:].tolist() == [3.0, -1.0]
@@ -172,8 +174,8 @@ def test_distance_scalars_are_computed_once_by_the_distance_finding():
 
     acc = CSMAccumulator(1, 1, 4)
     acc.update(view_of([Z], [4], 4))
-    assert set(acc.compute()) == {"mean", "std", "matrix", "distance_mean", "distance_high_ratio", "distance_bins"}
-    assert CSMFinding.statistics == ("mean", "std")
+    assert set(acc.compute()) == {"mean", "std", "tie_share", "degenerate_share", "degenerate", "matrix", "distance_mean", "distance_high_ratio", "distance_bins"}
+    assert CSMFinding.statistics == ("mean", "std", "tie_share", "degenerate_share", "degenerate")
     assert set(expected_distance_hand_worked()) <= set(DistanceFinding.statistics)
 
 

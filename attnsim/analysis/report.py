@@ -426,6 +426,38 @@ def _intervention_section(runs: Sequence[RunData]) -> str:
     return out.getvalue()
 
 
+def degenerate_heads(run: RunData) -> Optional[List[Tuple[str, float]]]:
+    """``(head, tie share)`` of a run's heads flagged degenerate (column ``degenerate`` of ``tables/csm_heads.csv``:
+    ties at the k-th CSM value decided more than a tenth of their high pairs in most windows), strongest first;
+    None when the run has no such column (runs without the ``csm`` finding, or made before it existed)."""
+    table = run.head_table("csm")
+    if table is None or "degenerate" not in table.columns:
+        return None
+    flagged = table[table["degenerate"] == 1].sort_values("tie_share", ascending=False)
+    return [(f"L{int(r.layer):02d}H{int(r.head):02d}", float(r.tie_share)) for r in flagged.itertuples()]
+
+
+def _degenerate_section(runs: Sequence[RunData]) -> str:
+    """The report's "Degenerate heads" section: heads whose high pairs the tie rule, not the model, chose."""
+    found = [(run, degenerate_heads(run)) for run in runs]
+    found = [(run, heads) for run, heads in found if heads is not None]
+    if not found:
+        return ""
+    out = io.StringIO()
+    out.write("\n## Degenerate heads\n\n")
+    out.write(
+        "A head is *degenerate* in a window when more pairs lie within the float32 precision of its products of the k-th "
+        "CSM value than choices are left for them, and those choices (more than a tenth of its high pairs) fall to the tie rule "
+        "(lowest pair index): usually an attention-sink head, whose CSM is nearly constant. Flagged: degenerate in more than half "
+        "of the windows. Their high-pair statistics (distance, sentences, anchors, repetition, regions) say more about pair order "
+        "than about the model; the layer means above include them, and `csm/degenerate/LNN` gives each layer's share of them.\n\n"
+    )
+    for run, heads in found:
+        listed = ", ".join(f"{head} (tie share {fmt(share, 2)})" for head, share in heads) if heads else "none"
+        out.write(f"- {_text(run.label)}: {len(heads)} flagged: {listed}\n")
+    return out.getvalue()
+
+
 def claim_interventions(claim: "Claim", runs: Sequence[RunData]) -> List[str]:
     """Lines for a claim's section: the verdicts of ablation runs whose selecting statistic is one of the claim's findings."""
     lines = []
@@ -543,6 +575,7 @@ def render(runs: Sequence[RunData]) -> str:
         for line in claim_interventions(claim, runs):
             out.write(line)
     out.write(_intervention_section(runs))
+    out.write(_degenerate_section(runs))
     out.write("\n## Rules\n\n")
     out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
     out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
@@ -592,6 +625,11 @@ def glance_text(runs: Sequence[RunData]) -> str:
     lines.insert(1, "  ".join("-" * width for width in widths))
     if assessment.any_flagged:
         lines += ["", f"* {NOT_SEPARATED}: the random-weights control in this report earns the same verdict"]
+    for run in runs:
+        heads = degenerate_heads(run) or []
+        if heads:
+            shown = ", ".join(head for head, _ in heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
+            lines += ["", f"{run.name} {run.run_id[:8]}: {len(heads)} degenerate head(s), high pairs decided by ties: {shown}"]
     if unmeasured and len(unmeasured) < len(CLAIMS):
         lines += ["", f"paper claims {', '.join(map(str, unmeasured))}: not measured by these runs"]
     elif unmeasured:

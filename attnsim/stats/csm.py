@@ -18,6 +18,18 @@ Per layer l and head h, over every window and every valid pair i < j:
   of k pairs puts k·n_d/n of them at distance d; chance values are summed
   over windows.
 
+Ties and degenerate heads (:func:`~attnsim.stats.pairs.selection.tie_decided`): in a window whose CSM is nearly
+constant (an attention-sink head: nearly every token's Z is the same vector), many pairs lie within the float32
+precision of the model's products of the k-th value, and the tie rule (lowest pair index), not the model, picks
+among them. Per head:
+
+- ``tie_share``: the share of the head's high pairs, over all windows, that ties decided;
+- ``degenerate_share``: the share of windows in which ties decided more than :data:`DEGENERATE_TIE_SHARE` of the
+  head's high pairs (the head is *degenerate* in that window);
+- ``degenerate``: 1 for a head degenerate in more than half of the windows, else 0. Its layer mean
+  (``csm/degenerate/L03``) is the share of that layer's heads flagged: the layer means of every high-pair
+  statistic include the flagged heads, and this key marks how many there are.
+
 The scalars of where high pairs lie in distance (``high_mean_distance``,
 ``short_range_share``, ``long_range_share`` and their chance values) are the
 ``distance`` finding's (:mod:`attnsim.stats.distance`), computed there once;
@@ -32,10 +44,13 @@ import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
-from attnsim.stats.pairs import PairSums, PairView
+from attnsim.stats.pairs import PairSums, PairView, TieCounts
 from attnsim.stats.pairs.blocks import POOL_ABOVE  # windows longer than this keep the mean matrix pooled
 
-SCALARS = ("mean", "std")
+SCALARS = ("mean", "std", "tie_share", "degenerate_share", "degenerate")
+
+DEGENERATE_TIE_SHARE = 0.1
+"""A head is degenerate in a window where ties decide more than this share of its high pairs."""
 
 
 CSMPairSums = PairSums
@@ -80,6 +95,27 @@ def _moment_update(shift: torch.Tensor, shifted: torch.Tensor, squares: torch.Te
         return torch.where(some, x, torch.zeros_like(x)).sum(0)
 
     return {"csm_window_sum": total(n * mean), "csm_window_sq": total(n * mean * mean), "csm_centred": total(centred)}
+
+
+def _tie_update(decided: torch.Tensor, selected: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """Increments of the tie states from one batch.
+
+    Args:
+        decided: (B, L, H) high pairs that ties decided (:class:`~attnsim.stats.pairs.TieCounts`).
+        selected: (B, L, H) high pairs of each window and head.
+
+    Returns:
+        ``tie_decided`` and ``tie_selected`` (L, H) sums, ``degenerate_windows`` (L, H) windows where ties decided more
+        than :data:`DEGENERATE_TIE_SHARE` of the choice, ``tie_windows`` (L, H) windows with high pairs.
+    """
+    decided, selected = decided.double(), selected.double()
+    chosen = selected > 0
+    return {
+        "tie_decided": decided.sum(0),
+        "tie_selected": selected.sum(0),
+        "degenerate_windows": (chosen & (decided > DEGENERATE_TIE_SHARE * selected)).double().sum(0),
+        "tie_windows": chosen.double().sum(0),
+    }
 
 
 def _csm_update(
@@ -158,9 +194,13 @@ def _csm_compute(state: Mapping[str, torch.Tensor], seq_len: int) -> Dict[str, t
     var = safe_divide(state["csm_centred"] + between, count).clamp_min(0)
     edges = distance_bins(seq_len)  # one bin per distance up to 512, logarithmic beyond
     high, chance = bin_profile(state["high_by_distance"], edges), bin_profile(state["chance_by_distance"], edges)
+    degenerate_share = safe_divide(state["degenerate_windows"], state["tie_windows"])
     return {
         "mean": mean,
         "std": var.sqrt(),
+        "tie_share": safe_divide(state["tie_decided"], state["tie_selected"]),
+        "degenerate_share": degenerate_share,
+        "degenerate": (degenerate_share > 0.5).double().masked_fill(degenerate_share.isnan(), float("nan")),
         "matrix": state["pooled_matrix"] if "pooled_matrix" in state else _csm_matrix(state["matrix_sum"], state["matrix_count"], seq_len),
         "distance_mean": safe_divide(bin_profile(state["distance_sum"], edges), bin_profile(state["distance_count"], edges)),
         "distance_high_ratio": safe_divide(high, chance),
@@ -182,7 +222,7 @@ class CSMAccumulator(Accumulator):
     their chance (L, H, T).
     """
 
-    reducers = (CSMPairSums,)
+    reducers = (CSMPairSums, TieCounts)
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int):
         super().__init__()
@@ -200,6 +240,8 @@ class CSMAccumulator(Accumulator):
             cells = -(-seq_len // self.cell)
             self.add_sum("pool_sum", n_layers, n_heads, cells, cells)
             self.add_sum("pool_count", cells, cells)
+        for name in ("tie_decided", "tie_selected", "degenerate_windows", "tie_windows"):
+            self.add_sum(name, n_layers, n_heads)
         self.add_sum("distance_sum", n_layers, n_heads, seq_len)
         self.add_sum("distance_count", seq_len)
         self.add_sum("high_by_distance", n_layers, n_heads, seq_len)
@@ -207,6 +249,7 @@ class CSMAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         sums = view.reduced(CSMPairSums)
+        self.fold(_tie_update(view.reduced(TieCounts).decided, view.high_count.transpose(0, 1)))
         if view.blockwise:
             self.fold(_csm_update_blocks(view, sums, self.cell))
             return

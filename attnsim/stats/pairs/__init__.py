@@ -29,6 +29,7 @@ from attnsim.stats.pairs.selection import (
     pad_slots,
     partition_top,
     select_top,
+    tie_decided,
     top_fraction_counts,
     top_indices,
     zscore_pairs,
@@ -40,6 +41,7 @@ from attnsim.stats.pairs.view import (
     ChunkReducer,
     PairSums,
     PairView,
+    TieCounts,
     head_sums,
     indexed_sums,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "pad_slots",
     "partition_top",
     "select_top",
+    "tie_decided",
     "top_fraction_counts",
     "top_indices",
     "zscore_pairs",
@@ -74,6 +77,7 @@ __all__ = [
     "ChunkReducer",
     "PairSums",
     "PairView",
+    "TieCounts",
     "head_sums",
     "indexed_sums",
 ]

@@ -280,9 +280,28 @@ def _wide_upper_products(a, dest):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
+def _tie_decided(x, k, kth, error):  # pragma: no cover - compiled
+    # how many of the k choices among x (P,) (invalid entries -inf) ties decided: the entries within `error` of the
+    # k-th value cannot be ordered at the model's float32 precision; when more of them exist than the k - above
+    # choices left for them (above: the entries clearly larger), those k - above choices fall to the tie rule
+    hi = np.float64(kth) + error
+    lo = np.float64(kth) - error
+    above = 0
+    band = 0
+    for p in range(x.shape[0]):
+        v = np.float64(x[p])
+        if v > hi:
+            above += 1
+        elif v >= lo:
+            band += 1
+    left = k - above
+    return left if band > left else 0
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
 def csm_walk_rows(
     vectors, tokens, counts, weights, margins, first, stop, stride, error_scale, add_total,
-    pairs_out, index_out, kth_out, next_out, error_out, status_out, class_out, squares_out, totals,
+    pairs_out, index_out, kth_out, next_out, error_out, status_out, class_out, squares_out, totals, tied_out,
 ):  # pragma: no cover - compiled
     """The CSM walk's pass over the heads first..stop-1 (of layers x heads) of every window of a chunk.
 
@@ -297,7 +316,8 @@ def csm_walk_rows(
     float32 product's error; status_out (W, H) int8: 0 the float32 choice stands, 1 chosen again from float64
     products, 2 not chosen (NaN: the caller chooses); class_out (W, H, 5) float64: pair values summed against each
     weight row; squares_out (W, H) float64: the valid pairs' squared deviations from their mean, summed (two passes); with add_total, totals (H, P) float32 += each
-    window's pair values, window after window."""
+    window's pair values, window after window; tied_out (W, H) int64: how many of the k choices ties decided
+    (:func:`_tie_decided`)."""
     windows, size = vectors.shape[0], vectors.shape[2]
     n = size * (size - 1) // 2
     sample, cand_v, cand_i = _scratch(n, stride)
@@ -314,6 +334,7 @@ def csm_walk_rows(
             error_out[w, h] = error
             index_out[w, h, k:] = n
             status_out[w, h] = 0
+            tied_out[w, h] = 0
             if k == 0:
                 kth_out[w, h] = np.inf
                 next_out[w, h] = -np.inf
@@ -335,6 +356,8 @@ def csm_walk_rows(
                         index_out[w, h, :k] = n
                 kth_out[w, h] = kth
                 next_out[w, h] = below
+                if ok:
+                    tied_out[w, h] = _tie_decided(dest, k, kth, error)
             if partial:  # and add nothing to any sum
                 _mark_invalid(dest, token, np.float32(0))
             squares_out[w, h] = _pair_sums(dest, weights[w], class_out[w, h], totals[h], add_total)

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 import torch
 
-from attnsim.stats.pairs.geometry import csm_window_mean, similarity_rows
+from attnsim.stats.pairs.geometry import csm_window_mean, product_error, similarity_rows
 from attnsim.stats.pairs.scores import masked_scores
 from attnsim.stats.pairs.view import ChunkReducer, Layers, PairView
 
@@ -84,36 +84,55 @@ class StreamingTop:
     those candidates, in ascending index order, is cut to k by one partition.
     """
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, spare: int = 0):
         self.k = k
+        self.capacity = k + spare if k else 0  # spare = 1 keeps the (k+1)-th too: the tie measure reads it
         self.values = np.empty(0, dtype=np.float32)
         self.index = np.empty(0, dtype=np.int32)  # pair indices < 2^31 up to T = 65,536: half the memory of int64
 
     @property
     def threshold(self) -> float:
-        """The value a new entry must exceed to enter (-inf until k entries are kept)."""
-        return float(self.values.min()) if self.k and len(self.values) >= self.k else -math.inf
+        """The value a new entry must exceed to enter (-inf until the kept entries are full)."""
+        return float(self.values.min()) if self.capacity and len(self.values) >= self.capacity else -math.inf
 
     def push(self, values: np.ndarray, index: np.ndarray) -> None:
         """Offer ``values`` (n,) float32 at pair ``index`` (n,) int, ascending and above every earlier index."""
-        if self.k == 0 or not len(values):
+        if self.capacity == 0 or not len(values):
             return
         values = np.concatenate([self.values, values])
         index = np.concatenate([self.index, index.astype(np.int32, copy=False)])
-        if len(values) > self.k:
-            kth = np.partition(values, len(values) - self.k)[len(values) - self.k]
+        if len(values) > self.capacity:
+            kth = np.partition(values, len(values) - self.capacity)[len(values) - self.capacity]
             take = values > kth
             equal = values == kth
-            need = self.k - int(take.sum())
+            need = self.capacity - int(take.sum())
             take |= equal & (np.cumsum(equal) <= need)  # the lowest indices among the tied
             values, index = values[take], index[take]
         self.values, self.index = values, index
 
+    def _last(self) -> int:
+        # position of the last-ranked kept entry (the lowest value; among equal ones the highest index)
+        return int(np.flatnonzero(self.values == self.values.min())[-1])
+
     def result(self, slots: int, sentinel: int) -> torch.Tensor:
-        """(slots,) int32 the kept indices, ascending, then ``sentinel``."""
+        """(slots,) int32 the top k kept indices, ascending, then ``sentinel``."""
+        index = self.index
+        if len(index) > self.k:  # a spare entry: the top k+1 under the tie rule are the top k and the (k+1)-th
+            index = np.delete(index, self._last())
         out = np.full(slots, sentinel, dtype=np.int32)
-        out[: len(self.index)] = self.index  # kept in ascending order
+        out[: len(index)] = index  # kept in ascending order
         return torch.from_numpy(out)
+
+    def tie_decided(self, error: float) -> int:
+        """How many of the k choices ties decided (:func:`~attnsim.stats.pairs.selection.tie_decided`); needs
+        ``spare=1``. 0 when no valid pair was left out (fewer than k + 1 were offered)."""
+        if self.k == 0 or len(self.values) <= self.k:
+            return 0
+        last = self._last()
+        below = float(self.values[last])  # the (k+1)-th value
+        kept = np.delete(self.values, last).astype(np.float64)
+        kth = float(kept.min())
+        return int((kept <= kth + error).sum()) if below >= kth - error else 0
 
 
 def _diagonal_sums(block: torch.Tensor, start: int) -> torch.Tensor:
@@ -410,7 +429,7 @@ class BlockPairView(PairView):
         shift = torch.stack([csm_window_mean(v, self.tokens, self.normalise) for v in self._vector_layers], 1)  # (B, L, H)
         class_sums = torch.zeros(B, L, H, 5, device=self.device)
         distance_sum = torch.zeros(L, H, T, dtype=torch.float64, device=self.device)
-        tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
+        tops = [[[StreamingTop(self.host["k"][b], spare=1) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             for start, stop in self._blocks():
                 weights = self._weights(b, start, stop)  # (5, rows, T)
@@ -444,7 +463,18 @@ class BlockPairView(PairView):
             "class_sums": class_sums.reshape(B, L * H, 5),
             "distance_sum": distance_sum,
             "high_index": self._index(tops),
+            "tie_decided": self._tie_decided(tops),
         }
+
+    def _tie_decided(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
+        # (B, L, H) int64: how many of each head's k choices ties decided, within the float32 bound of its products
+        error = torch.stack([product_error(v.float()) for v in self._vector_layers], 1).cpu()  # (B, L, H)
+        out = torch.zeros(self.batch_size, self.n_layers, self.n_heads, dtype=torch.long)
+        for b, layers in enumerate(tops):
+            for layer, heads in enumerate(layers):
+                for head, top in enumerate(heads):
+                    out[b, layer, head] = top.tie_decided(float(error[b, layer, head]))
+        return out.to(self.device)
 
     def _pool(self, block: torch.Tensor) -> torch.Tensor:
         """(..., rows, T) -> (..., rows / cell, cells) sums over cells of ``cell`` x ``cell`` tokens (rows: whole cells but the last)."""

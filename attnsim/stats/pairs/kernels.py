@@ -225,6 +225,10 @@ class CSMWalk(NamedTuple):
     """(W, L, H) float32 the bound of a value's float32 rounding error, :func:`~attnsim.stats.pairs.geometry.product_error`."""
     class_sums: torch.Tensor
     """(W, L * H, 5) float64 the pair values summed against each of the 5 weight rows."""
+    tie_decided: torch.Tensor
+    """(W, L, H) int64 how many of the k high pairs ties decided: the pairs within ``error`` of the k-th value cannot be
+    ordered at float32 precision; where more of them exist than choices left for them, those choices fall to the tie
+    rule (:func:`~attnsim.stats.pairs.selection.tie_decided`); 0 where k = 0 and in rows holding NaN."""
     squares: torch.Tensor
     """(W, L, H) float64 the valid pair values' squared deviations from their window's mean (``class_sums[..., 0]``
     over the valid pairs), summed: two passes over the values in cache, so no cancellation when |mean| >> spread."""
@@ -287,13 +291,14 @@ def compiled_csm_walk(
     status = np.empty((windows, rows), np.int8)
     class_sums = np.empty((windows, rows, weight.shape[1]), np.float64)
     squares = np.empty((windows, rows), np.float64)
+    tied = np.empty((windows, rows), np.int64)
     scale = (d + 2) * 2.0**-24
     kernel = _state["kernel"].csm_walk_rows
 
     def part(p: slice) -> bool:  # the heads p of every window: parts add to different rows of `totals`
         return kernel(
             z, token, counts, weight, margin, p.start, p.stop, SAMPLE_STRIDE, scale, totals is not None,
-            pairs, index, kth, below, error, status, class_sums, squares, total,
+            pairs, index, kth, below, error, status, class_sums, squares, total, tied,
         )  # fmt: skip
 
     _in_parts(rows, part)
@@ -306,6 +311,7 @@ def compiled_csm_walk(
         torch.from_numpy(below).view(lead),
         torch.from_numpy(error).view(lead),
         torch.from_numpy(class_sums),
+        torch.from_numpy(tied).view(lead),
         torch.from_numpy(squares).view(lead),
     )
 

@@ -41,6 +41,35 @@ def top_fraction_counts(pair_mask: torch.Tensor, top_fraction: float) -> torch.T
     return torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))
 
 
+def tie_decided(values: torch.Tensor, valid: torch.Tensor, k: int, error: torch.Tensor) -> torch.Tensor:
+    """How many of the ``k`` high pairs of each row the tie rule decided, not the values.
+
+    Pairs whose values lie within ``error`` of the k-th value cannot be ordered at the precision the model computes
+    them in (float32 products: :func:`~attnsim.stats.pairs.geometry.product_error`). With ``above`` pairs clearly
+    larger, ``k - above`` choices fall among those tied pairs; when more tied pairs exist than that, the choices are
+    decided by the tie rule (lowest pair index), and all ``k - above`` count as tie-decided; otherwise none do.
+    An attention-sink head (nearly constant CSM) has dozens to hundreds of pairs tied at its k-th value.
+
+    Args:
+        values: (..., P) pair values; valid: bool broadcastable to ``values``; k: the window's number of high pairs.
+        error: (...) the tolerance of each row, in the values' units.
+
+    Returns:
+        (...) int64 in 0..k; 0 where k = 0 and in rows holding NaN.
+    """
+    if k == 0:
+        return torch.zeros(values.shape[:-1], dtype=torch.long, device=values.device)
+    ranked = values.double().masked_fill(~valid.expand_as(values), float("-inf"))
+    kth = ranked.topk(k, dim=-1).values[..., -1]  # (...)
+    error = error.double().to(values.device).expand_as(kth)
+    hi, lo = (kth + error)[..., None], (kth - error)[..., None]
+    above = (ranked > hi).sum(-1)
+    band = ((ranked >= lo) & (ranked <= hi)).sum(-1)
+    left = k - above
+    decided = torch.where(band > left, left, torch.zeros_like(left))
+    return decided.masked_fill(ranked.isnan().any(-1), 0)
+
+
 def top_indices(values: torch.Tensor, k: int, sorted: bool = False, block: int = SELECTION_BLOCK) -> torch.Tensor:
     """Positions of the ``k`` largest entries along the last axis, largest first when ``sorted``
     (a tie at the k-th value is broken arbitrarily; see :func:`exact_top` for the rule the statistics use).

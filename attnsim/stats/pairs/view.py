@@ -60,11 +60,19 @@ from attnsim.stats.pairs.geometry import (
     pair_classes,
     pair_distance,
     pair_indices,
+    product_error,
     token_mask,
     valid_pairs,
 )
 from attnsim.stats.pairs.kernels import UNCHOSEN, CSMWalk, compiled_available, compiled_csm_walk, compiled_pair_top
-from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, top_fraction_counts, zscore_pairs
+from attnsim.stats.pairs.selection import (
+    mask_index,
+    pad_slots,
+    select_top,
+    tie_decided,
+    top_fraction_counts,
+    zscore_pairs,
+)
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
 # a CPU, about the size of its last-level cache per core; an accelerator takes the whole batch at once.
@@ -228,6 +236,40 @@ class PairSums(ChunkReducer):
         out.by_pair, out.squares = walked["by_pair"], walked["squares"]
         out.shift, out.shifted = walked["shift"], walked["shifted"]
         out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
+        return out
+
+
+class TieCounts(ChunkReducer):
+    """How many of each window's high pairs ties decided, per layer and head (:attr:`decided`), from the CSM walk.
+
+    Attributes:
+        decided: (batch, layer, head) int64, :func:`~attnsim.stats.pairs.selection.tie_decided` of each window's CSM
+            with the float32 bound of its products (:func:`~attnsim.stats.pairs.geometry.product_error`) as the
+            tolerance; 0 under the z-score rule (a threshold keeps every tied pair).
+    """
+
+    source = "csm"
+
+    def __init__(self, view: "PairView") -> None:
+        self.decided = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.long, device=view.device)
+
+    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
+        if view.high_rule != "top_fraction":
+            return
+        if view._kernel_walk is not None:  # the kernel counted them beside its choice
+            self.decided[start:stop] = view._kernel_walk.tie_decided.to(self.decided.device)
+            return
+        error = product_error(view._vector_chunk(start, stop))  # (c, L, H)
+        valid = view.pair_mask[start:stop]
+        for window in range(stop - start):
+            k = view.host["k"][start + window]
+            self.decided[start + window] = tie_decided(chunk[window], valid[window], k, error[window])
+
+    @classmethod
+    def from_blocks(cls, view: Any) -> "TieCounts":
+        """The blockwise view's counterpart, from its streaming top-k (which keeps the (k+1)-th value for it)."""
+        out = cls.__new__(cls)
+        out.decided = view.walk("csm")["tie_decided"]
         return out
 
 
@@ -462,7 +504,7 @@ class PairView:
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
         for start, stop in self._chunks():
             if source == "csm":
-                chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds, totals=totals)  # (c, L, H, P)
+                chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
             else:
                 chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
             for reducer in reducers:
@@ -750,4 +792,4 @@ class PairView:
         return (self.high_in_attention_index < self.n_pairs).sum(-1).float().transpose(0, 1)
 
 
-__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "indexed_sums", "head_sums"]
+__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "TieCounts", "indexed_sums", "head_sums"]
