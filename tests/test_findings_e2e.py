@@ -60,7 +60,7 @@ def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracki
     cfg = load_config("paper", overrides)
     assert [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if f"{name}/{stat}" not in metrics] == []  # every model mean
     layered = {f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if any(fnmatch.fnmatchcase(f"{name}/{stat}", p) for p in cfg.stats.per_layer)}
-    assert len(layered) == 14 and {k.rsplit("/", 1)[0] for k in metrics if re.fullmatch(r"\w+/\w+/L\d\d", k)} == layered  # layer means: stats.per_layer only
+    assert len(layered) == 15 and {k.rsplit("/", 1)[0] for k in metrics if re.fullmatch(r"\w+/\w+/L\d\d", k)} == layered  # layer means: stats.per_layer only
     logged = LoggedRun.of(run, client)  # the reader gives every layer mean, logged or from the heads table
     missing = [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if logged.layer_values(f"{name}/{stat}") is None]
     assert missing == [] and logged.n_layers == layers

@@ -12,7 +12,7 @@ from attnsim.findings.csm import CSMFinding
 from attnsim.findings.separators import SeparatorsFinding
 from attnsim.stats.attention_regions import AttentionRegionAccumulator, RegionInsideSums
 from attnsim.stats.csm import CSMAccumulator, CSMPairSums
-from attnsim.stats.pairs import ChunkReducer, PairView, dense_pairs
+from attnsim.stats.pairs import ChunkReducer, PairView, TieCounts, dense_pairs
 from attnsim.stats.separators import SeparatorAccumulator, SeparatorSums
 from tests.findings_helpers import CATEGORIES, CLS, SEP, batch_of, random_windows
 from tests.reference import dense_reference
@@ -83,7 +83,7 @@ def test_registered_reducers_share_one_walk_per_source(monkeypatch):
     context = FindingContext(tokenizer=tokenizer, vocab_size=len(tokenizer))
     findings = [kind(L, H, T, cfg, context) for kind in (CSMFinding, AttentionRegionsFinding, SeparatorsFinding, CSMFinding)]
     factory = view_factory(findings, cfg)
-    assert factory.keywords["reducers"] == (CSMPairSums, RegionInsideSums, SeparatorSums)
+    assert factory.keywords["reducers"] == (CSMPairSums, TieCounts, RegionInsideSums, SeparatorSums)
     view, calls = counting_view(monkeypatch, factory)
     assert view.capture is not None and view.top_fraction == 0.1
     chunks = len(view._chunks())
