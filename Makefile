@@ -1,13 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
 #   make test   installs what is missing, then lints (ruff check) and runs the tests
-# Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make end-to-end, make operations, make imports, make gpu-check, make scaling, make long-context (ARGS=... passes options)
+# Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make end-to-end, make operations, make imports, make gpu-check, make scaling, make long-context, make gguf-load (ARGS=... passes options)
+# The README's SmolLM2 tables ("A real LLM: SmolLM2-135M"): make smollm2-findings
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling long-context clean
+.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings clean
 
 install: $(VENV)/.installed
 
@@ -57,3 +58,10 @@ clean:
 # Long contexts (README, "Long contexts"): one window of T = 512 .. 8,192 tokens, blockwise and dense paths
 long-context: install
 	$(PY) benchmarks/long_context.py $(ARGS)
+
+# SmolLM2 (README, "A real LLM" and "Performance"): a GGUF model's first use against later ones, and the decoder findings' tables
+gguf-load: install
+	$(PY) benchmarks/gguf_load.py $(ARGS)
+
+smollm2-findings: install
+	$(PY) benchmarks/smollm2_findings.py $(ARGS)
