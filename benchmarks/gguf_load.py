@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
+
+from end_to_end import timed  # benchmarks/, the script's folder: a child's wall time and its own peak RSS
 
 RESOLVE = "import sys\nfrom attnsim.capture.load import resolve_model_path\nprint(resolve_model_path(sys.argv[1]))"
 LOAD = (
@@ -32,22 +32,6 @@ LOAD = (
 )
 
 
-def timed(argv, env):
-    """(wall s, peak RSS MiB, stdout) of one child process, reaped with os.wait4 for its own resource usage."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if code != 0:
-        raise SystemExit(f"{' '.join(argv[:3])} failed (exit {code}):\n{stderr[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, stdout
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2", help="model.path of a GGUF model: smollm2 or a .gguf file (default smollm2)")
@@ -55,16 +39,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", ATTNSIM_CACHE=cache)
         rows = []
-        wall, peak, out = timed([sys.executable, "-c", RESOLVE, args.model], env)
-        folder = out.strip().splitlines()[-1]
+        first = timed([sys.executable, "-c", RESOLVE, args.model], env)
+        folder = first["stdout"].strip().splitlines()[-1]
         size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files) / 2**20
-        rows.append(("first use: check + convert (empty cache)", wall, peak, ""))
-        wall, peak, _ = timed([sys.executable, "-c", RESOLVE, args.model], env)
-        rows.append(("later use: cache hit (hash + lookup)", wall, peak, ""))
+        rows.append(("first use: check + convert (empty cache)", first["wall"], first["peak_mib"], ""))
+        hit = timed([sys.executable, "-c", RESOLVE, args.model], env)
+        rows.append(("later use: cache hit (hash + lookup)", hit["wall"], hit["peak_mib"], ""))
         for model in (args.model, "bundled"):
-            wall, peak, out = timed([sys.executable, "-c", LOAD, model], env)
-            load, imports = (float(x) for x in out.strip().splitlines()[-1].split()[1:])
-            rows.append((f"later use: load {model} (model + tokenizer)", wall, peak, f"{load:.1f} s loading, {imports:.1f} s imports"))
+            loaded = timed([sys.executable, "-c", LOAD, model], env)
+            load, imports = (float(x) for x in loaded["stdout"].strip().splitlines()[-1].split()[1:])
+            rows.append((f"later use: load {model} (model + tokenizer)", loaded["wall"], loaded["peak_mib"], f"{load:.1f} s loading, {imports:.1f} s imports"))
     print(f"model {args.model}: converted folder {size:,.0f} MiB")
     print("| step (a fresh process each) | wall | peak RSS | of which |")
     print("| --- | --- | --- | --- |")
