@@ -336,11 +336,25 @@ def _quiet_libraries(verbose: bool = False) -> None:
         pass
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that ``KEY=VALUE`` overrides may also follow the options
+    (``attnsim run csm --uri URI corpus.limit=4``): argparse fills a ``nargs="*"`` positional once, so the
+    overrides after an option come back unrecognised and are appended here, in their order. Anything
+    else unrecognised is argparse's usual error (exit status 2)."""
+    args, extra = parser.parse_known_args(argv)
+    overrides = [word for word in extra if "=" in word and not word.startswith("-")]
+    if extra and (len(overrides) < len(extra) or not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if overrides:
+        args.overrides = list(args.overrides or []) + overrides
+    return args
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     started = time.perf_counter()  # the start of `attnsim run`'s zz_run/time_total
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(command_of(argv))
-    args = parser.parse_args(argv)
+    args = parse_arguments(parser, argv)
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -376,9 +376,19 @@ class TrackingConfig:
     tags: Dict[str, str] = field(default_factory=dict)
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named."""
+        """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named, or its name holds what breaks
+        an artifact URI (``?``, ``#``, ``%``, a backslash, control characters, spaces at either end): MLflow builds the
+        experiment's artifact folder from the name, and ``news #1`` and ``news #2`` would share ``news``."""
         if not self.experiment:
             _fail("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
+        bad = sorted({c for c in self.experiment if c in "?#%\\" or ord(c) < 32})
+        if bad or self.experiment != self.experiment.strip():
+            what = ", ".join(repr(c) for c in bad) if bad else "spaces at the start or end"
+            _fail(
+                f"Config key 'tracking.experiment' is {self.experiment!r}, which holds {what}: an MLflow experiment's artifact "
+                "folder is made from its name, and these characters cut it (a URI query or fragment), so two experiments could share "
+                "one folder. Use letters, digits, spaces inside the name, '-', '_', '.' or '/' (e.g. tracking.experiment='news 1')."
+            )
 
 
 @dataclass
@@ -693,6 +703,9 @@ def parse_override(key: str, text: str) -> Any:
         what = "list" if get_origin(base) is list else "map"
         example = f"{key}=[a, b]" if what == "list" else f"{key}={{a: x, b: y}}"
         note = " (on the command line ' #' is part of the value, not a comment)" if "#" in text else ""
+        if re.search(r"(^|[\[{,:]\s*)[*&]", text):  # YAML reads an unquoted * or & as an alias or anchor
+            star = re.sub(r"(^|[\[,]\s*)([*&][^,\]]*)", lambda m: f"{m.group(1)}'{m.group(2).strip()}'", text)
+            note += f" (YAML reads an unquoted * or & as an alias or anchor: quote the item, e.g. {key}=\"{star}\", in single quotes inside the shell's double quotes)"
         raise ConfigError(f"Config key '{key}' takes a {what}, but the command line gives it the text '{text}'{note}. Write a YAML {what}, e.g. {example}.")
     return value if whole else text
 

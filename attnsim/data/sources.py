@@ -150,6 +150,29 @@ def _decode_as(raw: bytes, encoding: str, path: Path, why: str) -> str:
         ) from None
 
 
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
+def _refuse_nearly_utf8(raw: bytes, path: Path, error: UnicodeDecodeError) -> None:
+    """Refuse a file that is UTF-8 but for a few bad bytes, rather than guess a single-byte code page for it
+    (which would turn every non-ASCII character into mojibake: ``ü`` -> ``ĂĽ``).
+
+    "Nearly UTF-8": it holds valid multi-byte UTF-8 sequences and at most one invalid byte per ten of them.
+
+    Raises:
+        CorpusError: naming the file, the first bad byte's offset and value, and the fixes.
+    """
+    valid = len(_UTF8_MULTIBYTE.findall(raw))
+    invalid = sum(1 for c in raw.decode("utf-8", errors="surrogateescape") if "\udc80" <= c <= "\udcff")
+    if valid == 0 or invalid * 10 > valid:
+        return
+    raise CorpusError(
+        f"Corpus file '{path}' is UTF-8 except for {invalid} invalid byte(s) (the first, 0x{raw[error.start]:02x}, at byte {error.start}); "
+        f"read as another encoding, its {valid} other non-ASCII character(s) would turn into wrong characters. Repair or remove those bytes "
+        f"(e.g. `iconv -f utf-8 -t utf-8 -c`), or set corpus.encoding to the file's real encoding if it is not UTF-8."
+    )
+
+
 def _read(path: Path, encoding: Optional[str] = None) -> Decoded:
     """The text of ``path``.
 
@@ -175,7 +198,8 @@ def _read(path: Path, encoding: Optional[str] = None) -> Decoded:
         else:
             try:
                 text, codec, how = raw.decode("utf-8"), "utf-8", "utf-8"
-            except UnicodeDecodeError:
+            except UnicodeDecodeError as error:
+                _refuse_nearly_utf8(raw, path, error)
                 guess = _guess(raw)
                 if guess is None:
                     if b"\x00" in raw[:8192]:
@@ -317,9 +341,16 @@ def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None)
         if not isinstance(record, dict) or text_field not in record:
             keys = list(record) if isinstance(record, dict) else type(record).__name__
             raise CorpusError(f"{path}:{lineno} has no field '{text_field}' (found {keys}). Set corpus.text_field to the field holding the text.")
+        value = record[text_field]
+        if value is not None and not isinstance(value, str):
+            kind = {list: "a list", dict: "an object", bool: "a boolean", int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+            raise CorpusError(
+                f"{path}:{lineno}: field '{text_field}' holds {kind} ({json.dumps(value)[:60]}), not text. Give each line's "
+                f"'{text_field}' as a JSON string (join a list of sentences into one string first), or set corpus.text_field to the field holding the text."
+            )
         doc_id = str(record.get("id", f"{path.name}:{lineno}"))
         label = record.get("label")
-        yield Document(doc_id, str(record[text_field] or ""), None if label is None else str(label))
+        yield Document(doc_id, value or "", None if label is None else str(label))
 
 
 def read_documents(source: str, path: Optional[str] = None, text_field: str = "text", categories: Sequence[str] = (), encoding: Optional[str] = None) -> List[Document]:

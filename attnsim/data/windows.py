@@ -41,6 +41,7 @@ from __future__ import annotations
 import codecs
 import functools
 import hashlib
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -50,6 +51,8 @@ import numpy as np
 from attnsim.data.segment import sentence_spans
 from attnsim.data.sources import Document
 from attnsim.errors import CorpusError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -334,7 +337,9 @@ def document_windows(
     prefix, suffix = special_template(tokenizer)
     pad_id = pad_token_id(tokenizer)
     capacity = seq_len - len(prefix) - len(suffix)
-    encoded = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    # split_special_tokens: a literal "<s>", "</s>", "[SEP]" or "<pad>" in a document is text, tokenized as text, never
+    # the tokenizer's special id (which would enter the statistics as content, or as BOS/EOS/PAD)
+    encoded = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False, split_special_tokens=True)
     ids = np.asarray(encoded["input_ids"], dtype=np.int64)
     if len(ids) < min_tokens:
         key = f"fewer than corpus.min_tokens={min_tokens} tokens"
@@ -413,11 +418,16 @@ def build_corpus(
     windows: List[Window] = []
     reasons: Dict[str, int] = {}
     read = used = 0
+    specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if len(t) > 1]
+    literal: Dict[str, int] = {}  # special-token text found in documents: read as text (document_windows)
     for index in order:
         if limit is not None and len(windows) >= limit:
             break
         doc = documents[int(index)]
         read += 1
+        for token in specials:
+            if token in doc.text:
+                literal[token] = literal.get(token, 0) + 1
         keep = None if keep_text is None else max(0, keep_text - len(windows))
         made = document_windows(doc, tokenizer, seq_len, drop_short, min_tokens, language, reasons, keep)
         if made:
@@ -425,6 +435,12 @@ def build_corpus(
             windows.extend(made)
     if limit is not None:
         windows = windows[:limit]
+    if literal:
+        log.warning(
+            "%s: the literal text of the tokenizer's special tokens appears in the corpus; it is tokenized as ordinary text, "
+            "not as the special tokens (which only attnsim places, at window edges).",
+            ", ".join(f"{token!r} in {n} document(s)" for token, n in literal.items()),
+        )
     if not windows:
         why = "; ".join(f"{n} {reason}" for reason, n in reasons.items()) or "no text"
         fixes = []  # only the fixes that can help the reasons seen
