@@ -141,8 +141,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     overrides = _with_uri(list(args.overrides) + list(getattr(args, "trailing_overrides", []) or []), args.uri)
     result = sweep(args.experiment, args.checkpoints, overrides, args.base, args.jobs)
     measured = int((result.runs["status"] == "measured").sum())
+    unreadable = int(result.runs["status"].str.startswith("unreadable").sum())
     at_once = f", up to {args.jobs} at once" if args.jobs > 1 else ""
-    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured} already finished)")
+    bad = f", {unreadable} unreadable (skipped; see the status column)" if unreadable else ""
+    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured - unreadable} already finished{bad})")
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
         print(result.runs.to_string(index=False))
         print("\nmodel means by global step (the parent's metric curves):")

@@ -132,6 +132,7 @@ class Tag(StrEnum):
     SWEEP_KEY = "attnsim.sweep_key"
     SWEEP_SOURCE = "attnsim.sweep_source"
     SWEEP_STEPS = "attnsim.sweep_steps"
+    SWEEP_UNREADABLE = "attnsim.sweep_unreadable"  # checkpoints a sweep could not read, with the reason
     SWEEP_STEP = "attnsim.sweep_step"
     GLOBAL_STEP = "attnsim.global_step"
     CHECKPOINT = "attnsim.checkpoint"

@@ -3,6 +3,9 @@ under one parent, and a sweep run again skips the finished children (issue 16, i
 
 from __future__ import annotations
 
+import json
+import struct
+
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
@@ -66,7 +69,10 @@ def test_two_jobs_give_the_metrics_of_one_nested_under_one_parent(checkpoints, t
 def test_a_failing_child_fails_the_parent_keeps_the_others_and_resume_measures_it(checkpoints, tracking_uri):  # noqa: F811
     weights = checkpoints / "step-000002" / "model.safetensors"
     good = weights.read_bytes()
-    weights.write_bytes(b"not a safetensors file")  # config and tokenizer pass the sweep's checks; loading fails in the worker
+    # a whole file whose header names an unknown dtype: config, tokenizer and the weights' byte ranges pass the sweep's
+    # checks (a truncated file is skipped as unreadable: test_robustness_models.py); loading fails in the worker
+    header = json.dumps({"w": {"dtype": "XX", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    weights.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
     with pytest.raises(Exception, match="deserializing header"):  # safetensors' own error, raised in the worker, re-raised here
         attnsim.sweep("csm", str(checkpoints), SWEEP, jobs=2)
     client = MlflowClient(tracking_uri)

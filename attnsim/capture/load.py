@@ -86,6 +86,44 @@ def resolve_model_path(path: str) -> str:
     return path
 
 
+_TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
+    "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "target.spm", "special_tokens_map.json",
+)
+
+
+def check_weight_files(folder: str) -> None:
+    """Refuse a model folder whose safetensors weights are empty or truncated, before any weights load.
+
+    Reads each ``*.safetensors`` file's header (8 bytes of length, then JSON) and checks that every tensor's
+    byte range lies inside the file: a half-copied or half-written file (a checkpoint saved while the
+    disk filled, a killed ``save_pretrained``) is refused here with its name, not as a raw ``SafetensorError``.
+
+    Raises:
+        ModelError: naming the file, what is wrong and the fix.
+    """
+    import json
+    import struct
+
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        size = path.stat().st_size
+        fix = "Save or copy the model again (its folder holds a half-written weights file)."
+        if size < 8:
+            raise ModelError(f"Weights file '{path}' is {'empty' if size == 0 else 'truncated'} ({size} bytes). {fix}")
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > size - 8:
+                raise ModelError(f"Weights file '{path}' is truncated: its header alone needs {length + 8:,} bytes, the file has {size:,}. {fix}")
+            try:
+                header = json.loads(handle.read(length))
+            except (ValueError, UnicodeDecodeError):
+                raise ModelError(f"Weights file '{path}' has a damaged header (not the JSON of a safetensors file). {fix}") from None
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+        need = 8 + length + max(ends, default=0)
+        if need > size:
+            raise ModelError(f"Weights file '{path}' is truncated: its tensors need {need:,} bytes, the file has {size:,}. {fix}")
+
+
 def display_name(path: str) -> str:
     """A model's short name for run names and tables: a named model's own name (``all-MiniLM-L6-v2``,
     ``SmolLM2-135M-Instruct``), else ``model.path`` as given."""
@@ -124,6 +162,8 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
             f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
         ) from exc
     arch = architecture_for(config.model_type)
+    if Path(resolved).is_dir():
+        check_weight_files(resolved)
     n_layers, n_heads, d_head, d_model, n_kv = model_shape(config)
     if arch.seq2seq:  # encoder–decoder: the decoder's layers and heads (attnsim.capture.seq2seq)
         from attnsim.capture.seq2seq import decoder_shape
@@ -150,6 +190,12 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     """
     from transformers import AutoTokenizer
 
+    folder = Path(info.path)
+    if folder.is_dir() and not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        raise ModelError(
+            f"Model folder '{info.path}' has no tokenizer files (none of {', '.join(_TOKENIZER_FILES[:5])}, ...). "
+            "Save the tokenizer beside the model (tokenizer.save_pretrained(FOLDER)), or copy its files from the model it was trained from."
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(info.path, use_fast=True, local_files_only=True)
     except (OSError, ValueError) as exc:

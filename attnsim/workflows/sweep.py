@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from attnsim.errors import AttnsimError
+from attnsim.errors import AttnsimError, ModelError
 from attnsim.keys import MetricKey, RunKind, Tag
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,8 @@ class SweepResult:
     Attributes:
         parent_run_id, experiment_id, tracking_uri: where the parent run is.
         runs: one row per step: ``step`` (global step, int), ``checkpoint`` (model path),
-            ``run_id`` (the FINISHED child), ``status`` (``measured`` now or ``skipped``: finished earlier).
+            ``run_id`` (the FINISHED child), ``status`` (``measured`` now, ``skipped``: finished earlier, or
+            ``unreadable: REASON``: a damaged checkpoint, not measured; the parent's tag ``attnsim.sweep_unreadable`` says why).
         metrics: index ``step``, one column per model-mean statistic (``csm/mean``, ...), as logged on the parent.
     """
 
@@ -425,9 +426,16 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
     prepared = prepare(_with_model(cfg, entries[0][1]))
     vocab = prepared.tokenizer.get_vocab()
     children = {entries[0][0]: prepared}
+    unreadable: Dict[int, str] = {}  # step -> why its checkpoint cannot be measured (recorded, and the sweep goes on)
     for step, path in entries[1:]:
-        info = inspect_model(path, cfg.corpus.seq_len)
-        if load_tokenizer(info, cfg.corpus.seq_len).get_vocab() != vocab:
+        try:
+            info = inspect_model(path, cfg.corpus.seq_len)
+            tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
+        except ModelError as exc:
+            unreadable[step] = str(exc)
+            log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
+            continue
+        if tokenizer.get_vocab() != vocab:
             raise SweepError(f"The tokenizer of checkpoint '{path}' (step {step}) differs from that of '{entries[0][1]}'; a sweep needs one tokenizer so that every child sees the same windows.")
         children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=info)
 
@@ -468,12 +476,17 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
         done = _finished_children(tracker, experiment_id, parent_id)
         logged = _logged_steps(tracker, parent_id)
-        pending = [(step, path) for step, path in entries if step not in done]
+        pending = [(step, path) for step, path in entries if step not in done and step not in unreadable]
         fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
         failure: Optional[BaseException] = None
         if jobs > 1 and len(pending) > 1:
             fanned, failure = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
+        if unreadable:
+            parent_sink.set_tags({Tag.SWEEP_UNREADABLE.value: "; ".join(f"step {step}: {why}" for step, why in unreadable.items())[:5000]})
         for step, path in entries:
+            if step in unreadable:
+                rows.append({"step": step, "checkpoint": path, "run_id": "", "status": f"unreadable: {unreadable[step]}"})
+                continue
             if step in done:
                 child_id, status = done[step].info.run_id, "skipped"
                 metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}

@@ -1,0 +1,61 @@
+"""Malformed model folders: empty or truncated weights, no tokenizer files, and a half-written checkpoint inside a
+sweep; each refused with the file and the fix before any run, and a sweep goes on past the bad checkpoint."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+import attnsim
+from attnsim.capture.load import check_weight_files, inspect_model
+from attnsim.cli import main
+from attnsim.errors import ModelError
+from tests.conftest import runs_of
+from tests.test_finetune import tiny_fit
+from tests.test_sweep_e2e import SWEEP
+
+
+@pytest.fixture
+def broken(tiny_bert, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert, folder)
+    return folder
+
+
+@pytest.mark.parametrize("keep, message", [(0, "is empty"), (5, "is truncated"), (40, "header alone needs"), (-100, "its tensors need")])
+def test_truncated_weights_are_refused_before_any_run(broken, tracking_uri, capsys, keep, message):
+    weights = broken / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:keep] if keep >= 0 else data[:keep])
+    with pytest.raises(ModelError, match=message):
+        check_weight_files(str(broken))
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert "model.safetensors" in err and "Save or copy the model again" in err and "Traceback" not in err
+    assert runs_of(tracking_uri)[1] == []
+
+
+def test_a_folder_without_tokenizer_files_says_so(broken, tracking_uri, capsys):
+    for path in broken.iterdir():
+        if path.name not in ("config.json", "model.safetensors"):
+            path.unlink()
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert "has no tokenizer files" in err and "tokenizer.save_pretrained" in err
+    assert runs_of(tracking_uri)[1] == []
+    assert inspect_model(str(broken), 32).n_layers == 2  # the model itself is fine
+
+
+def test_a_sweep_goes_on_past_a_half_written_checkpoint(tiny_bert, tracking_uri, tmp_path):
+    tuned = attnsim.finetune(overrides=tiny_fit(tiny_bert, tmp_path / "ckpt", steps=4, every=2))
+    weights = Path(tuned.checkpoint_dir) / "step-000002" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # a checkpoint half written when the disk filled
+    result = attnsim.sweep("csm", str(tuned.checkpoint_dir), SWEEP)
+    status = dict(zip(result.runs["step"], result.runs["status"]))
+    assert status[0] == "measured" and status[4] == "measured"
+    assert status[2].startswith("unreadable: Weights file") and "truncated" in status[2]
+    parent = MlflowClient(tracking_uri).get_run(result.parent_run_id)
+    assert parent.info.status == "FINISHED" and "step 2: Weights file" in parent.data.tags["attnsim.sweep_unreadable"]
