@@ -161,3 +161,8 @@ def test_smollm2_is_the_real_model(smollm2):
     assert info.name == "SmolLM2-135M-Instruct" and info.model_type == "llama" and info.causal
     assert (info.n_layers, info.n_heads, info.n_kv_heads, info.d_head) == (30, 9, 3, 64)
     assert Path(info.path) == smollm2 and (smollm2 / gg._MARKER).is_file()
+
+
+def test_a_misspelt_named_model_suggests_the_name():
+    with pytest.raises(ModelError, match=r"Did you mean model.path=smollm2\? Named models: bundled, smollm2"):
+        inspect_model("smollm3", 128)

@@ -35,6 +35,12 @@ def test_induction_heads_and_their_ablation(smollm2, tracking_uri):
     assert top > 20 * chance, (top, chance)  # SmolLM2's best induction heads: about 0.8 against 0.014
     assert float(scores["prev_token_score"].max()) > 10 * float(scores["prev_token_score_chance"].flatten()[0])
 
+    from attnsim.analysis.report import glance_text, load_runs, render
+
+    _, runs = load_runs([induction.run_id], tracking_uri)
+    assert "Induction heads: a head attends to the token after an earlier occurrence  holds (L1" in glance_text(runs)  # layers 17-18
+    assert "## Induction and previous-token heads" in render(runs)
+
     select = f"interventions.select={{run: {induction.run_id}, metric: induction/induction_score, top: 5}}"
     ablation = attnsim.run(
         "ablation",
@@ -45,8 +51,6 @@ def test_induction_heads_and_their_ablation(smollm2, tracking_uri):
     assert m["top_repeat_loss_effect"] > 3  # nats: the in-context advantage is mostly gone
     assert m["top_repeat_loss_zscore"] > 2 and m["top_repeat_loss_effect"] > m["top_repeat_loss_random_mean"]
     assert abs(m["top_first_copy_loss_effect"]) < 1  # random tokens stay as hard as they were
-
-    from attnsim.analysis.report import glance_text, load_runs
 
     _, runs = load_runs([ablation.run_id], tracking_uri)
     text = glance_text(runs)

@@ -550,6 +550,8 @@ def render(runs: Sequence[RunData]) -> str:
     out.write("## Verdicts at a glance\n\n| claim | " + " | ".join(_text(run.label) for run in runs) + " |\n|---|" + "---|" * len(runs) + "\n")
     for number, claim in enumerate(CLAIMS, start=1):
         out.write(f"| {number}. {_text(claim.title)} | " + " | ".join(assessment.glance(number, i) for i in range(len(runs))) + " |\n")
+    for row in _decoder_rows(runs) + _intervention_rows(runs):  # induction heads and ablations, where runs measured them
+        out.write(f"| {_text(row[0])} | " + " | ".join(_text(cell) for cell in row[1:]) + " |\n")
     if assessment.any_flagged:
         out.write(f"\n*{NOT_SEPARATED}*: the random-weights control in this report earns the same verdict, so the pattern does not need training.\n")
     out.write("\n## Runs\n\n")
@@ -574,6 +576,7 @@ def render(runs: Sequence[RunData]) -> str:
                 out.write(f"  - {_text(line)}\n")
         for line in claim_interventions(claim, runs):
             out.write(line)
+    out.write(_head_section(runs))
     out.write(_intervention_section(runs))
     out.write(_degenerate_section(runs))
     out.write("\n## Rules\n\n")
@@ -617,7 +620,7 @@ def glance_text(runs: Sequence[RunData]) -> str:
             continue
         cells = [outcome.verdict + (" *" if flag else "") for outcome, flag in zip(outcomes, assessment.flagged[number - 1])]
         rows.append([f"{number}. {claim.title}"] + cells)
-    rows += _intervention_rows(runs)
+    rows += _decoder_rows(runs) + _intervention_rows(runs)
     if len(rows) == 1:
         rows.append(["(no claim measured)"] + ["not measured"] * len(runs))
     widths = [max(len(row[col]) for row in rows) for col in range(len(header))]
@@ -635,6 +638,61 @@ def glance_text(runs: Sequence[RunData]) -> str:
     elif unmeasured:
         lines += ["", "the paper's claims 1-7: not measured by these runs (they come from `paper` or its findings)"]
     return "\n".join(lines) + "\n"
+
+
+HEAD_CLAIMS = (
+    ("induction_score", "Induction heads: a head attends to the token after an earlier occurrence"),
+    ("prev_token_score", "Previous-token heads: a head attends to the previous token"),
+)
+HEAD_FACTOR = 10.0  # a head "is" an induction (previous-token) head when its score is at least this many times chance
+
+
+def head_verdicts(run: RunData) -> List[Tuple[str, str, str, str]]:
+    """An ``induction`` run's verdicts on induction and previous-token heads (Olsson et al. 2022).
+
+    Rule: *holds* when the best head's score is at least :data:`HEAD_FACTOR` times its chance (uniform attention over
+    the query's allowed keys), else *does not hold*; read from ``tables/induction_heads.csv``.
+
+    Returns:
+        (claim, verdict, values line, table cell) per claim; empty for a run without the induction table.
+    """
+    table = run.head_table("induction") if any(k.startswith("induction/") for k in run.metrics) else None
+    if table is None:
+        return []
+    out = []
+    for stat, claim in HEAD_CLAIMS:
+        if stat not in table.columns or f"{stat}_chance" not in table.columns:
+            continue
+        best = table.loc[table[stat].idxmax()]
+        ratio = float(best[stat]) / float(best[f"{stat}_chance"])
+        verdict = "holds" if ratio >= HEAD_FACTOR else "does not hold"
+        head = f"L{int(best['layer']):02d}H{int(best['head']):02d}"
+        out.append((claim, verdict, f"best head {head}: {fmt(float(best[stat]))} against chance {fmt(float(best[f'{stat}_chance']))} ({ratio:.0f}x)", f"{verdict} ({head}, {ratio:.0f}x chance)"))
+    return out
+
+
+def _head_section(runs: Sequence[RunData]) -> str:
+    """The report's "Induction and previous-token heads" section (:func:`head_verdicts`), for runs that measured them."""
+    found = [(run, head_verdicts(run)) for run in runs]
+    found = [(run, verdicts) for run, verdicts in found if verdicts]
+    if not found:
+        return ""
+    out = io.StringIO()
+    out.write("\n## Induction and previous-token heads\n\n")
+    out.write(f"Rule (Olsson et al. 2022): a claim holds when the run's best head scores at least {HEAD_FACTOR:g} times chance (uniform attention over the query's allowed keys); from `tables/induction_heads.csv`.\n\n")
+    for run, verdicts in found:
+        for claim, verdict, line, _cell in verdicts:
+            out.write(f"- {_text(run.label)}: {_text(claim)}: **{verdict}**\n  - {_text(line)}\n")
+    return out.getvalue()
+
+
+def _decoder_rows(runs: Sequence[RunData]) -> List[List[str]]:
+    """The glance table's rows of :func:`head_verdicts`, a cell per run (``-`` where a run has none)."""
+    rows: Dict[str, List[str]] = {}
+    for index, run in enumerate(runs):
+        for claim, _verdict, _line, cell in head_verdicts(run):
+            rows.setdefault(claim, ["-"] * len(runs))[index] = cell
+    return [[claim] + cells for claim, cells in rows.items()]
 
 
 def _intervention_rows(runs: Sequence[RunData]) -> List[List[str]]:

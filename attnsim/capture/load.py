@@ -157,6 +157,15 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
     try:
         config = AutoConfig.from_pretrained(resolved, local_files_only=True)
     except (OSError, ValueError) as exc:
+        import difflib
+
+        close = difflib.get_close_matches(path, list(NAMED_MODELS), n=1, cutoff=0.6)
+        if close or ("/" not in path and not path.endswith(".gguf")):
+            hint = f"Did you mean model.path={close[0]}? " if close else ""
+            raise ModelError(
+                f"Model '{path}' is not a named model, a model folder or a model in the Hugging Face cache. {hint}"
+                f"Named models: {', '.join(NAMED_MODELS)}; or give a folder (save_pretrained format), a .gguf file, or the id of a model already downloaded."
+            ) from exc
         raise ModelError(
             f"Model '{path}' is neither a local model directory nor a model in the Hugging Face cache "
             f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
