@@ -105,6 +105,7 @@ class Tag(StrEnum):
     MODEL = "attnsim.model"
     MODEL_PATH = "attnsim.model_path"
     MODEL_TYPE = "attnsim.model_type"
+    SHAPE = "attnsim.shape"  # layers x query heads x d_head, e.g. 30x9x64: which controls can judge a run (attnsim report)
     MODEL_INIT = "attnsim.model_init"
     CONTROL = "attnsim.control"  # "random" for a random-weights control, else "none"
     CORPUS = "attnsim.corpus"

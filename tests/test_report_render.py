@@ -116,7 +116,26 @@ def test_glance_text_for_the_terminal():
         ["6. Repetition heads: some heads join identical tokens across the whole input", "holds", "mixed"],
         ["7. High-CSM pairs prefer the same sentence (paper: preference above 33%)", "mixed *", "mixed"],
     ]
-    assert lines[-1] == f"* {NOT_SEPARATED}: the random-weights control in this report earns the same verdict"
+    assert lines[-3] == f"* {NOT_SEPARATED}: the random-weights control of the same architecture in this report earns the same verdict"
+    assert lines[-1] == "paper eeeeeeee: judged by control paper ffffffff"
+
+
+def test_each_trained_run_is_judged_by_the_control_of_its_own_architecture():
+    """A MiniLM run and a SmolLM2 run beside SmolLM2's random control: only SmolLM2's run is judged by it."""
+    minilm = fake_run()
+    minilm.tags.update({"attnsim.model_type": "bert", "attnsim.shape": "6x12x32"})
+    smollm2 = fake_run()
+    smollm2.run_id = "dddddddd" + smollm2.run_id[8:]
+    smollm2.tags.update({"attnsim.model_type": "llama", "attnsim.shape": "6x12x32"})
+    control = control_that_differs()
+    control.tags.update({"attnsim.model_type": "llama", "attnsim.shape": "6x12x32"})
+    assessment = Assessment.of([minilm, smollm2, control])
+    assert assessment.controls == {0: [], 1: [2]}
+    assert not any(row[0] for row in assessment.flagged) and any(row[1] for row in assessment.flagged)
+    text = glance_text([minilm, smollm2, control])
+    assert "paper eeeeeeee: no matching control (same model type, shape, window length and windows)" in text
+    assert "paper dddddddd: judged by control paper ffffffff" in text
+    assert "no matching control" in render([minilm, smollm2, control])
 
 
 def _logged_run(client: MlflowClient, experiment_id: str, run: RunData, params: dict) -> str:

@@ -489,6 +489,20 @@ NOT_SEPARATED = "does not separate trained from random"
 _RANK = {"mixed": 1, "holds": 2}
 
 
+def control_key(run: RunData) -> Tuple[str, ...]:
+    """What a random-weights control must share with a trained run to judge it: model type, shape (layers x heads x
+    d_head; the layer count where the run has no shape tag), window length and the windows' content hash."""
+    t = run.tags
+    shape = t.get(Tag.SHAPE.value) or f"{run.n_layers}x?"
+    return (t.get(Tag.MODEL_TYPE.value, "?"), shape, t.get(Tag.SEQ_LEN.value, "?"), t.get(Tag.CORPUS_HASH.value, "?"))
+
+
+def matching_controls(run: RunData, runs: Sequence[RunData]) -> List[int]:
+    """Indices of the random-weights controls among ``runs`` that can judge ``run`` (:func:`control_key` equal)."""
+    key = control_key(run)
+    return [j for j, other in enumerate(runs) if other.control and control_key(other) == key]
+
+
 def separates(trained: str, controls: Sequence[str]) -> bool:
     """Whether a trained run's verdict ``trained`` is one that none of the random-weights ``controls`` verdicts also earns.
 
@@ -515,16 +529,34 @@ class Assessment:
     outcomes: List[List[Outcome]]
     flagged: List[List[bool]]
 
+    controls: Dict[int, List[int]] = field(default_factory=dict)
+    """Trained run index -> the indices of the controls that judge it (:func:`matching_controls`)."""
+
     @classmethod
     def of(cls, runs: Sequence[RunData]) -> "Assessment":
-        """Evaluate every claim of :data:`CLAIMS` on every run."""
+        """Evaluate every claim of :data:`CLAIMS` on every run; each trained run is judged by its matching controls only."""
         runs = list(runs)
         outcomes = [[claim.evaluate(run, Groups.of(run.n_layers)) for run in runs] for claim in CLAIMS]
+        judges = {i: matching_controls(run, runs) for i, run in enumerate(runs) if not run.control}
         flagged = []
         for row in outcomes:
-            controls = [o.verdict for run, o in zip(runs, row) if run.control]
-            flagged.append([bool(controls) and not run.control and not separates(o.verdict, controls) for run, o in zip(runs, row)])
-        return cls(runs, outcomes, flagged)
+            flags = []
+            for i, outcome in enumerate(row):
+                controls = [row[j].verdict for j in judges.get(i, [])]
+                flags.append(bool(controls) and not separates(outcome.verdict, controls))
+            flagged.append(flags)
+        return cls(runs, outcomes, flagged, judges)
+
+    def control_lines(self) -> List[str]:
+        """One line per trained run when the report holds controls: which control judged it, or that none matches."""
+        if not any(run.control for run in self.runs):
+            return []
+        lines = []
+        for i, judges in self.controls.items():
+            run = self.runs[i]
+            named = ", ".join(f"{self.runs[j].name} {self.runs[j].run_id[:8]}" for j in judges)
+            lines.append(f"{run.name} {run.run_id[:8]}: judged by control {named}" if judges else f"{run.name} {run.run_id[:8]}: no matching control (same model type, shape, window length and windows)")
+        return lines
 
     def glance(self, number: int, index: int) -> str:
         """Verdict of claim ``number - 1`` for run ``index``, with the flag when it has one."""
@@ -553,8 +585,10 @@ def render(runs: Sequence[RunData]) -> str:
     for row in _decoder_rows(runs) + _intervention_rows(runs):  # induction heads and ablations, where runs measured them
         out.write(f"| {_text(row[0])} | " + " | ".join(_text(cell) for cell in row[1:]) + " |\n")
     if assessment.any_flagged:
-        out.write(f"\n*{NOT_SEPARATED}*: the random-weights control in this report earns the same verdict, so the pattern does not need training.\n")
-    out.write("\n## Runs\n\n")
+        out.write(f"\n*{NOT_SEPARATED}*: the random-weights control of the same architecture in this report earns the same verdict, so the pattern does not need training.\n")
+    for line in assessment.control_lines():
+        out.write(f"\n- {_text(line)}")
+    out.write("\n\n## Runs\n\n" if assessment.control_lines() else "\n## Runs\n\n")
     out.write("| run | run id | model | weights | windows | corpus hash | experiment | status | layer groups |\n|---|---|---|---|---|---|---|---|---|\n")
     for run in runs:
         t = run.tags
@@ -627,7 +661,10 @@ def glance_text(runs: Sequence[RunData]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     if assessment.any_flagged:
-        lines += ["", f"* {NOT_SEPARATED}: the random-weights control in this report earns the same verdict"]
+        lines += ["", f"* {NOT_SEPARATED}: the random-weights control of the same architecture in this report earns the same verdict"]
+    controls = assessment.control_lines()
+    if controls:
+        lines += [""] + controls
     for run in runs:
         heads = degenerate_heads(run) or []
         if heads:
