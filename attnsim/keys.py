@@ -105,6 +105,9 @@ class Tag(StrEnum):
     MODEL = "attnsim.model"
     MODEL_PATH = "attnsim.model_path"
     MODEL_TYPE = "attnsim.model_type"
+    HOST = "attnsim.host"  # the machine and process that hold a RUNNING run (a dead one is ended FAILED later)
+    PID = "attnsim.pid"
+    PROCESS_START = "attnsim.process_start"
     SHAPE = "attnsim.shape"  # layers x query heads x d_head, e.g. 30x9x64: which controls can judge a run (attnsim report)
     MODEL_INIT = "attnsim.model_init"
     CONTROL = "attnsim.control"  # "random" for a random-weights control, else "none"

@@ -43,7 +43,7 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
@@ -76,6 +76,38 @@ def default_uri(root: Optional[Path] = None) -> str:
 def resolve_uri(uri: Optional[str] = None) -> str:
     """The tracking URI in force: explicit, else ``$MLFLOW_TRACKING_URI``, else :func:`default_uri`."""
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+
+
+def _process_start(pid: int) -> Optional[str]:
+    """The start time of process ``pid`` in clock ticks since boot (field 22 of ``/proc/PID/stat``), None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_tags() -> Dict[str, str]:
+    """Tags naming the process that holds a run: host, pid and the process's start time (so that a reused pid is told apart)."""
+    tags = {Tag.HOST.value: socket.gethostname(), Tag.PID.value: str(os.getpid())}
+    start = _process_start(os.getpid())
+    if start is not None:
+        tags[Tag.PROCESS_START.value] = start
+    return tags
+
+
+def process_alive(pid: int, start: Optional[str] = None) -> bool:
+    """Whether process ``pid`` still runs (and, given its recorded start time, is the same process, not a reused pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        pass
+    if start is not None:
+        now = _process_start(pid)
+        return now is None or now == start
+    return True
 
 
 def _artifact_root(uri: str) -> Optional[str]:
@@ -261,6 +293,30 @@ class Tracker:
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def end_dead_runs(self, experiment_id: str) -> List[str]:
+        """End as FAILED the RUNNING runs of an experiment whose process on this machine is gone (SIGKILL, the
+        out-of-memory killer, a power cut), keeping what they logged; return their ids.
+
+        A run records its host, process id and process start time (:func:`process_tags`); a run of another machine,
+        or of a live process, is left alone. MLflow itself cannot know that a run's process died.
+        """
+        host = socket.gethostname()
+        try:
+            running = self.client.search_runs([experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.`{Tag.HOST.value}` = '{host}'", max_results=1000)
+        except Exception:  # noqa: BLE001 - a store that cannot search (old server): nothing to end
+            return []
+        ended = []
+        for run in running:
+            tags = run.data.tags
+            pid = int(tags.get(Tag.PID.value, "0") or 0)
+            if not pid or process_alive(pid, tags.get(Tag.PROCESS_START.value)):
+                continue
+            self.client.set_tag(run.info.run_id, Tag.ERROR.value, f"process ended without closing the run (host {host}, pid {pid}); found by a later attnsim command")
+            self.client.set_terminated(run.info.run_id, status="FAILED")
+            log.warning("run %s was left RUNNING by process %d, which has ended; marked it FAILED (what it logged is kept)", run.info.run_id, pid)
+            ended.append(run.info.run_id)
+        return ended
+
     @contextmanager
     def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0) -> Iterator[RunSink]:
         """Create a run, yield its sink, and always end it (FINISHED, KILLED or FAILED).
@@ -277,8 +333,11 @@ class Tracker:
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         all_tags.setdefault(NOTE_TAG, run_note())
+        all_tags.update(process_tags())
         all_tags = fit_tags(all_tags)
-        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
+        experiment_id = self.experiment_id(experiment)
+        self.end_dead_runs(experiment_id)
+        run = self.client.create_run(experiment_id, run_name=run_name, tags=all_tags)
         with self._lifecycle(RunSink(self.client, run.info.run_id, step)) as sink:
             yield sink
 
@@ -294,6 +353,8 @@ class Tracker:
             self.client.set_tag(run_id, Tag.PREVIOUS_ERROR.value, error)
             self.client.delete_tag(run_id, Tag.ERROR.value)
         self.client.update_run(run_id, status="RUNNING")
+        for key, value in process_tags().items():  # this process holds it now
+            self.client.set_tag(run_id, key, value)
         with self._lifecycle(RunSink(self.client, run_id)) as sink:
             yield sink
 

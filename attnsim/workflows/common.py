@@ -32,7 +32,9 @@ def open_tracker(uri: Optional[str], experiment: str) -> Tracker:
     """
     tracker = Tracker(uri)
     tracker.check()
-    tracker.check_experiment(experiment)  # a deleted experiment is refused before the model loads
+    existing = tracker.check_experiment(experiment)  # a deleted experiment is refused before the model loads
+    if existing is not None:
+        tracker.end_dead_runs(existing)  # runs whose process died (SIGKILL, out of memory) end FAILED, with what they logged
     return tracker
 
 

@@ -1,0 +1,76 @@
+"""Runs whose process died without ending them (SIGKILL, the out-of-memory killer): RUNNING in MLflow for ever,
+until the next attnsim command on the experiment marks them FAILED, with what they logged kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from attnsim.tracking.store import Tracker, process_tags
+from attnsim.workflows.common import open_tracker
+from tests.conftest import runs_of
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_dead_running_runs_are_failed_live_ones_left_alone(tracking_uri):
+    tracker = Tracker(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    experiment = tracker.experiment_id("news")
+    host = socket.gethostname()
+    dead = client.create_run(experiment, tags={"attnsim.host": host, "attnsim.pid": str(_dead_pid())}).info.run_id
+    client.log_metric(dead, "csm/mean", 1.5)
+    mine = client.create_run(experiment, tags=process_tags()).info.run_id  # this very process: alive
+    reused = client.create_run(experiment, tags={**process_tags(), "attnsim.process_start": "1"}).info.run_id  # a reused pid
+    elsewhere = client.create_run(experiment, tags={"attnsim.host": "another-machine", "attnsim.pid": str(_dead_pid())}).info.run_id
+    open_tracker(tracking_uri, "news")
+    status = {run_id: client.get_run(run_id).info.status for run_id in (dead, mine, reused, elsewhere)}
+    assert status == {dead: "FAILED", mine: "RUNNING", reused: "FAILED", elsewhere: "RUNNING"}
+    failed = client.get_run(dead)
+    assert failed.data.metrics["csm/mean"] == 1.5 and "process ended without closing the run" in failed.data.tags["attnsim.error"]
+
+
+def test_a_sigkilled_run_is_failed_by_the_next_command(tracking_uri, tiny_bert, text_dir, tmp_path):
+    script = tmp_path / "slow_run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        from attnsim.findings import registry
+        from attnsim.findings.csm import CSMFinding
+
+        class Slow(CSMFinding):
+            name = "slow"
+            def update(self, view):
+                print("batch", flush=True)
+                time.sleep(0.3)
+                super().update(view)
+
+        registry.FINDINGS["slow"] = Slow
+        from attnsim.cli import main
+        sys.exit(main(["run", "csm", "model.path={tiny_bert}", "corpus=text", "corpus.path={text_dir}", "corpus.seq_len=16",
+                       "trainer.batch_size=1", "tracking.figures=false", "plots.examples=0", "findings=[slow]", "trainer.progress_bar=false"]))
+    """))
+    env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    for line in proc.stdout:
+        if line.startswith("batch"):
+            proc.send_signal(signal.SIGKILL)  # nothing runs after this: no handler, no finally
+            break
+    proc.communicate(timeout=60)
+    (run,) = runs_of(tracking_uri)[1]
+    assert run.info.status == "RUNNING" and run.data.tags["attnsim.pid"] == str(proc.pid)
+    time.sleep(0.1)
+    open_tracker(tracking_uri, "csm")  # what `attnsim run csm ...` does first
+    run = MlflowClient(tracking_uri).get_run(run.info.run_id)
+    assert run.info.status == "FAILED" and "process ended without closing the run" in run.data.tags["attnsim.error"]
