@@ -74,3 +74,41 @@ def test_a_sigkilled_run_is_failed_by_the_next_command(tracking_uri, tiny_bert, 
     open_tracker(tracking_uri, "csm")  # what `attnsim run csm ...` does first
     run = MlflowClient(tracking_uri).get_run(run.info.run_id)
     assert run.info.status == "FAILED" and "process ended without closing the run" in run.data.tags["attnsim.error"]
+
+
+def test_a_server_whose_database_is_down_fails_in_seconds_with_its_error(tiny_bert, capsys):
+    """`mlflow server` up, PostgreSQL behind it stopped: every request answers 500. attnsim says so at once, with the
+    server's own message, before any model loads (MLflow's client retried for about 257 s)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from attnsim.cli import main
+
+    class DatabaseDown(BaseHTTPRequestHandler):
+        def _answer(self):
+            body = json.dumps({"error_code": "INTERNAL_ERROR", "message": '(psycopg.OperationalError) connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused'}).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), DatabaseDown)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        start = time.perf_counter()
+        code = main(["run", "csm", f"model.path={tiny_bert}", "corpus.limit=2", "--uri", f"http://127.0.0.1:{server.server_address[1]}"])
+        elapsed = time.perf_counter() - start
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert code == 2 and elapsed < 15, (elapsed, err)
+    assert "answers, but cannot serve requests (HTTP 500: (psycopg.OperationalError) connection failed" in err and "PostgreSQL" in err

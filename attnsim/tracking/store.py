@@ -78,6 +78,43 @@ def resolve_uri(uri: Optional[str] = None) -> str:
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
 
 
+def _server_answers(uri: str, timeout_s: float) -> bool:
+    """One request to an MLflow server's REST API (search one experiment), without MLflow's retries: True when it
+    answers, False when it asks for credentials (the MLflow client, which holds them, checks again).
+
+    A server whose backend store is down (PostgreSQL stopped behind ``mlflow server``) answers 500 at once; MLflow's
+    client would retry with back-off for minutes before saying so.
+
+    Raises:
+        TrackingError: the server answers with an error, or not within ``timeout_s``; with the server's own message.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", data=json.dumps({"max_results": 1}).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return True
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return False
+        body = exc.read().decode("utf-8", "replace")
+        try:
+            message = json.loads(body).get("message", body)
+        except ValueError:
+            message = body
+        raise TrackingError(
+            f"The MLflow tracking server {uri} answers, but cannot serve requests (HTTP {exc.code}: {' '.join(str(message).split())[:300]}). "
+            "Its backend store may be down (e.g. the PostgreSQL server behind `attnsim server` or `mlflow server` stopped): start it, "
+            "or point tracking.uri / MLFLOW_TRACKING_URI at a working store."
+        ) from None
+    except (OSError, TimeoutError) as exc:
+        raise TrackingError(f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point tracking.uri / MLFLOW_TRACKING_URI at a working store.") from None
+
+
 def _process_start(pid: int) -> Optional[str]:
     """The start time of process ``pid`` in clock ticks since boot (field 22 of ``/proc/PID/stat``), None off Linux."""
     try:
@@ -236,6 +273,8 @@ class Tracker:
                     f"The MLflow tracking server {self.uri} cannot be reached ({exc}). Start it (e.g. `mlflow server --host 127.0.0.1`), "
                     "or point tracking.uri / MLFLOW_TRACKING_URI at a reachable store."
                 ) from exc
+            if _server_answers(self.uri, timeout_s):
+                return
         try:
             self.client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 - any store failure is reported the same way
