@@ -59,3 +59,17 @@ def test_a_sweep_goes_on_past_a_half_written_checkpoint(tiny_bert, tracking_uri,
     assert status[2].startswith("unreadable: Weights file") and "truncated" in status[2]
     parent = MlflowClient(tracking_uri).get_run(result.parent_run_id)
     assert parent.info.status == "FINISHED" and "step 2: Weights file" in parent.data.tags["attnsim.sweep_unreadable"]
+
+
+def test_a_dense_run_that_cannot_fit_is_refused_before_loading(tiny_bert, tracking_uri, capsys, monkeypatch):
+    from attnsim.capture import load
+
+    info = inspect_model(str(tiny_bert), 128)
+    assert load.dense_memory(info, 128, 8) == (2 + 1) * 8 * 4 * 128 * 128 * 4  # (layers + 1) x batch x heads x T² x 4 bytes
+    monkeypatch.setattr(load, "available_memory", lambda: 2 * load.dense_memory(info, 128, 1))  # room for two windows
+    assert main(["run", "paper", f"model.path={tiny_bert}", "corpus.limit=8", "trainer.batch_size=8", "capture.path=dense"]) == 2
+    err = capsys.readouterr().err
+    assert "capture.path=dense keeps every layer's attention maps" in err and "Use capture.path=blockwise" in err and "trainer.batch_size to at most 2" in err
+    assert runs_of(tracking_uri)[1] == []
+    load.check_dense_fits(info, 128, 8, "blockwise", True)  # the blockwise path keeps no T x T maps: nothing to refuse
+    load.check_dense_fits(info, 128, 8, "dense", False)  # Z only (csm): no attention maps

@@ -265,6 +265,45 @@ def load_model(
     return model, tags
 
 
+def available_memory() -> Optional[int]:
+    """Bytes of memory available to a new allocation on this machine (Linux ``MemAvailable``), None where unknown."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def dense_memory(info: ModelInfo, seq_len: int, batch_size: int) -> int:
+    """Bytes the dense path's attention maps of one batch take at once: every layer's (batch, head, T, T) float32
+    probabilities, which eager attention returns together, and one layer's scores beside them while it computes."""
+    per_layer = batch_size * info.n_heads * seq_len * seq_len * 4
+    return (info.n_layers + 1) * per_layer
+
+
+def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, needs_attention: bool) -> None:
+    """Refuse a dense capture with attention maps that cannot fit in this machine's available memory, before the model loads.
+
+    Raises:
+        ConfigError: naming the estimate, the memory available and the fixes (``capture.path=blockwise``, a batch size that fits).
+    """
+    if path != "dense" or not needs_attention or info.arch.vision:
+        return
+    need, have = dense_memory(info, seq_len, batch_size), available_memory()
+    if have is None or need <= have:
+        return
+    fits = have // max(1, dense_memory(info, seq_len, 1))
+    smaller = f"lower trainer.batch_size to at most {fits}" if fits >= 1 else "shorten corpus.seq_len"
+    raise ConfigError(
+        f"capture.path=dense keeps every layer's attention maps of a batch at once: {info.n_layers} layers x {info.n_heads} heads x "
+        f"{batch_size} windows x {seq_len}² tokens in float32, about {need / 2**30:.1f} GiB, but this machine has {have / 2**30:.1f} GiB available. "
+        f"Use capture.path=blockwise (the same statistics one block of rows at a time), or {smaller}."
+    )
+
+
 def choose_capture_path(
     requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction", without_blockwise: Sequence[str] = ()
 ) -> str:

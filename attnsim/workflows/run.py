@@ -20,7 +20,14 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from attnsim.capture.load import ModelInfo, choose_capture_path, inspect_model, load_model, load_tokenizer
+from attnsim.capture.load import (
+    ModelInfo,
+    check_dense_fits,
+    choose_capture_path,
+    inspect_model,
+    load_model,
+    load_tokenizer,
+)
 from attnsim.capture.module import CaptureModule
 from attnsim.config import load_config, to_yaml
 from attnsim.data.module import WindowDataModule
@@ -143,10 +150,12 @@ def prepare(cfg: DictConfig) -> Prepared:
     start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
-    choose_capture_path(
-        cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, any(k.needs_attention for k in finding_types),
+    needs_attention = any(k.needs_attention for k in finding_types)
+    path = choose_capture_path(
+        cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention,
         any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule, without_blockwise(finding_types),
     )
+    check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs_attention)  # before any weights or run
     c = cfg.corpus
     intervention = interventions.is_intervention(finding_types)
     if intervention:
