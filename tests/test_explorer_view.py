@@ -178,3 +178,38 @@ def test_a_run_names_its_examples_by_document_and_window(tiny_bert, tmp_path):
     doc = data["examples"][0]["doc"]
     assert [e["name"] for e in data["examples"]] == [f"{doc} #0", f"{doc} #1"] and doc.endswith("only.txt")
     assert 'id="attention"' not in page
+
+
+def test_a_link_out_of_range_says_so(page, tmp_path):
+    script = "document.body.setAttribute('data-notice', document.getElementById('notice').hidden ? '' : document.getElementById('notice').textContent);"
+    dom = _render(page, "#example=1&layer=99&head=2", tmp_path / "p6", script)
+    assert _view(dom) == ("1", "0", "2")  # what it can show of the link
+    assert dom.body["data-notice"] == "The link asks for layer 99 (this page has layers 0-1): showing example 1, layer 0, head 2 instead."
+    assert _render(page, "#example=1&layer=1&head=2", tmp_path / "p7", script).body["data-notice"] == ""
+
+
+def test_an_arrow_key_on_a_focused_menu_steps_once(page, tmp_path):
+    # the menu's own handling of the key is prevented: only the page's handler steps (one head, not two)
+    script = (
+        "const s=document.getElementById('head');s.focus();"
+        "const ev=new KeyboardEvent('keydown',{key:'ArrowRight',bubbles:true,cancelable:true});s.dispatchEvent(ev);"
+        "document.body.setAttribute('data-prevented', String(ev.defaultPrevented));"
+    )
+    dom = _render(page, "#example=0&layer=0&head=1", tmp_path / "p8", script)
+    assert _view(dom) == ("0", "0", "2") and dom.body["data-prevented"] == "true"
+
+
+def test_both_panels_stand_side_by_side_in_a_1000_px_pane(page, tmp_path):
+    script = (
+        "const a=document.getElementById('csm').getBoundingClientRect(), b=document.getElementById('attention').getBoundingClientRect();"
+        "document.body.setAttribute('data-rows', String(a.top===b.top));document.body.setAttribute('data-right', String(b.right));"
+    )
+    copy = page.with_name("narrow.html")
+    copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    out = subprocess.run(
+        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'p9'}", "--window-size=1020,900", "--virtual-time-budget=500", "--dump-dom", copy.as_uri()],
+        capture_output=True, text=True, timeout=90,
+    )
+    dom = _Page()
+    dom.feed(out.stdout)
+    assert dom.body["data-rows"] == "true" and float(dom.body["data-right"]) <= 1020, dom.body

@@ -164,7 +164,7 @@ _STYLE = """
 body{font:13px system-ui,sans-serif;margin:12px;color:#222}
 header{display:flex;gap:14px;align-items:center;flex-wrap:wrap}
 select{font:inherit}
-.panels{display:flex;gap:18px;flex-wrap:wrap;margin-top:10px}
+.panels{display:flex;gap:12px;flex-wrap:wrap;margin-top:10px}
 figure{margin:0}
 figcaption{font-weight:600;margin-bottom:4px}
 canvas{border:1px solid #999;image-rendering:pixelated;cursor:crosshair;display:block}
@@ -174,12 +174,16 @@ canvas{border:1px solid #999;image-rendering:pixelated;cursor:crosshair;display:
 .xlab span{position:absolute;top:4px;white-space:nowrap;writing-mode:vertical-rl;transform:translateX(-50%) rotate(180deg)}
 #hover{margin-top:8px;min-height:1.4em;font-family:ui-monospace,monospace;white-space:pre}
 .note{color:#666;font-size:12px}
+.notice{margin-top:8px;padding:4px 8px;background:#fff3cd;border:1px solid #e0c060}
 """
 
 _SCRIPT = r"""
 (function(){
 const D = JSON.parse(document.getElementById('explorer-data').textContent);
-const PX = 512, LINE = 14;  // canvas side (pixels); a label needs a line of text: thinner cells label every k-th
+const LINE = 14;  // a label needs a line of text: thinner cells label every k-th
+// canvas side (pixels): up to 512, less where the panels would not stand side by side (MLflow's artifact pane is
+// about 1,000 px wide; each panel also holds its row labels)
+function side(){return Math.max(160, Math.min(512, Math.floor(((window.innerWidth||1024) - 60) / Math.max(1, KINDS.length) - 110)));}
 const KINDS = ['csm','attention'].filter(function(k){return document.getElementById(k);});
 function bytes(b64){const s=atob(b64);const a=new Uint8Array(s.length);for(let i=0;i<s.length;i++)a[i]=s.charCodeAt(i);return a;}
 const LUT = {csm: bytes(D.lut.csm), attention: bytes(D.lut.attention)};
@@ -212,7 +216,7 @@ function draw(kind){
   const canvas = document.getElementById(kind);
   if(!canvas) return;
   const ex = D.examples[state.example];
-  const n = ex.cells, cell = Math.max(1, Math.floor(PX / n));
+  const n = ex.cells, cell = Math.max(1, Math.floor(side() / n));
   canvas.width = n*cell; canvas.height = n*cell;
   const ctx = canvas.getContext('2d');
   const img = ctx.createImageData(n*cell, n*cell);
@@ -266,9 +270,23 @@ function hover(kind){
     document.getElementById('hover').textContent = text;
   });
 }
-function adopt(q){['example','layer','head'].forEach(function(k){if(q[k]>=0&&q[k]<LIMIT[k])state[k]=q[k];});}
+function adopt(q){
+  // a link to a view this page does not hold (#layer=99) says so, and shows the nearest view it holds
+  const wrong = [];
+  ['example','layer','head'].forEach(function(k){
+    if(!(k in q)) return;
+    if(q[k]>=0&&q[k]<LIMIT[k]) state[k]=q[k];
+    else wrong.push(k+' '+q[k]+' (this page has '+k+'s 0-'+(LIMIT[k]-1)+')');
+  });
+  const notice = document.getElementById('notice');
+  notice.textContent = wrong.length ? 'The link asks for '+wrong.join(', ')+': showing '+['example','layer','head'].map(function(k){return k+' '+state[k];}).join(', ')+' instead.' : '';
+  notice.hidden = !wrong.length;
+}
 ['example','layer','head'].forEach(function(k){sel[k].addEventListener('change', function(){state[k]=parseInt(sel[k].value,10);render();});});
 document.addEventListener('keydown', function(ev){
+  if(ev.key.indexOf('Arrow')!==0) return;
+  // one step per key press: a focused menu would also move its own value (two steps)
+  if(ev.target&&ev.target.tagName==='SELECT') ev.preventDefault();
   if(ev.key==='ArrowRight'){state.head=(state.head+1)%D.heads;render();}
   else if(ev.key==='ArrowLeft'){state.head=(state.head+D.heads-1)%D.heads;render();}
   else if(ev.key==='ArrowDown'){state.layer=(state.layer+1)%D.layers;render();}
@@ -277,6 +295,7 @@ document.addEventListener('keydown', function(ev){
 adopt(params());
 KINDS.forEach(hover);
 window.addEventListener('hashchange', function(){adopt(params());render();});
+window.addEventListener('resize', function(){KINDS.forEach(draw);});
 render();
 })();
 """
@@ -309,6 +328,7 @@ def explorer_html(data: Dict[str, Any], title: str) -> str:
 <label>head <select id="head"></select></label>
 <span class="note">layers and heads 0-indexed; arrow keys step head (left/right) and layer (up/down); each panel coloured within its own range</span>
 </header>
+<div id="notice" class="notice" hidden></div>
 <div id="status"></div>
 <div class="panels">{panels}</div>
 <div id="hover"></div>
