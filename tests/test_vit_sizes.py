@@ -47,6 +47,7 @@ def resize_processor(path: Path, height: int, width: int) -> Path:
     [
         ("vit", "vit_rollout", (32, 24), 1),  # the 224 x 160 case in small: 4 x 3 patches of 8 pixels
         ("dinov2_registers", "vit_rollout", (32, 24), 3),  # [CLS] + 2 registers
+        ("dinov2_registers", "vit_rollout", (36, 30), 3),  # not a whole number of patches: 4 x 3, the rest left out (416 px at 14)
         ("deit", "vit_csm", (48, 40), 2),  # larger than the model's 32 x 32: 6 x 5 patches
         ("vit", "gradient_maps", (32, 24), 1),  # the classifier's forward (gradient capture) too
     ],

@@ -94,15 +94,18 @@ def token_layout(config, image_size: Sequence[int] | None = None) -> TokenLayout
     """The :class:`TokenLayout` of a ViT-family model for input images of ``image_size`` (default ``config.image_size``).
 
     Raises:
-        ModelError: the config has no image or patch size, or the image is not a whole number of patches.
+        ModelError: the config has no image or patch size, or the image holds no whole patch.
     """
     if not hasattr(config, "patch_size") or not hasattr(config, "image_size"):
         raise ModelError(f"Model type '{config.model_type}' has no image_size/patch_size in its config; it is not a Vision Transformer attnsim can lay out.")
     patch = as_hw(config.patch_size)
     image = as_hw(image_size if image_size is not None else config.image_size)
-    if image[0] % patch[0] or image[1] % patch[1]:
-        raise ModelError(f"Images of {image[0]}x{image[1]} pixels are not a whole number of {patch[0]}x{patch[1]} patches; resize them to a multiple of the patch size.")
-    return TokenLayout(extra_token_names(config), (image[0] // patch[0], image[1] // patch[1]), patch, image)
+    # the patch embedding is a convolution of stride patch: a last partial row or column of pixels is left out, as
+    # transformers does (DINOv2 with registers at 416 px: 29 x 29 patches of 14, 846 tokens)
+    grid = (image[0] // patch[0], image[1] // patch[1])
+    if grid[0] < 1 or grid[1] < 1:
+        raise ModelError(f"Images of {image[0]}x{image[1]} pixels hold no whole {patch[0]}x{patch[1]} patch; resize them to at least the patch size.")
+    return TokenLayout(extra_token_names(config), grid, patch, image)
 
 
 class PatchLabeler:
