@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings clean
+.PHONY: install run ui lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings clean
 
 install: $(VENV)/.installed
 
@@ -22,6 +22,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 
 run: install
 	$(VENV)/bin/attnsim run csm $(ARGS)
+
+# the MLflow UI for ./mlruns on http://127.0.0.1:5000 (ARGS="--port 5001" for another port); Ctrl-C stops it
+ui: install
+	$(VENV)/bin/attnsim ui $(ARGS)
 
 # ruff's rules and per-file ignores: pyproject.toml [tool.ruff]; `ruff format` is configured there
 # but not yet applied to the tree, so only `ruff check` runs here

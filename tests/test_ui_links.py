@@ -38,8 +38,9 @@ def test_a_tracking_server_is_linked_directly_and_a_local_store_through_attnsim_
     server = "http://mlflow.lab:8080/"
     assert links.run_url("3", RUN_ID, server) == f"http://mlflow.lab:8080/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
     assert links.open_hint(server, "3", RUN_ID) == f"open it: http://mlflow.lab:8080/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
-    assert links.open_hint(SQLITE, "3", RUN_ID) == f"open it: attnsim ui --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
-    assert links.open_hint(SQLITE, "3") == f"open it: attnsim ui --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs{CLASSIC}"
+    ui = links.ui_command()
+    assert links.open_hint(SQLITE, "3", RUN_ID) == f"open it: {ui} --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
+    assert links.open_hint(SQLITE, "3") == f"open it: {ui} --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs{CLASSIC}"
 
 
 def test_no_link_is_built_outside_the_links_module():
@@ -162,3 +163,37 @@ def test_stop_ends_the_whole_process_group_even_processes_that_ignore_sigterm(tm
             assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     finally:
         server.stop(grace_s=0.1)
+
+
+def test_the_printed_ui_command_works_from_a_new_shell(monkeypatch):
+    """After `make run`, attnsim lives in .venv/bin, which a new shell's PATH lacks: the hint names it in full."""
+    import os
+    import sys
+
+    here = os.path.dirname(sys.executable)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert links.ui_command() == f"{os.path.join(here, 'attnsim')} ui"
+    monkeypatch.setenv("PATH", here + os.pathsep + "/usr/bin:/bin")  # an activated virtualenv
+    assert links.ui_command() == "attnsim ui"
+
+
+def test_a_port_whose_connections_wait_in_time_wait_is_free():
+    """A browser used the previous server: its closed connections wait in TIME_WAIT for a minute or more; a new
+    server (SO_REUSEADDR, as MLflow's) can listen there, so the port check must not refuse it."""
+    import socket
+
+    from attnsim.tracking.ui import UiError, check_port
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the server side closes first: its end waits in TIME_WAIT
+    client.close()
+    with pytest.raises(UiError, match="is in use"):
+        check_port(port)  # still listening: refused
+    server.close()
+    check_port(port)  # nothing listens now, whatever waits in TIME_WAIT

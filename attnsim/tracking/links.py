@@ -75,4 +75,18 @@ def open_hint(tracking_uri: str, experiment_id: str, run_id: Optional[str] = Non
     url = run_url(experiment_id, run_id, tracking_uri, artifact=artifact) if run_id else experiment_url(experiment_id, tracking_uri)
     if is_server(tracking_uri):
         return f"open it: {url}"
-    return f"open it: attnsim ui --uri '{tracking_uri}'  then  {url}"
+    return f"open it: {ui_command()} --uri '{tracking_uri}'  then  {url}"
+
+
+def ui_command() -> str:
+    """``attnsim ui`` as a new shell runs it: ``attnsim`` where the ``attnsim`` on PATH is this installation's,
+    else this installation's full path (``make run`` installs into ``.venv/bin``, which a new shell's PATH lacks)."""
+    import os
+    import shutil
+    import sys
+
+    mine = os.path.join(os.path.dirname(sys.executable), "attnsim")
+    found = shutil.which("attnsim")
+    if not os.path.exists(mine) or (found and os.path.realpath(found) == os.path.realpath(mine)):
+        return "attnsim ui"
+    return f"{mine} ui"

@@ -82,6 +82,9 @@ def check_port(port: int, host: str = HOST) -> None:
     if not 1 <= port <= 65535:
         raise UiError(f"Port {port} is not a TCP port; give --port between 1 and 65535 (default 5000).")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # as the server itself binds: a port whose last connections wait in TIME_WAIT (a browser used the previous
+        # server) is free to listen on, and only a live listener makes the bind fail
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
