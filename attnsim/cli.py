@@ -159,6 +159,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from attnsim.analysis.compare import compare, format_table
     from attnsim.tracking.links import open_hint
 
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in the table's output, as report
     table = compare(args.run_ids, args.experiment, args.parent, args.force, args.csv, not args.no_log, args.log_experiment, args.uri)
     print("columns:")
     for row in table.attrs["runs"]:
@@ -312,7 +313,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries(verbose: bool = False) -> None:
+def _quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
     """Keep the terminal for attnsim's own output, warnings and Lightning's progress bar.
 
     Lightning's start-up INFO lines and tips, MLflow's database-migration INFO
@@ -323,6 +324,10 @@ def _quiet_libraries(verbose: bool = False) -> None:
         return
     import warnings
 
+    if not heavy:  # commands that read runs (report, compare): no torch, Lightning or transformers to quiet or import
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        return
     import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
 
     for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic"):
@@ -361,7 +366,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command not in ("list", "show", "run", "ui", "server", "cache"):  # `run` quiets them after its config checks
-        _quiet_libraries(args.verbose)
+        _quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
     from attnsim.tracking.store import command_line
 
     try:

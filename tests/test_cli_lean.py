@@ -82,3 +82,26 @@ def test_the_parser_of_a_builtin_command_skips_the_subcommand_modules_and_help_l
     choices = full._subparsers._group_actions[0].choices  # argparse keeps the subcommand parsers here
     assert {"list", "show", "run", "ui", "finetune", "sweep", "compare", "report"} <= set(choices)
     assert full.parse_args(["report", "abc"]).run_ids == ["abc"]
+
+
+def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
+    """Commands that read runs start fast: no torch, Lightning or transformers (4-5 s of imports before)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    setup = (
+        f"import os\nif os.path.exists({str(tmp_path / 'mlflow.db')!r}): os.remove({str(tmp_path / 'mlflow.db')!r})\n"
+        "from mlflow import MlflowClient\n"
+        f"c = MlflowClient({uri!r}); e = c.create_experiment('csm')\n"
+        "ids = []\n"
+        "for name in ('a', 'b'):\n"
+        "    r = c.create_run(e, run_name=name, tags={'attnsim.kind': 'measure', 'attnsim.experiment': 'csm', 'attnsim.seq_len': '128', 'attnsim.stats_definition': '1'})\n"
+        "    c.log_param(r.info.run_id, 'findings', 'csm'); c.log_param(r.info.run_id, 'stats.top_fraction', '0.02')\n"
+        "    [c.log_metric(r.info.run_id, f'csm/mean/L0{l}', 0.5 + l) for l in range(3)]\n"
+        "    c.set_terminated(r.info.run_id); ids.append(r.info.run_id)\n"
+        "from attnsim.cli import main\n"
+    )
+    heavy = ("torch", "pytorch_lightning", "transformers")
+    for command in (f"['report', *ids, '--uri', {uri!r}, '--no-log', '--out', {str(tmp_path / 'r.md')!r}]", f"['compare', *ids, '--uri', {uri!r}, '--no-log', '--force', '--csv', {str(tmp_path / 'c.csv')!r}]"):
+        code = setup + f"assert main({command}) == 0\nimport sys, json\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+        proc = fresh(code)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads(proc.stdout.splitlines()[-1]) == [], command
