@@ -204,7 +204,8 @@ def test_ctrl_c_during_predict_ends_killed_with_partial_statistics(tracking_uri,
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, tiny_bert, text_dir, tmp_path):
+def slow_run(tracking_uri: str, tiny_bert: Path, text_dir: Path, tmp_path: Path) -> subprocess.Popen:
+    """`attnsim run csm` in a child process whose finding prints "batch" and sleeps 0.3 s per batch (time to signal it)."""
     script = tmp_path / "slow_run.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time
@@ -224,7 +225,11 @@ def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, t
                        "trainer.batch_size=1", "tracking.figures=false", "plots.examples=0", "findings=[slow]", "trainer.progress_bar=false"]))
     """))
     env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+
+
+def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, tiny_bert, text_dir, tmp_path):
+    proc = slow_run(tracking_uri, tiny_bert, text_dir, tmp_path)
     seen = 0
     for line in proc.stdout:
         seen += line.startswith("batch")

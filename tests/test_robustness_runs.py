@@ -3,20 +3,18 @@ until the next attnsim command on the experiment marks them FAILED, with what th
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 from mlflow import MlflowClient
 
 from attnsim.tracking.store import Tracker, process_tags
 from attnsim.workflows.common import open_tracker
 from tests.conftest import runs_of
+from tests.test_reliability import slow_run
 
 
 def _dead_pid() -> int:
@@ -43,26 +41,7 @@ def test_dead_running_runs_are_failed_live_ones_left_alone(tracking_uri):
 
 
 def test_a_sigkilled_run_is_failed_by_the_next_command(tracking_uri, tiny_bert, text_dir, tmp_path):
-    script = tmp_path / "slow_run.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, time
-        from attnsim.findings import registry
-        from attnsim.findings.csm import CSMFinding
-
-        class Slow(CSMFinding):
-            name = "slow"
-            def update(self, view):
-                print("batch", flush=True)
-                time.sleep(0.3)
-                super().update(view)
-
-        registry.FINDINGS["slow"] = Slow
-        from attnsim.cli import main
-        sys.exit(main(["run", "csm", "model.path={tiny_bert}", "corpus=text", "corpus.path={text_dir}", "corpus.seq_len=16",
-                       "trainer.batch_size=1", "tracking.figures=false", "plots.examples=0", "findings=[slow]", "trainer.progress_bar=false"]))
-    """))
-    env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    proc = slow_run(tracking_uri, tiny_bert, text_dir, tmp_path)
     for line in proc.stdout:
         if line.startswith("batch"):
             proc.send_signal(signal.SIGKILL)  # nothing runs after this: no handler, no finally
