@@ -383,11 +383,12 @@ class TrackingConfig:
             _fail("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
         bad = sorted({c for c in self.experiment if c in "?#%\\" or ord(c) < 32})
         if bad or self.experiment != self.experiment.strip():
-            what = ", ".join(repr(c) for c in bad) if bad else "spaces at the start or end"
+            what = " and ".join(([", ".join(f"'{c}'" if ord(c) >= 32 else f"U+{ord(c):04X}" for c in bad)] if bad else []) + ([] if self.experiment == self.experiment.strip() else ["spaces at the start or end"]))
             _fail(
-                f"Config key 'tracking.experiment' is {self.experiment!r}, which holds {what}: an MLflow experiment's artifact "
-                "folder is made from its name, and these characters cut it (a URI query or fragment), so two experiments could share "
-                "one folder. Use letters, digits, spaces inside the name, '-', '_', '.' or '/' (e.g. tracking.experiment='news 1')."
+                f"Config key 'tracking.experiment' is \"{self.experiment}\", which holds {what}: an MLflow experiment's artifact "
+                "folder is made from its name, where '?' and '#' cut a URI (a query or fragment, so 'news #1' and 'news #2' would share "
+                "one folder), '%' and '\\' are read as escapes, and spaces at either end are lost or confused. Use letters, digits, spaces "
+                "inside the name, '-', '_', '.' or '/' (e.g. tracking.experiment='news 1')."
             )
 
 

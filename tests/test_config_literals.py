@@ -123,7 +123,7 @@ def test_none_is_text_and_null_an_error_on_keys_that_cannot_be_null():
 def test_hash_on_the_command_line_is_part_of_the_value():
     cfg = load_config("csm", ["tracking.run_name=ablation #2", "tracking.tags={note: 'a #b'}"])
     assert cfg.tracking.run_name == "ablation #2"
-    with pytest.raises(ConfigError, match=r"'tracking.experiment' is 'news #1', which holds '#'"):  # read whole, then refused
+    with pytest.raises(ConfigError, match=r"'tracking.experiment' is \"news #1\", which holds '#'"):  # read whole, then refused
         load_config("csm", ["tracking.experiment=news #1"])
     assert cfg.tracking.tags["note"] == "a #b"
     with pytest.raises(ConfigError, match=r"'findings' takes a list.*'\[csm\] #x'.*not a comment.*findings=\[a, b\]"):

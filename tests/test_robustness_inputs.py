@@ -39,6 +39,11 @@ def test_utf8_but_for_one_byte_is_refused_not_read_as_a_code_page(tmp_path):
     path.write_bytes(bytes(raw))
     with pytest.raises(CorpusError, match=r"UTF-8 except for 1 invalid byte\(s\) \(the first, 0xff, at byte 40\).*Repair or remove.*corpus.encoding"):
         read_documents("text", str(path))
+    # a short one: two valid characters around one damaged one (was guessed as cp1250)
+    short = tmp_path / "short.txt"
+    short.write_bytes("Grüße aus ".encode() + b"\xc3" + " München, sagt Jürgen.".encode())
+    with pytest.raises(CorpusError, match=r"UTF-8 except for 1 invalid byte"):
+        read_documents("text", str(short))
     # a real single-byte file is still read by its guessed code page
     latin = tmp_path / "latin.txt"
     latin.write_bytes(text.encode("cp1252"))

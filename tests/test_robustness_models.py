@@ -25,7 +25,7 @@ def broken(tiny_bert, tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("keep, message", [(0, "is empty"), (5, "is truncated"), (40, "header alone needs"), (-100, "its tensors need")])
+@pytest.mark.parametrize("keep, message", [(0, "is empty"), (5, "is truncated"), (40, "damaged or truncated"), (-100, "its tensors need")])
 def test_truncated_weights_are_refused_before_any_run(broken, tracking_uri, capsys, keep, message):
     weights = broken / "model.safetensors"
     data = weights.read_bytes()
@@ -73,3 +73,30 @@ def test_a_dense_run_that_cannot_fit_is_refused_before_loading(tiny_bert, tracki
     assert runs_of(tracking_uri)[1] == []
     load.check_dense_fits(info, 128, 8, "blockwise", True)  # the blockwise path keeps no T x T maps: nothing to refuse
     load.check_dense_fits(info, 128, 8, "dense", False)  # Z only (csm): no attention maps
+
+
+def test_weights_of_another_model_are_refused_not_started_at_random(broken, tracking_uri, capsys):
+    """A valid safetensors file whose tensors are not the config's: transformers would start the model at random and
+    only log it; attnsim refuses, so an untrained model is never measured under the tag 'pretrained'."""
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"foo.weight": torch.zeros(2, 2)}, str(broken / "model.safetensors"))
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert "do not fit its config" in err and "weight tensors are missing" in err and "model.init=random" in err
+    assert runs_of(tracking_uri)[1] == []
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2", "model.init=random", "corpus.seq_len=32", "tracking.figures=false", "trainer.progress_bar=false"]) == 0  # on purpose
+
+
+def test_a_config_json_that_cannot_be_read_and_a_missing_path_say_so(broken, tmp_path, capsys):
+    config = broken / "config.json"
+    config.write_text(config.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": "two"'))
+    assert main(["run", "csm", f"model.path={broken}"]) == 2
+    err = capsys.readouterr().err
+    assert f"The config.json in '{broken}' cannot be read as a model config" in err and "num_hidden_layers" in err and "Traceback" not in err
+    config.write_text("{not json")
+    assert main(["run", "csm", f"model.path={broken}"]) == 2
+    assert "cannot be read as a model config" in capsys.readouterr().err
+    assert main(["run", "csm", f"model.path={tmp_path / 'no_such_model'}"]) == 2
+    assert f"Model path '{tmp_path / 'no_such_model'}' does not exist" in capsys.readouterr().err

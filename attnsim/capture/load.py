@@ -113,7 +113,7 @@ def check_weight_files(folder: str) -> None:
         with open(path, "rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
             if length > size - 8:
-                raise ModelError(f"Weights file '{path}' is truncated: its header alone needs {length + 8:,} bytes, the file has {size:,}. {fix}")
+                raise ModelError(f"Weights file '{path}' is damaged or truncated: its first bytes give a header of {length + 8:,} bytes, the file has {size:,}. {fix}")
             try:
                 header = json.loads(handle.read(length))
             except (ValueError, UnicodeDecodeError):
@@ -154,6 +154,17 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
         info = ModelInfo(BUILD, f"built:{model_type}", config.model_type, n_layers, n_heads, d_head, d_model, int(getattr(config, "max_position_embeddings", 0) or 0), arch, config, n_kv)
         return info
     resolved = resolve_model_path(path)
+    if Path(resolved).is_dir():  # a model folder (resolve_model_path checked its config.json exists)
+        try:
+            config = AutoConfig.from_pretrained(resolved, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - transformers raises OSError, ValueError, KeyError, validation errors
+            raise ModelError(
+                f"The config.json in '{resolved}' cannot be read as a model config ({type(exc).__name__}: {' '.join(str(exc).split())[:240]}). "
+                "Write it again with the model (model.save_pretrained(FOLDER)), or fix the field it names."
+            ) from exc
+        return _inspected(path, resolved, config, seq_len)
+    if "/" in path and not Path(path).expanduser().exists() and (path.startswith(("/", ".", "~")) or Path(path).expanduser().parent.exists()):
+        raise ModelError(f"Model path '{path}' does not exist. Give a model folder (save_pretrained format), a .gguf file, or a named model ({', '.join(NAMED_MODELS)}).")
     try:
         config = AutoConfig.from_pretrained(resolved, local_files_only=True)
     except (OSError, ValueError) as exc:
@@ -170,6 +181,11 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
             f"Model '{path}' is neither a local model directory nor a model in the Hugging Face cache "
             f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
         ) from exc
+    return _inspected(path, resolved, config, seq_len)
+
+
+def _inspected(path: str, resolved: str, config: Any, seq_len: int) -> ModelInfo:
+    """The :class:`ModelInfo` of a read config (see :func:`inspect_model`), its weights files and length checked."""
     arch = architecture_for(config.model_type)
     if Path(resolved).is_dir():
         check_weight_files(resolved)
@@ -256,13 +272,35 @@ def load_model(
                 torch.manual_seed(seed)
                 model = auto.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
         else:
-            model = auto.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True)
+            model, loading = auto.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True, output_loading_info=True)
+            check_loaded(info, model, loading.get("missing_keys", []))
     except (OSError, ValueError) as exc:
         raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
     model.eval()
     tags[Tag.ATTN_IMPLEMENTATION.value] = str(getattr(model.config, "_attn_implementation", impl))
     tags[Tag.MODEL_INIT.value] = "random" if info.path == BUILD else init
     return model, tags
+
+
+_HEAD_PARTS = ("pooler", "lm_head", "classifier", "score", "qa_outputs", "cls.predictions", "position_ids")  # parts a checkpoint may lack
+
+
+def check_loaded(info: ModelInfo, model: torch.nn.Module, missing: Sequence[str]) -> None:
+    """Refuse a model whose checkpoint left body weights unloaded: transformers initialises them at random and only
+    logs it, so a folder whose weights belong to another model would be measured as an untrained one, tagged pretrained.
+    Task heads and poolers a checkpoint may lack (a base model from a classifier, an encoder without pooler) are allowed.
+
+    Raises:
+        ModelError: naming how many of the model's weight tensors were missing and a few of them.
+    """
+    body = [key for key in missing if not any(part in key for part in _HEAD_PARTS)]
+    if body:
+        total = sum(1 for _ in model.state_dict())
+        raise ModelError(
+            f"The weights in '{info.path}' do not fit its config: {len(body)} of the model's {total} weight tensors are missing "
+            f"(e.g. {', '.join(body[:3])}), and transformers would start them at random. Save the model again with its own "
+            "config.json, or set model.init=random to measure an untrained model on purpose."
+        )
 
 
 def available_memory() -> Optional[int]:

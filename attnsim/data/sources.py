@@ -157,14 +157,16 @@ def _refuse_nearly_utf8(raw: bytes, path: Path, error: UnicodeDecodeError) -> No
     """Refuse a file that is UTF-8 but for a few bad bytes, rather than guess a single-byte code page for it
     (which would turn every non-ASCII character into mojibake: ``ü`` -> ``ĂĽ``).
 
-    "Nearly UTF-8": it holds valid multi-byte UTF-8 sequences and at most one invalid byte per ten of them.
+    "Nearly UTF-8": it holds at least two valid multi-byte UTF-8 sequences and no more invalid bytes than those (a
+    single-byte code page's text almost never forms a valid UTF-8 sequence; one damaged character leaves one or two
+    invalid bytes).
 
     Raises:
         CorpusError: naming the file, the first bad byte's offset and value, and the fixes.
     """
     valid = len(_UTF8_MULTIBYTE.findall(raw))
     invalid = sum(1 for c in raw.decode("utf-8", errors="surrogateescape") if "\udc80" <= c <= "\udcff")
-    if valid == 0 or invalid * 10 > valid:
+    if valid < 2 or invalid > valid:
         return
     raise CorpusError(
         f"Corpus file '{path}' is UTF-8 except for {invalid} invalid byte(s) (the first, 0x{raw[error.start]:02x}, at byte {error.start}); "
