@@ -60,7 +60,7 @@ def test_missing_value_creates_no_run(tracking_uri, capsys):
 
 
 def test_missing_model_path_creates_no_run(tracking_uri, capsys, tmp_path):
-    _fails_without_run(["run", "csm", f"model.path={tmp_path}/no_such_model"], tracking_uri, capsys, r"neither a local model directory nor a model in the Hugging Face cache")
+    _fails_without_run(["run", "csm", f"model.path={tmp_path}/no_such_model"], tracking_uri, capsys, r"Model path '.*no_such_model' does not exist\. Give a model folder")
 
 
 def test_directory_that_is_not_a_model(tracking_uri, capsys, tmp_path):
