@@ -91,6 +91,22 @@ def test_heads_png_has_tick_labels_value_colour_bars_and_9pt_text(finding):
         plt.close(fig)
 
 
+def test_a_constant_panel_says_constant_without_a_colour_bar():
+    """A statistic with one value everywhere (csm/degenerate on a model without degenerate heads: all 0) is not drawn
+    in a mid colour beside a made-up ±0.5 colour bar: the panel is grey and says its value."""
+    scalars = {"degenerate": torch.zeros(6, 12), "mean": torch.rand(6, 12)}
+    scalars["degenerate"][1, 2] = math.nan  # an undefined head stays white
+    fig = scalar_mosaic(scalars, "csm")
+    try:
+        _draw(fig)
+        images = {image.get_gid() for image in fig.axes[0].images}
+        assert images == {"degenerate:panel", "mean:panel", "mean:bar"}
+        assert [t.get_text() for t in _role(fig, "degenerate:constant")] == ["constant\n0"] and _role(fig, "degenerate:bar") == []
+        assert len(_role(fig, "mean:bar")) >= 3 and _role(fig, "mean:constant") == []
+    finally:
+        plt.close(fig)
+
+
 def test_heads_png_of_a_large_model_labels_every_index_without_overlap():
     scalars = {"a": torch.rand(24, 16), "b": torch.rand(24, 16)}
     fig = scalar_mosaic(scalars, "big")

@@ -32,6 +32,7 @@ from attnsim.plots.common import INDEX_NOTE, draw_segments, fixed_layout, wrap_t
 MIN_FONT = 9  # points: the smallest text of the figure
 CELL = (0.3, 0.26)  # inches per head (x) and per layer (y)
 LABEL_SPACING = 0.2  # inches between two index labels of MIN_FONT points
+FLAT = plt.matplotlib.colors.ListedColormap(["#e4e4e4"]).with_extremes(bad="white")  # a constant panel: one light grey
 
 
 def index_ticks(count: int, inches: float) -> List[int]:
@@ -99,13 +100,16 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
         data = scalars[name].detach().double().cpu().numpy()
         finite = data[np.isfinite(data)]
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        if high <= low:  # one value everywhere: a bar around it
-            low, high = low - 0.5 * (abs(low) or 1.0), high + 0.5 * (abs(high) or 1.0)
-        ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+        constant = finite.size > 0 and high <= low  # one value everywhere: said in words, not a colour on a made-up scale
         bx = x0 + width + bar_gap
-        ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, extent=(bx, bx + bar, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:bar")
+        if constant:
+            ax.imshow(np.ma.masked_invalid(data), cmap=FLAT, vmin=0, vmax=1, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+            ax.text(x0 + width / 2, y0 + height / 2, f"constant\n{low:.3g}", fontsize=MIN_FONT + 1, ha="center", va="center", gid=f"{name}:constant")
+        else:
+            ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+            ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, extent=(bx, bx + bar, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:bar")
+            marks += [((bx, y0), (bx + bar, y0)), ((bx, y0 + height), (bx + bar, y0 + height)), ((bx, y0), (bx, y0 + height)), ((bx + bar, y0), (bx + bar, y0 + height))]
         marks += [((x0, y0), (x0 + width, y0)), ((x0, y0 + height), (x0 + width, y0 + height)), ((x0, y0), (x0, y0 + height)), ((x0 + width, y0), (x0 + width, y0 + height))]
-        marks += [((bx, y0), (bx + bar, y0)), ((bx, y0 + height), (bx + bar, y0 + height)), ((bx, y0), (bx, y0 + height)), ((bx + bar, y0), (bx + bar, y0 + height))]
         for head in xticks:
             x = x0 + (head + 0.5) * dx
             marks.append(((x, y0 + height), (x, y0 + height + 0.03)))
@@ -114,7 +118,7 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
             y = y0 + (layer + 0.5) * dy
             marks.append(((x0 - 0.03, y), (x0, y)))
             ax.text(x0 - 0.05, y, str(layer), fontsize=MIN_FONT, ha="right", va="center", gid=f"{name}:layer")
-        for value in bar_ticks(low, high):
+        for value in [] if constant else bar_ticks(low, high):
             y = y0 + height * (high - value) / (high - low)
             marks.append(((bx + bar, y), (bx + bar + 0.03, y)))
             ax.text(bx + bar + 0.05, y, f"{value:.3g}", fontsize=MIN_FONT, ha="left", va="center", gid=f"{name}:bar")
