@@ -374,9 +374,7 @@ class Tracker:
         all_tags.setdefault(NOTE_TAG, run_note())
         all_tags.update(process_tags())
         all_tags = fit_tags(all_tags)
-        experiment_id = self.experiment_id(experiment)
-        self.end_dead_runs(experiment_id)
-        run = self.client.create_run(experiment_id, run_name=run_name, tags=all_tags)
+        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
         with self._lifecycle(RunSink(self.client, run.info.run_id, step)) as sink:
             yield sink
 
