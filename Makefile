@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run ui lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings clean
+.PHONY: install run ui lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings guard-rails clean
 
 install: $(VENV)/.installed
 
@@ -55,6 +55,10 @@ gpu-check: install
 
 scaling: install
 	$(PY) benchmarks/scaling.py $(ARGS)
+
+# every metric and table of fixed paper/csm/induction/alignment runs: ARGS="--save before.json", then ARGS="--compare before.json"
+guard-rails: install
+	$(PY) benchmarks/guard_rails.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) mlruns
