@@ -31,7 +31,15 @@ BUNDLED = resolve_model_path("bundled")
 
 def save_tiny_model(path: Path, kind: str = "bert", layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
     """A randomly initialised encoder of ``kind`` with the bundled MiniLM tokenizer, saved to ``path``."""
-    from transformers import AutoTokenizer, BertConfig, BertModel, DistilBertConfig, DistilBertModel, RobertaConfig, RobertaModel
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertModel,
+        DistilBertConfig,
+        DistilBertModel,
+        RobertaConfig,
+        RobertaModel,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
     vocab = len(tokenizer)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from mlflow import MlflowClient
 
 from attnsim.cli import main
 from attnsim.config import load_config
