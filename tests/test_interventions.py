@@ -374,11 +374,13 @@ def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert
 
 @pytest.mark.parametrize("z, verdict", [(2.5, "holds"), (1.0, "does not hold"), (float("nan"), "not measured")])
 def test_the_report_reads_the_verdict_of_the_singled_out_heads(z, verdict):
-    from attnsim.analysis.report import RunData, intervention_verdicts, render
+    from attnsim.analysis.report import render
+    from attnsim.analysis.runs import LoggedRun
+    from attnsim.analysis.verdicts import intervention_verdicts
 
     metrics = {"ablation/clean_accuracy": 0.9, "ablation/top_accuracy_effect": 0.3, "ablation/top_accuracy_random_mean": 0.05, "ablation/top_accuracy_random_std": 0.1, "ablation/top_accuracy_zscore": z}
     params = {"interventions.select.metric": "repetition/repetition_score", "interventions.select.top": "5", "interventions.select.run": "abcdef0123456789", "findings": "ablation"}
-    run = RunData("f" * 32, "ablation", "FINISHED", {}, metrics, params=params)
+    run = LoggedRun("f" * 32, "ablation", "FINISHED", "0", params=params, metrics=metrics)
     assert intervention_verdicts(run) == [("top", "accuracy", verdict, f"accuracy effect 0.3 against random heads 0.05 ± 0.1 (z = {'n/a' if z != z else f'{z:.3g}'}; clean accuracy 0.9)")]
     text = render([run])
     section = text.split("## Interventions")[1]

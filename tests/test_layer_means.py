@@ -104,11 +104,13 @@ def test_reader_gives_the_logged_layer_mean_and_the_table_one_alike(paper_run):
 
 
 def test_report_fills_every_claim_as_if_every_layer_mean_was_logged(paper_run):
-    from attnsim.analysis.report import CLAIMS, Groups, RunData, load_runs
+    from attnsim.analysis.claims import CLAIMS, Groups
+    from attnsim.analysis.report import load_runs
+    from attnsim.analysis.runs import LoggedRun
 
     result, uri, _ = paper_run
     _, (stored,) = load_runs([result.run_id], uri)
-    full = RunData(stored.run_id, stored.name, stored.status, stored.tags, {**stored.metrics, **result.metrics}, stored.client, params=stored.params)
+    full = LoggedRun(stored.run_id, stored.name, stored.status, stored.experiment_id, stored.tags, stored.params, {**stored.metrics, **result.metrics}, stored.client)
     for claim in CLAIMS:
         got, want = claim.evaluate(stored, Groups.of(stored.n_layers)), claim.evaluate(full, Groups.of(full.n_layers))
         assert got.values == want.values and got.criteria == want.criteria, claim.title

@@ -9,7 +9,9 @@ import re
 import pandas as pd
 import pytest
 
-from attnsim.analysis.report import CLAIMS, Groups, RunData, render, verdict
+from attnsim.analysis.claims import CLAIMS, Groups, verdict
+from attnsim.analysis.report import render
+from attnsim.analysis.runs import LoggedRun
 from attnsim.cli import main
 from tests.conftest import runs_of
 
@@ -31,7 +33,7 @@ def test_layer_groups(layers, groups):
     assert (g.early, g.middle, g.final) == groups
 
 
-def fake_run(control: bool = False) -> RunData:
+def fake_run(control: bool = False) -> LoggedRun:
     """Three layers, values chosen so that each claim's verdict is known."""
     m = {}
 
@@ -54,7 +56,7 @@ def fake_run(control: bool = False) -> RunData:
     layer("anchors/distinct_anchors", [4, 3, 2])  # of 4 heads: layer 2 has 2 >= 2: (a) yes
     layer("anchors/anchor_consistency", [0.3, 0.3, 0.3])  # (b) yes -> holds
     tags = {"attnsim.control": "random" if control else "none", "attnsim.model": "fake", "attnsim.windows": "10", "attnsim.corpus_hash": "ab" * 32, "attnsim.experiment": "paper"}
-    run = RunData("f" * 32 if control else "e" * 32, "paper", "FINISHED", tags, m)
+    run = LoggedRun("f" * 32 if control else "e" * 32, "paper", "FINISHED", "0", tags=tags, metrics=m)
     heads = pd.DataFrame({"layer": [0, 0, 1, 1, 2, 2, 2, 2], "head": [0, 1, 0, 1, 0, 1, 2, 3]})
     run._tables["anchors"] = heads
     repetition = heads.assign(repetition_score=[1.0, 2.0, 12.0, 3.0, 1.0, math.nan, 40.0, 1.0], long_identical_high_share=[0.0, 0.1, 0.2, 0.1, 0.0, math.nan, 0.7, 0.0])
@@ -82,7 +84,7 @@ def test_render_has_one_row_per_claim_and_a_column_per_run():
 
 
 def test_a_run_without_the_statistics_is_not_measured():
-    run = RunData("a" * 32, "csm", "FINISHED", {}, {"csm/long_range_share/L00": 0.3, "csm/long_range_share_chance/L00": 0.2})
+    run = LoggedRun("a" * 32, "csm", "FINISHED", "0", metrics={"csm/long_range_share/L00": 0.3, "csm/long_range_share_chance/L00": 0.2})
     groups = Groups.of(run.n_layers)
     outcomes = [claim.evaluate(run, groups) for claim in CLAIMS]
     assert outcomes[0].verdict == "holds"  # falls back to the csm finding's statistic; no middle layer
@@ -134,7 +136,7 @@ def test_differences_within_the_margin_count_as_none():
         m[f"sentences/same_sentence_share_chance/L{index:02d}"] = 0.215
         m[f"sentences/boundary_contrast/L{index:02d}"] = 1.01
         m[f"sentences/within_sentence_spread/L{index:02d}"] = 1.0 - 0.005 * (index < 4)
-    run = RunData("c" * 32, "paper-random", "FINISHED", {"attnsim.control": "random"}, m)
+    run = LoggedRun("c" * 32, "paper-random", "FINISHED", "0", tags={"attnsim.control": "random"}, metrics=m)
     groups = Groups.of(run.n_layers)
     assert CLAIMS[1].evaluate(run, groups).verdict == "does not hold"
     assert CLAIMS[2].evaluate(run, groups).verdict == "does not hold"

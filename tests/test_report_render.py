@@ -11,16 +11,10 @@ import re
 import pytest
 from mlflow import MlflowClient
 
-from attnsim.analysis.report import (
-    CLAIMS,
-    NOT_SEPARATED,
-    Assessment,
-    RunData,
-    glance_text,
-    render,
-    render_html,
-    separates,
-)
+from attnsim.analysis.claims import CLAIMS
+from attnsim.analysis.report import glance_text, render, render_html
+from attnsim.analysis.runs import LoggedRun
+from attnsim.analysis.verdicts import NOT_SEPARATED, Assessment, separates
 from attnsim.cli import main
 from tests.test_report import fake_run
 
@@ -78,7 +72,7 @@ def test_which_verdicts_separate_trained_from_random(trained, controls, separate
     assert separates(trained, controls) is separated
 
 
-def control_that_differs() -> RunData:
+def control_that_differs() -> LoggedRun:
     """fake_run's values as a control, except claim 2 (short range at chance: does not hold) and 6 (no head finds long-range repeats: mixed)."""
     control = fake_run(control=True)
     for layer in range(3):
@@ -138,7 +132,7 @@ def test_each_trained_run_is_judged_by_the_control_of_its_own_architecture():
     assert "no matching control" in render([minilm, smollm2, control])
 
 
-def _logged_run(client: MlflowClient, experiment_id: str, run: RunData, params: dict) -> str:
+def _logged_run(client: MlflowClient, experiment_id: str, run: LoggedRun, params: dict) -> str:
     """``run``'s metrics, tags and tables written into a store as a finished run."""
     created = client.create_run(experiment_id, run_name=run.name, tags={k: v for k, v in run.tags.items() if k != "attnsim.control"})
     run_id = created.info.run_id

@@ -216,6 +216,25 @@ class LoggedRun:
         """
         return layer_means(self.metrics, stat, self.head_table, self.n_layers if layers is None else layers)
 
+    def first_layer_values(self, *stats: str) -> "tuple[Optional[str], Optional[List[float]]]":
+        """The first of ``stats`` (``finding/stat``) the run logged, and its layer means; ``(None, None)`` when none."""
+        for stat in stats:
+            values = self.layer_values(stat)
+            if values is not None:
+                return stat, values
+        return None, None
+
+    @property
+    def control(self) -> bool:
+        """Whether the run is a random-weights control: tag ``attnsim.control=random`` or param ``model.init=random``."""
+        return self.tags.get(Tag.CONTROL.value) == "random" or self.params.get("model.init") == "random"
+
+    @property
+    def label(self) -> str:
+        """A report's column heading: run name, short id and whether it is the control."""
+        kind = "random-weights control" if self.control else self.tags.get(Tag.MODEL_INIT.value, "pretrained")
+        return f"{self.name} `{self.run_id[:8]}` ({kind})"
+
     def means(self, findings: Optional[Iterable[str]] = None) -> Dict[MetricKey, float]:
         """Model and layer means of ``findings`` (default :attr:`findings`): every logged one, plus the layer
         means of each statistic that has a model mean but no layer-mean metric, from its heads table.
