@@ -20,7 +20,7 @@ from attnsim.capture.interventions import (
 )
 from attnsim.capture.load import inspect_model
 from attnsim.config import load_config
-from attnsim.data.pairs import collate_pairs, read_pairs
+from attnsim.data.prompt_pairs import collate_prompt_pairs, read_prompt_pairs
 from attnsim.errors import ConfigError, CorpusError, ModelError
 from attnsim.findings.ablation import build_plan
 from attnsim.stats.interventions import (
@@ -356,20 +356,20 @@ def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert
     from attnsim.config import package_dir
 
     bundled = str(package_dir("experiments") / "patching_pairs.jsonl")
-    pairs = read_pairs(bundled, tokenizer, "classifier", labels)
+    pairs = read_prompt_pairs(bundled, tokenizer, "classifier", labels)
     assert len(pairs) == 6 and all(len(p.clean) == len(p.corrupted) for p in pairs)
     assert (pairs[0].answer, pairs[0].wrong) == (3, 0)
-    batch = collate_pairs(pairs[:2])
+    batch = collate_prompt_pairs(pairs[:2])
     assert batch["clean_ids"].shape == batch["corrupted_ids"].shape == (2, max(len(p.clean) for p in pairs[:2]))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"clean": "The cat sat.", "corrupted": "The elephant sat on the mat.", "answer": "sports", "wrong": "tech"}) + "\n")
     with pytest.raises(CorpusError, match="line 1: the clean prompt has 6 tokens and the corrupted one 9"):
-        read_pairs(str(bad), tokenizer, "classifier", labels)
+        read_prompt_pairs(str(bad), tokenizer, "classifier", labels)
     bad.write_text(json.dumps({"clean": "a b", "corrupted": "a c", "answer": "golf", "wrong": "tech"}) + "\n")
     with pytest.raises(CorpusError, match="'answer' is 'golf', not a class"):
-        read_pairs(str(bad), tokenizer, "classifier", labels)
+        read_prompt_pairs(str(bad), tokenizer, "classifier", labels)
     with pytest.raises(CorpusError, match="has no head"):
-        read_pairs(bundled, tokenizer, "encoder")
+        read_prompt_pairs(bundled, tokenizer, "encoder")
 
 
 @pytest.mark.parametrize("z, verdict", [(2.5, "holds"), (1.0, "does not hold"), (float("nan"), "not measured")])

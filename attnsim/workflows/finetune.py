@@ -150,8 +150,9 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     return FinetunePrepared(cfg, tracker, info, tokenizer, labels, train, val, checkpoint_dir)
 
 
-def load_classifier(info: Any, labels: List[str], init: str = "pretrained", seed: int = 0):
-    """``AutoModelForSequenceClassification`` on the encoder at ``info.path`` with ``len(labels)`` classes.
+def trainable_classifier(info: Any, labels: List[str], init: str = "pretrained", seed: int = 0):
+    """``AutoModelForSequenceClassification`` on the encoder at ``info.path`` with ``len(labels)`` classes, to train
+    (the frozen classifier that gradient maps explain is :func:`attnsim.capture.gradients.load_classifier`).
 
     The classification head is new (drawn under ``torch.manual_seed(seed)``);
     ``id2label``/``label2id`` come from ``labels``. ``init=random`` draws the
@@ -202,7 +203,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
 
     cfg, t = prepared.cfg, prepared.cfg.trainer
     seed_and_threads(cfg.seed, t.threads)
-    model = load_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
+    model = trainable_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
     label2id = {label: i for i, label in enumerate(prepared.labels)}
     tags = run_tags(cfg, prepared.info, prepared.train, {Tag.MODEL_INIT.value: cfg.model.init})
     tags.update({

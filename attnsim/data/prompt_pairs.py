@@ -62,7 +62,7 @@ def _single_token(tokenizer: Any, text: str, where: str, key: str) -> int:
     return int(ids[0])
 
 
-def read_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, int] | None = None) -> List[PromptPair]:
+def read_prompt_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, int] | None = None) -> List[PromptPair]:
     """Read and tokenize the prompt pairs of ``path`` for a model head of ``kind``.
 
     Args:
@@ -117,7 +117,7 @@ def read_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, int] | 
     return pairs
 
 
-def collate_pairs(items: Sequence[PromptPair], pad_id: int = 0) -> Dict[str, torch.Tensor]:
+def collate_prompt_pairs(items: Sequence[PromptPair], pad_id: int = 0) -> Dict[str, torch.Tensor]:
     """Right-pad a list of pairs to their longest prompt.
 
     Returns:
@@ -143,8 +143,8 @@ def collate_pairs(items: Sequence[PromptPair], pad_id: int = 0) -> Dict[str, tor
     }
 
 
-class PairDataModule(pl.LightningDataModule):
-    """Serves prompt pairs in file order, ``batch_size`` at a time (:func:`collate_pairs`)."""
+class PromptPairDataModule(pl.LightningDataModule):
+    """Serves prompt pairs in file order, ``batch_size`` at a time (:func:`collate_prompt_pairs`)."""
 
     def __init__(self, pairs: List[PromptPair], batch_size: int = 8, pad_id: int = 0):
         super().__init__()
@@ -153,11 +153,11 @@ class PairDataModule(pl.LightningDataModule):
         self.pad_id = pad_id
 
     def predict_dataloader(self) -> DataLoader:
-        return DataLoader(self.pairs, batch_size=self.batch_size, shuffle=False, collate_fn=lambda items: collate_pairs(items, self.pad_id))
+        return DataLoader(self.pairs, batch_size=self.batch_size, shuffle=False, collate_fn=lambda items: collate_prompt_pairs(items, self.pad_id))
 
 
 @dataclass
-class PairCorpus:
+class PromptPairCorpus:
     """The prompt pairs of a patching run, in the shape run tags and dataset inputs read from a corpus.
 
     Attributes:
@@ -176,10 +176,10 @@ class PairCorpus:
         return len(self.windows)
 
 
-def pair_corpus(path: str, tokenizer: Any, kind: str, label2id: Dict[str, int] | None = None) -> PairCorpus:
-    """:func:`read_pairs` as a :class:`PairCorpus` (raises what it raises)."""
+def prompt_pair_corpus(path: str, tokenizer: Any, kind: str, label2id: Dict[str, int] | None = None) -> PromptPairCorpus:
+    """:func:`read_prompt_pairs` as a :class:`PromptPairCorpus` (raises what it raises)."""
     import hashlib
 
-    pairs = read_pairs(path, tokenizer, kind, label2id)
+    pairs = read_prompt_pairs(path, tokenizer, kind, label2id)
     digest = hashlib.sha256(pairs_path(path).read_bytes()).hexdigest()
-    return PairCorpus(pairs, max(len(p.clean) for p in pairs), len(pairs), digest)
+    return PromptPairCorpus(pairs, max(len(p.clean) for p in pairs), len(pairs), digest)
