@@ -13,7 +13,8 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
+
 PACKAGE = ROOT / "attnsim"
 
 # Layers, lowest first: a module may import its own layer and the layers below, never one above.

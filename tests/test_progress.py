@@ -86,7 +86,7 @@ def test_runner_and_finetune_use_the_counting_bar(tiny_bert, text_dir, tracking_
     from attnsim.config import load_config
     from attnsim.workflows.finetune import finetune
     from attnsim.workflows.run import make_trainer
-    from tests.test_finetune import tiny_fit
+    from tests.helpers.runs import tiny_fit
 
     cfg = load_config("csm", ["trainer.batch_size=2"])
     assert isinstance(make_trainer(cfg, [], description="csm").progress_bar_callback, AttnsimProgressBar)
