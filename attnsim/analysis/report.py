@@ -396,11 +396,16 @@ class ReportResult:
 def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str] = None, log_artifact: bool = True) -> ReportResult:
     """Write the reproduction report of ``run_ids`` (as ``attnsim report``) and return it; ``attnsim.report``.
 
-    Example::
+    Example (the paper's findings on a trained MiniLM and its random control; ``tests/test_docstring_examples.py`` runs it):
 
-        result = attnsim.report([trained.run_id, control.run_id], out="report.md")
-        print(result.text)                       # Markdown
-        result.verdicts.loc[:, trained.run_id]   # verdict per claim
+        >>> import attnsim
+        >>> trained = attnsim.run("paper", ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false"])
+        >>> control = attnsim.run("paper", ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false", "model.init=random"])
+        >>> result = attnsim.report([trained.run_id, control.run_id], out="report.md")
+        >>> result.text.startswith("# Reproduction report")
+        True
+        >>> result.verdicts.shape  # one row per claim of the paper, one column per run
+        (7, 2)
 
     Args:
         run_ids: MLflow run ids of measurement runs (e.g. a trained model's run and its random control);

@@ -279,10 +279,14 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
 def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]] = None) -> FinetuneResult:
     """Fine-tune experiment ``experiment`` (default ``finetune_bbc``) with dot-list ``overrides``.
 
-    Example::
+    Example (two optimizer steps on 16 BBC windows; ``tests/test_docstring_examples.py`` runs it):
 
-        result = attnsim.finetune(overrides=["trainer.max_steps=100", "checkpoint.every_n_steps=25"])
-        result.checkpoint_dir   # pass to attnsim.sweep("csm", result.checkpoint_dir)
+        >>> import attnsim
+        >>> tuned = attnsim.finetune(overrides=["corpus.limit=16", "corpus.seq_len=32", "trainer.batch_size=4", "trainer.max_steps=2",
+        ...     "checkpoint.every_n_steps=1", "trainer.val_every_n_steps=1", "trainer.val_limit=4", "trainer.warmup_steps=1",
+        ...     "trainer.progress_bar=false"])
+        >>> [step for step, _ in tuned.checkpoints]  # pass tuned.checkpoint_dir to attnsim.sweep
+        [1, 2]
 
     Returns:
         :class:`FinetuneResult` (run id, checkpoint directory and steps, last metrics).
