@@ -20,6 +20,7 @@ import time
 from typing import Any, List, Optional
 
 from attnsim.errors import AttnsimError
+from attnsim.quiet import quiet_libraries
 
 DEFAULT_FINETUNE = "finetune_bbc"  # attnsim.workflows.finetune.DEFAULT_EXPERIMENT (not imported: it is heavy)
 
@@ -54,7 +55,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     process_settings()  # before torch loads: freed heap memory kept for reuse, a short OpenMP spin
     import_libraries()  # torch, Lightning, transformers, MLflow, with the garbage collector paused
     freeze_at_exit()
-    _quiet_libraries(args.verbose)
+    quiet_libraries(args.verbose)
     from attnsim.keys import Stage
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.run import execute, prepare
@@ -313,36 +314,6 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
-    """Keep the terminal for attnsim's own output, warnings and Lightning's progress bar.
-
-    Lightning's start-up INFO lines and tips, MLflow's database-migration INFO
-    lines and transformers' weight-loading reports and bars are hidden
-    (``attnsim -v`` shows them).
-    """
-    if verbose:
-        return
-    import warnings
-
-    if not heavy:  # commands that read runs (report, compare): no torch, Lightning or transformers to quiet or import
-        for name in ("mlflow", "alembic"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        return
-    import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
-
-    for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # a deprecation inside Lightning's own pytree helper, not actionable by users
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:  # transformers is a dependency; nothing to quiet without it
-        pass
-
-
 def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespace:
     """``parser.parse_args(argv)``, except that ``KEY=VALUE`` overrides may also follow the options
     (``attnsim run csm --uri URI corpus.limit=4``): argparse fills a ``nargs="*"`` positional once, so the
@@ -366,7 +337,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command not in ("list", "show", "run", "ui", "server", "cache"):  # `run` quiets them after its config checks
-        _quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
+        quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
     from attnsim.tracking.store import command_line
 
     try:
