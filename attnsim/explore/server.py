@@ -14,8 +14,7 @@ explorer's lock, so two tabs typing at once each get their own text's answer. Th
 whatever a request holds.
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: FastAPI reads the request model from the endpoint's annotation object
 import logging
 import socket
 from typing import Any, Callable, List, Optional

@@ -81,12 +81,35 @@ class Window:
 
 @dataclass
 class Pass:
-    """What one forward pass captured (clean or with heads switched off)."""
+    """What one forward pass captured (clean or with heads switched off), and what was computed from it once.
 
-    z: Tuple[torch.Tensor, ...]  # L x (1, H, T, d_head)
-    attention: Tuple[torch.Tensor, ...]  # L x (1, H, T, T)
-    logits: Optional[torch.Tensor] = None  # (T, V) causal LM, (C,) classifier, None otherwise
+    Attributes:
+        z: L tensors (1, H, T, d_head), per-head outputs before W_O.
+        attention: L tensors (1, H, T, T) attention probabilities.
+        logits: (T, V) for a causal LM, (C,) for a classifier, None otherwise.
+        seconds: the forward pass's wall time.
+        cache: quantities of the whole pass computed on first use (stacked maps, rollout, numbers, thumbnails).
+    """
+
+    z: Tuple[torch.Tensor, ...]
+    attention: Tuple[torch.Tensor, ...]
+    logits: Optional[torch.Tensor] = None
     seconds: float = 0.0
+    cache: Dict[str, Any] = field(default_factory=dict)
+
+    def stacked(self) -> torch.Tensor:
+        """(layer, 1, head, T, T) float32 attention, stacked once."""
+        if "stacked" not in self.cache:
+            self.cache["stacked"] = torch.stack(self.attention).float()
+        return self.cache["stacked"]
+
+    def rollout(self, valid: torch.Tensor) -> torch.Tensor:
+        """(layer, T, T) attention rollout after each layer (:func:`attnsim.stats.rollout.attention_rollout`), computed once."""
+        if "rollout" not in self.cache:
+            from attnsim.stats.rollout import attention_rollout
+
+            self.cache["rollout"] = attention_rollout(self.stacked(), valid)[:, 0]
+        return self.cache["rollout"]
 
 
 @dataclass
@@ -301,24 +324,23 @@ class Explorer:
     def head_maps(self, window: Window, run: Pass, layer: int, head: int) -> Dict[str, torch.Tensor]:
         """The chosen head's (T, T) ``attention``, ``csm`` and the ``rollout`` after its layer, float32."""
         from attnsim.stats import context_similarity
-        from attnsim.stats.rollout import attention_rollout
 
-        valid = window.batch["attention_mask"].bool()
-        rollout = attention_rollout(torch.stack(run.attention[: layer + 1]).float(), valid)  # (l+1, 1, T, T)
         return {
             "attention": run.attention[layer][0, head].float(),
             "csm": context_similarity(run.z[layer][0, head].float(), str(self.cfg.stats.normalise)),
-            "rollout": rollout[layer, 0],
+            "rollout": run.rollout(window.batch["attention_mask"].bool())[layer],
         }
 
     def _payload(self, window: Window, run: Pass, layer: int, head: int) -> Dict[str, Any]:
         from attnsim.plots.common import pool_matrix
 
         maps = self.head_maps(window, run, layer, head)
-        stacked = torch.stack([a[0] for a in run.attention]).float().numpy()  # (L, H, T, T)
-        pooled, block = pool_matrix(stacked, THUMB_CELLS)
-        peak = np.nanmax(pooled, axis=(-2, -1))  # (L, H)
-        codes = np.rint(np.nan_to_num(pooled / np.where(peak > 0, peak, 1)[..., None, None]) * 255).astype(np.uint8)
+        if "thumbs" not in run.cache:
+            pooled, block = pool_matrix(run.stacked()[:, 0].numpy(), THUMB_CELLS)  # (L, H, c, c)
+            peak = np.nanmax(pooled, axis=(-2, -1))  # (L, H)
+            codes = np.rint(np.nan_to_num(pooled / np.where(peak > 0, peak, 1)[..., None, None]) * 255).astype(np.uint8)
+            run.cache["thumbs"] = {"cells": int(pooled.shape[-1]), "block": int(block), "codes": encode(codes, "uint8"), "peak": [[finite(v) for v in row] for row in peak]}
+            run.cache["numbers"] = self.numbers(window, run)
         out: Dict[str, Any] = {
             "tokens": window.labels,
             "n_tokens": len(window.labels),
@@ -327,10 +349,10 @@ class Explorer:
             "max_tokens": self.max_tokens,
             "layer": layer,
             "head": head,
-            "thumbs": {"cells": int(pooled.shape[-1]), "block": int(block), "codes": encode(codes, "uint8"), "peak": [[finite(v) for v in row] for row in peak]},
+            "thumbs": run.cache["thumbs"],
             "maps": {name: encode(value.numpy(), "<f4") for name, value in maps.items()},
             "ranges": {name: [finite(value.min()), finite(value.max())] for name, value in maps.items()},
-            "numbers": self.numbers(window, run),
+            "numbers": run.cache["numbers"],
         }
         out.update(self._outputs(run))
         return out
@@ -367,7 +389,7 @@ class Explorer:
         out["maps"] = {name: encode(value.numpy(), "<f4") for name, value in maps.items()}
         out["ranges"] = {name: [finite(value.min()), finite(value.max())] for name, value in maps.items()}
         # every head's change: half the L1 distance between its clean and ablated rows (total variation), mean over rows
-        change = torch.stack([(a[0] - b[0]).abs().sum(-1).mean(-1) / 2 for a, b in zip(clean.attention, ablated.attention)])  # (L, H)
+        change = (clean.stacked() - ablated.stacked())[:, 0].abs().sum(-1).mean(-1) / 2  # (L, H)
         out["attention_change"] = change.tolist()
         return out
 
@@ -401,7 +423,7 @@ class Explorer:
         induction.update(view)
         found = {**separators.compute(), **induction.compute()}
         valid = window.batch["attention_mask"].bool()
-        found.update(local_mass(torch.stack(run.attention), valid, LOCAL_WIDTH, causal=bool(self.info.causal)))
+        found.update(local_mass(run.stacked(), valid, LOCAL_WIDTH, causal=bool(self.info.causal)))
         names = ("attention_entropy", "attention_entropy_chance", "attention_cls", "local_mass", "local_mass_chance",
                  "prev_token_score", "prev_token_score_chance", "induction_score", "induction_score_chance")
         return {name: [[finite(v) for v in row] for row in found[name].double().tolist()] for name in names}
@@ -409,11 +431,10 @@ class Explorer:
     def _all_maps(self, window: Window, run: Pass) -> Dict[str, Any]:
         """Every head's attention and CSM and every layer's rollout, one byte a cell scaled within each map (notebook view)."""
         from attnsim.stats import context_similarity
-        from attnsim.stats.rollout import attention_rollout
 
-        attention = torch.stack([a[0] for a in run.attention]).float()  # (L, H, T, T)
+        attention = run.stacked()[:, 0]  # (L, H, T, T)
         csm = torch.stack([context_similarity(z[0].float(), str(self.cfg.stats.normalise)) for z in run.z])  # (L, H, T, T)
-        rollout = attention_rollout(torch.stack(run.attention).float(), window.batch["attention_mask"].bool())[:, 0]  # (L, T, T)
+        rollout = run.rollout(window.batch["attention_mask"].bool())  # (L, T, T)
         out = {}
         for name, value in (("attention", attention), ("csm", csm), ("rollout", rollout)):
             low = value.amin((-2, -1), keepdim=True)
