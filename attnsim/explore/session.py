@@ -289,13 +289,14 @@ class Explorer:
                 self._clean = (key, clean)
                 forward_ms = clean.seconds * 1e3
             ablated = self.forward(window, off, mode) if off else None
-        out = self._payload(window, clean, layer, head)
-        out["timing"] = {"forward_ms": forward_ms}
-        if ablated is not None:
-            out["ablation"] = self._ablation(window, clean, ablated, layer, head, off, mode)
-            out["timing"]["ablated_ms"] = ablated.seconds * 1e3
-        if every_head:
-            out["all_maps"] = self._all_maps(window, clean)
+            # under the lock too: the pass's cache (numbers, thumbnails, rollout) is filled once, by one caller
+            out = self._payload(window, clean, layer, head)
+            out["timing"] = {"forward_ms": forward_ms}
+            if ablated is not None:
+                out["ablation"] = self._ablation(window, clean, ablated, layer, head, off, mode)
+                out["timing"]["ablated_ms"] = ablated.seconds * 1e3
+            if every_head:
+                out["all_maps"] = self._all_maps(window, clean)
         out["timing"]["server_ms"] = (time.perf_counter() - started) * 1e3
         return out
 
