@@ -90,16 +90,21 @@ class Page:
         return result.get("result", {}).get("value")
 
     def wait_for(self, condition: str, timeout_s: float = 60.0):
-        """Poll a JavaScript expression until it is truthy; returns its value."""
+        """Poll a JavaScript expression until it is truthy (an expression that throws, e.g. before the page has
+        loaded, counts as false); returns its value."""
         import time
 
         deadline = time.monotonic() + timeout_s
+        failure = None
         while time.monotonic() < deadline:
-            value = self.evaluate(condition)
+            try:
+                value = self.evaluate(condition)
+            except RuntimeError as exc:
+                value, failure = None, exc
             if value:
                 return value
             time.sleep(0.05)
-        raise TimeoutError(f"{condition!r} was not true within {timeout_s} s")
+        raise TimeoutError(f"{condition!r} was not true within {timeout_s} s" + (f" (last error: {failure})" if failure else ""))
 
     def type_text(self, text: str) -> None:
         """Type into the focused element as a user's keyboard does (one input event)."""

@@ -125,13 +125,18 @@ def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], Non
     import uvicorn
 
     check_port(port, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
-    say(f"attnsim explore: http://{shown}:{port}/ (Ctrl-C stops it)")
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        say(f"warning: listening on {host}: anyone who can reach this machine on port {port} can run texts through the model (no password, no TLS).")
-    server.run()
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):  # noqa: ANN001 - uvicorn's signature
+            await super().startup(sockets)
+            if self.started:  # listening: the address is said once it answers
+                say(f"attnsim explore: http://{shown}:{port}/ (Ctrl-C stops it)")
+                if host not in ("127.0.0.1", "localhost", "::1"):
+                    say(f"warning: listening on {host}: anyone who can reach this machine on port {port} can run texts through the model and read what it answers (no password, no TLS).")
+
+    # uvicorn binds with SO_REUSEADDR and closes its socket on Ctrl-C: the port is free again as soon as it returns
+    Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)).run()
     return 0
 
 

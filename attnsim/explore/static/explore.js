@@ -317,11 +317,11 @@
     function localData(req) {
       var base = boot.data, all = base.all_maps, T = base.tokens.length;
       if (req.text !== boot.initial.text) throw new Error("This inline view holds one text; run attnsim explore (or attnsim.view with another text) to analyse another.");
-      var sameOff = req.off.slice().sort().join(",") === (boot.initial.off || []).map(function (p) { return p[0] + "." + p[1]; }).sort().join(",");
+      var sameOff = req.keys.slice().sort().join(",") === (boot.initial.off || []).map(function (p) { return p[0] + "." + p[1]; }).sort().join(",");
       var out = Object.assign({}, base, { layer: req.layer, head: req.head, maps: {}, _maps: {} });
       if (!sameOff || req.mode !== (boot.initial.mode || info.mode)) {
         delete out.ablation;
-        if (req.off.length) throw new Error("Switching other heads off needs the live server (attnsim explore); this view shows the heads off given to attnsim.view(off=...).");
+        if (req.keys.length) throw new Error("Switching other heads off needs the live server (attnsim explore); this view shows the heads off given to attnsim.view(off=...).");
       } else if (base.ablation && (req.layer !== base.layer || req.head !== base.head)) {
         out.ablation = Object.assign({}, base.ablation); delete out.ablation.maps; out.ablation._maps = {};
       }
@@ -337,10 +337,11 @@
 
     function request() {
       var mine = ++seq, body = { text: state.text, layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode };
+      var keys = state.off.slice();
       var started = performance.now();
       root.setAttribute("data-state", "busy");
       if (!boot.live) {
-        try { data = localData(body); shown = mine; draw(); say("layer " + state.layer + ", head " + state.head + " (embedded view)"); }
+        try { data = localData(Object.assign({ keys: keys }, body)); shown = mine; draw(); say("layer " + state.layer + ", head " + state.head + " (embedded view)"); }
         catch (e) { say(e.message, true); }
         return;
       }
@@ -399,7 +400,7 @@
     });
     if (!boot.live) { root.tabIndex = 0; boot.data._exact = {}; ["attention", "csm", "rollout"].forEach(function (k) { boot.data._exact[k] = decode(boot.data.maps[k], "f4"); }); }
     if (boot.error) say(boot.error, true);
-    if (boot.data && !boot.live) { data = localData({ text: state.text, layer: state.layer, head: state.head, off: state.off, mode: state.mode }); if (boot.data.ablation) data.ablation = boot.data.ablation; draw(); say("layer " + state.layer + ", head " + state.head + " (embedded view)"); }
+    if (boot.data && !boot.live) { data = localData({ text: state.text, layer: state.layer, head: state.head, keys: state.off.slice(), mode: state.mode }); if (boot.data.ablation) data.ablation = boot.data.ablation; draw(); say("layer " + state.layer + ", head " + state.head + " (embedded view)"); }
     else if (state.text.trim()) request();
     else say("Type a text to see every head.");
     if (boot.context_error) notice.textContent = boot.context_error;
