@@ -3,7 +3,8 @@
 The run is read by the one reader of logged runs (:class:`attnsim.analysis.runs.LoggedRun`, as ``compare`` and
 ``report`` read them): every heads table ``tables/<finding>_heads.csv`` it logged gives, per head, each of its
 columns, named ``finding/column``: numbers (short-range share and its chance, induction score, an ablation's
-effect, ...) that the page can sort and colour the heads by, and text (an anchor token) shown beside the head.
+effect, ...) that the page can sort and colour the heads by; and from ``tables/anchors_top.csv`` each head's
+most frequent anchor token (``anchors/anchor_token``) with the share of windows it anchors.
 
 A run of another model is refused: its ``attnsim.shape`` tag (layers x heads x d_head) must equal the loaded
 model's, and its model name or path (``attnsim.model``, ``attnsim.model_path``) must be the loaded one's.
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from attnsim.errors import AttnsimError
 
 # columns the page lists first (the issue's four: anchor token, short-range share beside chance, induction, effect)
-FIRST = ("anchor", "short_range", "induction_score", "effect", "delta", "z_score")
+FIRST = ("anchor_token", "short_range", "induction_score", "effect", "delta", "z_score", "anchor")
 
 
 class RunRefused(AttnsimError):
@@ -47,7 +48,7 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
     Raises:
         RunRefused: the run is not in the store, is not a measurement, was logged for another model, or holds no heads table.
     """
-    from attnsim.analysis.runs import LoggedRun
+    from attnsim.analysis.runs import LoggedRun, download_table
     from attnsim.keys import RunKind, Tag
     from attnsim.tracking.store import Tracker
 
@@ -90,6 +91,16 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
             numeric = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for row in grid for v in row)
             values[name] = grid
             kinds[name] = "number" if numeric else "text"
+    anchors = download_table(tracker.client, run_id, "tables/anchors_top.csv") if "anchors" in logged.findings else None
+    if anchors is not None and {"layer", "head", "rank", "token", "share"} <= set(anchors.columns):
+        token: List[List[Any]] = [[None] * info.n_heads for _ in range(info.n_layers)]
+        share: List[List[Any]] = [[None] * info.n_heads for _ in range(info.n_layers)]
+        for row in anchors[anchors["rank"] == 1].itertuples():  # each head's most frequent anchor over the corpus
+            if 0 <= int(row.layer) < info.n_layers and 0 <= int(row.head) < info.n_heads:
+                token[int(row.layer)][int(row.head)] = str(row.token)
+                share[int(row.layer)][int(row.head)] = _cell(float(row.share))
+        values["anchors/anchor_token"], kinds["anchors/anchor_token"] = token, "text"
+        values["anchors/anchor_token_windows_share"], kinds["anchors/anchor_token_windows_share"] = share, "number"
     if not values:
         raise RunRefused(f"Run '{run_id}' ({logged.name}) logged no per-head table (tables/<finding>_heads.csv); run a finding with tables, e.g. `attnsim run paper model.path=...`.")
     order = sorted(values, key=lambda n: (next((i for i, word in enumerate(FIRST) if word in n), len(FIRST)), n))

@@ -74,9 +74,6 @@
     var gridWrap = el("div", { class: "ax-panel" }, top);
     el("div", { class: "ax-cap", text: "model view: layers (rows, 0 at top) × heads (columns)" }, gridWrap);
     var grid = el("canvas", { class: "ax-grid", "data-role": "grid" }, gridWrap);
-    var rankWrap = el("div", { class: "ax-panel" }, top);
-    var rankCap = el("div", { class: "ax-cap" }, rankWrap);
-    var rank = el("table", { class: "ax-rank", "data-role": "rank" }, rankWrap);
     var numWrap = el("div", { class: "ax-panel" }, top);
     el("div", { class: "ax-cap", text: "this head" }, numWrap);
     var numbers = el("table", { "data-role": "numbers" }, numWrap);
@@ -97,6 +94,9 @@
       el("div", { class: "ax-cap", text: p[1] }, w);
       ablPanels[p[0]] = el("canvas", { "data-role": "ablated-" + p[0] }, w);
     });
+    var rankWrap = el("div", { class: "ax-panel" }, root);
+    var rankCap = el("div", { class: "ax-cap" }, rankWrap);
+    var rank = el("table", { class: "ax-rank", "data-role": "rank" }, rankWrap);
     var tip = el("div", { class: "ax-tip" }, root);
     root.__explore = { state: state, get data() { return data; }, decode: decode, timings: [] };
 
@@ -210,7 +210,7 @@
     function showTip(ev, text) { tip.textContent = text; tip.style.display = "block"; tip.style.left = ev.clientX + 12 + "px"; tip.style.top = ev.clientY + 12 + "px"; }
 
     function drawMap(canvas, values, tokens, kind) {
-      var T = tokens.length, cell = Math.max(2, Math.min(18, Math.floor(420 / T))), pad = 70, n = T * cell;
+      var T = tokens.length, cell = Math.max(2, Math.min(18, Math.floor(340 / T))), pad = 70, n = T * cell;
       canvas.width = n + pad; canvas.height = n + pad;
       var ctx = canvas.getContext("2d"), lo = Infinity, hi = -Infinity;
       for (var i = 0; i < values.length; i++) { if (isFinite(values[i])) { lo = Math.min(lo, values[i]); hi = Math.max(hi, values[i]); } }
@@ -261,9 +261,14 @@
       });
       if (context) {
         var c = el("tr", {}, numbers); el("th", { text: "run " + (context.name || context.run_id) }, c); el("th", { text: "corpus" }, c);
+        el("th", { text: "chance" }, c);
+        var shown = 0;
         context.stats.forEach(function (name) {
-          var v = context.values[name][l][h]; if (v === null || v === undefined) return;
+          var v = context.values[name][l][h], chance = context.values[name + "_chance"];
+          if (v === null || v === undefined || /_chance$/.test(name) || shown >= 8) return;
+          shown++;
           var r2 = el("tr", {}, numbers); el("td", { text: name }, r2); el("td", { text: fmt(v) }, r2);
+          el("td", { text: chance ? fmt(chance[l][h]) : "" }, r2);
         });
       }
     }
