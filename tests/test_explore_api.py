@@ -207,3 +207,10 @@ def test_corpus_context_of_a_run_and_a_foreign_run_refused(tiny_bert, bert, gpt2
     assert len(grid) == 2 and len(grid[0]) == 4 and all(isinstance(v, float) for row in grid for v in row)
     with pytest.raises(RunRefused, match="but the explorer has .* loaded"):
         corpus_context(result.run_id, gpt2.info, tracking_uri)
+
+
+def test_a_refused_start_up_run_is_said_on_the_page(bert):
+    from fastapi.testclient import TestClient
+
+    page = TestClient(create_app(bert, context_error="Run 'abc' measured another model.")).get("/").text
+    assert "Run 'abc' measured another model." in page

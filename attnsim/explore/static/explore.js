@@ -45,7 +45,7 @@
       off: hashState.off !== undefined ? hashState.off : (boot.initial.off || []).map(function (p) { return p[0] + "." + p[1]; }),
       mode: hashState.mode || boot.initial.mode || info.mode, stat: hashState.stat || "", hover: -1,
     };
-    var context = boot.context || null, data = null, seq = 0, shown = 0, lastInput = 0, timer = null;
+    var context = boot.context || null, contextError = boot.context_error || "", data = null, seq = 0, shown = 0, lastInput = 0, timer = null;
     root.classList.add("attnsim-explore");
     root.innerHTML = "";
     var head = el("div", { class: "ax-head" }, root);
@@ -314,7 +314,7 @@
         Object.keys(ablPanels).forEach(function (k) { am[k] = am[k] || decode(data.ablation.maps[k], "f4"); drawMap(ablPanels[k], am[k], data.tokens, k + " (heads off)"); });
       }
       drawNumbers(); drawPredictions();
-      notice.textContent = data.cut ? "The text has " + data.text_tokens + " tokens; the model reads " + (data.text_tokens - data.cut) + " here (at most " + data.max_tokens + " with its special tokens): the last " + data.cut + " were cut." : "";
+      notice.textContent = (contextError ? contextError + " " : "") + (data.cut ? "The text has " + data.text_tokens + " tokens; the model reads " + (data.text_tokens - data.cut) + " here (at most " + data.max_tokens + " with its special tokens): the last " + data.cut + " were cut." : "");
       writeHash();
     }
 
@@ -385,8 +385,8 @@
     if (runBox) runBox.addEventListener("change", function () {
       var id = runBox.value.trim();
       fetch(boot.api + "api/context?run=" + encodeURIComponent(id)).then(function (r) { return r.json().then(function (j) { return { ok: r.ok, json: j }; }); }).then(function (res) {
-        if (!res.ok) { say(res.json.error, true); return; }
-        context = res.json.context; if (data) draw(); say(context ? "corpus context: run " + context.name : "corpus context off");
+        if (!res.ok) { contextError = res.json.error; notice.textContent = contextError; say(res.json.error, true); return; }
+        context = res.json.context; contextError = ""; if (data) draw(); say(context ? "corpus context: run " + context.name : "corpus context off");
       });
     });
     (boot.live ? document : root).addEventListener("keydown", function (ev) {
@@ -408,6 +408,6 @@
     if (boot.data && !boot.live) { data = localData({ text: state.text, layer: state.layer, head: state.head, keys: state.off.slice(), mode: state.mode }); if (boot.data.ablation) data.ablation = boot.data.ablation; draw(); say("layer " + state.layer + ", head " + state.head + " (embedded view)"); }
     else if (state.text.trim()) request();
     else say("Type a text to see every head.");
-    if (boot.context_error) notice.textContent = boot.context_error;
+    if (contextError) notice.textContent = contextError;
   };
 })();
