@@ -2,13 +2,14 @@
 #   make run    installs what is missing, then runs the main job (attnsim run csm)
 #   make test   installs what is missing, then lints (ruff check) and runs the tests
 # Benchmarks (README, "Performance", "Scaling out"): make throughput, make memory, make end-to-end, make operations, make imports, make gpu-check, make scaling, make long-context, make gguf-load (ARGS=... passes options)
+# The live explorer's latency (docs/tutorials/live-explorer.md): make explore-latency
 # The README's SmolLM2 tables ("A real LLM: SmolLM2-135M"): make smollm2-findings
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run ui lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings guard-rails clean
+.PHONY: install run ui explore explore-latency lint test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings guard-rails clean
 
 install: $(VENV)/.installed
 
@@ -26,6 +27,14 @@ run: install
 # the MLflow UI for ./mlruns on http://127.0.0.1:5000 (ARGS="--port 5001" for another port); Ctrl-C stops it
 ui: install
 	$(VENV)/bin/attnsim ui $(ARGS)
+
+# the live explorer on http://localhost:8765 (ARGS="model.path=smollm2 --run RUN_ID"); Ctrl-C stops it
+explore: install
+	$(VENV)/bin/attnsim explore $(ARGS)
+
+# end of typing -> drawn maps in headless Chromium, MiniLM and SmolLM2 at 128 tokens (benchmarks/explore_latency.py)
+explore-latency: install
+	$(PY) benchmarks/explore_latency.py $(ARGS)
 
 # ruff's rules and per-file ignores: pyproject.toml [tool.ruff]; `ruff format` is configured there
 # but not yet applied to the tree, so only `ruff check` runs here

@@ -11,6 +11,7 @@ Python API (README, "Python API"); each call returns a documented result object:
 - :func:`attnsim.finetune` ``(experiment="finetune_bbc", overrides=None)`` -> :class:`FinetuneResult`
 - :func:`attnsim.sweep` ``(experiment, checkpoints, overrides=None, base=None)`` -> :class:`SweepResult`
 - :func:`attnsim.compare` ``(run_ids=None, experiment=None, parent=None, ...)`` -> pandas DataFrame
+- :func:`attnsim.view` ``(text, model="bundled", run=None, ...)`` -> :class:`attnsim.explore.notebook.View` (inline explorer)
 
 ``import attnsim`` stays light: each name imports its module on first use. The calls are as quiet as
 the command line (:mod:`attnsim.quiet`; ``ATTNSIM_VERBOSE=1`` shows the libraries' own output).
@@ -36,6 +37,7 @@ _LAZY = {
     "SweepResult": "attnsim.workflows.sweep",
     "compare": "attnsim.analysis.compare",
     "AttnsimError": "attnsim.errors",
+    "view": "attnsim.explore.notebook",
 }
 
 

@@ -1,4 +1,4 @@
-"""Command line: ``attnsim run|list|show|ui|server|cache|finetune|sweep|compare|report``.
+"""Command line: ``attnsim run|list|show|ui|server|cache|explore|finetune|sweep|compare|report``.
 
 This module owns every argument parser and every line printed for the user; the
 workflows (:mod:`attnsim.workflows`) and analyses (:mod:`attnsim.analysis`) it calls
@@ -110,6 +110,37 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from attnsim.tracking.ui import serve
 
     return serve(resolve_uri(args.uri), args.port, verbose=args.verbose, say=lambda line: print(line, flush=True))
+
+
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from attnsim.config import load_config
+    from attnsim.findings.registry import FINDINGS
+
+    load_config("attention_maps", args.overrides, known_findings=FINDINGS)  # config errors before the heavy imports
+    from attnsim.explore.server import check_port
+
+    check_port(args.port, args.host)  # a port in use is said before the model loads
+    quiet_libraries(args.verbose)
+    from attnsim.explore.context import corpus_context
+    from attnsim.explore.server import create_app, serve
+    from attnsim.explore.session import Explorer
+    from attnsim.tracking.store import resolve_uri
+
+    explorer = Explorer.load(args.overrides)
+    info = explorer.describe()
+    print(f"loaded {info['model']} ({info['layers']} layers x {info['heads']} heads, {info['kind']}) in {explorer.load_seconds:.1f} s; texts up to {info['max_tokens']} tokens", flush=True)
+    explorer.analyse("The first pass compiles the statistics' kernels.", 0, 0)  # warm-up: the first text is not slower than the rest
+    context, refused = None, None
+    uri = resolve_uri(args.uri)
+    if args.run:
+        try:
+            context = corpus_context(args.run, explorer.info, uri)
+            print(f"corpus context: run {context['name']} ({len(context['stats'])} per-head statistics)", flush=True)
+        except AttnsimError as exc:  # shown on the page too; the server runs without it
+            refused = str(exc)
+            print(f"error: {refused}", file=sys.stderr, flush=True)
+    app = create_app(explorer, context, refused, uri, text=args.text)
+    return serve(app, args.host, args.port, say=lambda line: print(line, flush=True))
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
@@ -306,6 +337,15 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.set_defaults(func=_cmd_server)
 
+    p = sub.add_parser("explore", help="type a text, see every head's attention and CSM now, switch heads off: a local web page (Ctrl-C stops it)")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE overrides, e.g. model.path=smollm2 corpus.seq_len=128 (the most tokens of one text)")
+    p.add_argument("--run", default=None, metavar="RUN_ID", help="a logged run of the same model: its per-head corpus statistics beside the live maps")
+    p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; another exposes the model to the network)")
+    p.add_argument("--text", default="", help="the text the page opens with")
+    p.set_defaults(func=_cmd_explore)
+
     p = sub.add_parser("cache", help="list or clear the models attnsim converted (GGUF files dequantised to float32 folders)")
     p.add_argument("action", nargs="?", choices=("list", "clear"), default="list", help="list (default) or clear the converted models")
     p.set_defaults(func=_cmd_cache)
@@ -336,7 +376,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.command not in ("list", "show", "run", "ui", "server", "cache"):  # `run` quiets them after its config checks
+    if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore"):  # `run` quiets them after its config checks
         quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
     from attnsim.tracking.store import command_line
 

@@ -93,7 +93,7 @@ def snapshot(models):
 def build_models(folder: Path):
     """The seeded tiny models (GPT-2, grouped-query Llama, T5) and the bundled MiniLM: {name: model.path}."""
     sys.path.insert(0, str(ROOT))
-    from tests.tiny_models import save_tiny
+    from tests.helpers.tiny_models import save_tiny
 
     return {
         "minilm": "bundled",

@@ -32,7 +32,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     # Lightning callbacks and modules: findings, the fine-tuning module and data, the progress bar
     ("findings", ("attnsim.findings", "attnsim.training", "attnsim.progress")),
     ("tracking", ("attnsim.tracking",)),
-    ("workflows", ("attnsim.workflows", "attnsim.analysis", "attnsim.report")),
+    # the live explorer sits beside the workflows: it loads a model, captures one window and reads logged runs
+    ("workflows", ("attnsim.workflows", "attnsim.analysis", "attnsim.report", "attnsim.explore")),
     ("cli", ("attnsim.cli",)),
 ]
 

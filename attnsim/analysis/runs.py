@@ -70,17 +70,21 @@ def layer_values(metrics: Mapping[str, float], stat: str, layers: Optional[int] 
     return values if any(math.isfinite(v) for v in values) else None
 
 
-def download_head_table(client: Any, run_id: str, finding: str) -> Optional["pd.DataFrame"]:
-    """The run's per-head table ``tables/<finding>_heads.csv`` (columns ``layer``, ``head`` and one per
-    statistic, a row per head), None when the run has none (no such finding, or logged without tables)."""
+def download_table(client: Any, run_id: str, path: str) -> Optional["pd.DataFrame"]:
+    """A CSV table the run logged (``path`` among its artifacts, e.g. ``tables/anchors_top.csv``), None when it has none."""
     import pandas as pd
 
     try:
         with tempfile.TemporaryDirectory() as folder:
-            path = client.download_artifacts(run_id, f"tables/{finding}_heads.csv", folder)
-            return pd.read_csv(path)
+            return pd.read_csv(client.download_artifacts(run_id, path, folder))
     except Exception:  # noqa: BLE001 - MLflow raises its own types for a missing artifact
         return None
+
+
+def download_head_table(client: Any, run_id: str, finding: str) -> Optional["pd.DataFrame"]:
+    """The run's per-head table ``tables/<finding>_heads.csv`` (columns ``layer``, ``head`` and one per
+    statistic, a row per head), None when the run has none (no such finding, or logged without tables)."""
+    return download_table(client, run_id, f"tables/{finding}_heads.csv")
 
 
 def table_layers(table: Optional["pd.DataFrame"]) -> int:
