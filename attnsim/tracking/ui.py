@@ -26,6 +26,7 @@ the whole group: SIGTERM, then SIGKILL for whatever is left after
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -39,7 +40,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.tracking.links import HOST, experiments_url, is_server
+from attnsim.tracking.links import HOST, experiments_url, is_server, ui_marker
 
 NO_JOBS_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 READY_TIMEOUT_S = 120.0
@@ -255,13 +256,30 @@ def serve(uri: str, port: int, verbose: bool = False, say: Optional[Callable[[st
     check_port(port)
     say = say or (lambda line: None)
     server = UiServer(uri, port, verbose)
-    run_until_stopped(
-        server,
-        say,
-        starting=f"starting the MLflow UI for {uri} on {server.url} ...",
-        ready=lambda seconds: f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)",
-        failed=lambda code: UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above."),
-    )
+    marker = ui_marker(uri)
+
+    def ready(seconds: float) -> str:
+        try:  # links printed while it runs use its port (attnsim.tracking.links.running_ui_port)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"port": port, "pid": os.getpid()}), encoding="utf-8")
+        except OSError:  # no runtime folder: the links say the default port
+            pass
+        return f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)"
+
+    try:
+        run_until_stopped(
+            server,
+            say,
+            starting=f"starting the MLflow UI for {uri} on {server.url} ...",
+            ready=ready,
+            failed=lambda code: UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above."),
+        )
+    finally:
+        try:
+            if json.loads(marker.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                marker.unlink()
+        except (OSError, ValueError, AttributeError):
+            pass
     say("stopped the MLflow UI")
     return 0
 

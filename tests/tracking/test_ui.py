@@ -260,7 +260,11 @@ def _server_of(process: subprocess.Popen) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
-def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
+def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui, store):
+    from attnsim.tracking.links import open_hint, running_ui_port
+
+    assert running_ui_port(store["uri"]) == ui["port"]  # links printed while it runs say its port
+    assert open_hint(store["uri"], "1").startswith(f"open it: http://127.0.0.1:{ui['port']}/#/experiments/1/runs")
     process = ui["process"]
     server = _server_of(process)
     process.send_signal(signal.SIGTERM)
@@ -270,6 +274,7 @@ def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
         time.sleep(0.1)
     assert not _alive(server)
     assert ui["log"].read_text().rstrip().endswith("stopped the MLflow UI")
+    assert running_ui_port(store["uri"]) is None  # its marker is gone
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
