@@ -47,7 +47,12 @@ def ui_base(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str
 
 
 def _classic(base: str, route: str) -> str:
-    return f"{base}/#{route}?{urlencode({WORKFLOW_PARAM: CLASSIC})}"
+    return f"{base}/{classic_fragment(route)}"
+
+
+def classic_fragment(route: str) -> str:
+    """The URL fragment of ``route`` in the classic view: ``#/experiments?workflowType=machine_learning``."""
+    return f"#{route}?{urlencode({WORKFLOW_PARAM: CLASSIC})}"
 
 
 def experiments_url(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str:
@@ -74,11 +79,11 @@ def run_url(experiment_id: str, run_id: str, tracking_uri: Optional[str] = None,
 
 def ui_marker(tracking_uri: str) -> Path:
     """The file in which a running ``attnsim ui`` of ``tracking_uri`` keeps its port and process id
-    (``{"port": 5001, "pid": 1234}``), in the user's runtime folder (``platformdirs.user_runtime_dir``)."""
+    (``{"port": 5001, "pid": 1234}``), in attnsim's folder of the user's cache (``platformdirs.user_cache_dir``)."""
     import platformdirs
 
     key = hashlib.sha256(tracking_uri.encode("utf-8")).hexdigest()[:16]
-    return Path(platformdirs.user_runtime_dir("attnsim")) / f"ui-{key}.json"
+    return Path(platformdirs.user_cache_dir("attnsim")) / "ui" / f"{key}.json"
 
 
 def running_ui_port(tracking_uri: str) -> Optional[int]:

@@ -46,9 +46,9 @@ def test_a_tracking_server_is_linked_directly_and_a_local_store_through_attnsim_
 
 
 def test_links_say_the_port_of_the_attnsim_ui_serving_the_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     marker = links.ui_marker(SQLITE)
-    assert marker.parent == tmp_path / "attnsim" and links.running_ui_port(SQLITE) is None
+    assert marker.parent == tmp_path / "attnsim" / "ui" and links.running_ui_port(SQLITE) is None
     marker.parent.mkdir(parents=True)
     marker.write_text(json.dumps({"port": 5123, "pid": os.getpid()}))
     assert links.running_ui_port(SQLITE) == 5123
