@@ -74,9 +74,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=positive, default=7, help="runs of each operation; the fastest is reported (default 7)")
     parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
     args = parser.parse_args(argv)
-    from attnsim.cli import _quiet_libraries
+    from attnsim.quiet import quiet_libraries
 
-    _quiet_libraries()
+    quiet_libraries()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     cfg = load_config("paper", [f"corpus.limit={args.windows}", f"trainer.batch_size={args.windows}"])
     prepared = prepare(cfg)

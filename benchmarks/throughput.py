@@ -236,10 +236,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
     parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
     args = parser.parse_args(argv)
-    from attnsim.cli import _quiet_libraries
     from attnsim.errors import AttnsimError
+    from attnsim.quiet import quiet_libraries
 
-    _quiet_libraries()
+    quiet_libraries()
     for name in args.experiments:  # every experiment's config is checked before anything is measured
         try:
             load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"])
