@@ -75,3 +75,19 @@ def test_runnable_blocks(page: Path, tmp_path, request):
     for i, (overrides, body) in enumerate(runnable_blocks(text)):
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", _script(overrides, body)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{page.relative_to(ROOT)}, runnable block {i + 1} failed (exit {done.returncode}):\n{body}\n--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n{done.stderr[-5000:]}"
+
+
+@pytest.mark.e2e
+def test_worked_example_finding_runs(tracking_uri, monkeypatch):
+    """docs/architecture.md's worked example (examples/adjacent_finding.py): registered, run, logged."""
+    import attnsim
+    from attnsim.findings.registry import FINDINGS
+    from examples.adjacent_finding import AdjacentFinding
+
+    monkeypatch.setitem(FINDINGS, "adjacent", AdjacentFinding)
+    run = attnsim.run("csm", ["findings=[csm, adjacent]", "corpus.limit=4", "corpus.seq_len=32", "tracking.figures=false", "trainer.progress_bar=false"])
+    shares = [run.metrics[f"adjacent/adjacent_share/L{layer:02d}"] for layer in range(6)]
+    chance = run.metrics["adjacent/adjacent_share_chance"]
+    assert all(0.0 <= s <= 1.0 for s in shares)
+    assert 0.0 < chance < 0.1  # about (n - 1) adjacent pairs among n(n - 1)/2 valid pairs: 2/n
+    assert max(shares) > chance  # trained MiniLM's high pairs are closer than chance
