@@ -123,7 +123,7 @@ class Source(StrEnum):
 
 
 class HighRule(StrEnum):
-    """``stats.high_rule``: which pairs of a window are high (README, "Statistics of the `csm` experiment")."""
+    """``stats.high_rule``: which pairs of a window are high (docs/concepts/statistics.md, "High pairs, and the tie rule")."""
 
     top_fraction = "top_fraction"
     zscore = "zscore"
@@ -281,7 +281,7 @@ class CorpusConfig:
 
 @dataclass
 class StatsConfig:
-    """Definitions of the statistics (see README, "Statistics")."""
+    """Definitions of the statistics (docs/concepts/statistics.md)."""
 
     top_fraction: float = 0.02  # share of valid pairs i<j per window and head that are "high"
     high_rule: HighRule = HighRule.top_fraction
@@ -414,7 +414,7 @@ class PlotsConfig:
 
 @dataclass
 class MapsConfig:
-    """Attention rollout, attention flow and gradient-weighted maps (README, "Attention visualisation")."""
+    """Attention rollout, attention flow and gradient-weighted maps (docs/concepts/visualisation.md)."""
 
     head_fusion: HeadFusion = HeadFusion.mean
     discard_ratio: float = 0.0  # rollout: share of each row's lowest weights set to 0 before the residual ([CLS] kept)
@@ -442,7 +442,7 @@ class SelectConfig:
 
 @dataclass
 class InterventionsConfig:
-    """Head ablation and activation patching (README, "Interventions"); read by the ``ablation`` and ``patching`` findings."""
+    """Head ablation and activation patching (docs/tutorials/interventions.md); read by the ``ablation`` and ``patching`` findings."""
 
     # head sets ablated: null (none listed), "each" (every head alone), or a list of [layer, head] pairs (one set)
     heads: Any = None
@@ -477,7 +477,7 @@ class InterventionsConfig:
 
 @dataclass
 class CaptureConfig:
-    """How per-head internals are captured and walked (README, "Long contexts")."""
+    """How per-head internals are captured and walked (docs/tutorials/long-contexts.md)."""
 
     path: CapturePath = CapturePath.auto
     blockwise_above: int = 512  # auto: blockwise for windows of more tokens than this

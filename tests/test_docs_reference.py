@@ -86,3 +86,28 @@ def test_field_comments_read_trailing_and_preceding_comments(gen):
     assert comments[("A", "x")] == "above one above two"
     assert comments[("A", "y")] == "beside"
     assert comments[("A", "z")] == ""
+
+
+def _user_docs():
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_user_docs_hold_no_issue_numbers_or_commit_hashes():
+    import re
+
+    issue = re.compile(r"\bissues? \d+", re.I)
+    commit = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")  # hex with digits and letters
+    found = []
+    for path in _user_docs():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if issue.search(line) or commit.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert not found, "development history in user docs (issue numbers, commit hashes or run ids):\n" + "\n".join(found)
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/"
+    text = "\n".join(lines)
+    for command in ("make run", "make test"):
+        assert command in text
