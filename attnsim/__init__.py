@@ -11,8 +11,10 @@ Python API (README, "Python API"); each call returns a documented result object:
 - :func:`attnsim.finetune` ``(experiment="finetune_bbc", overrides=None)`` -> :class:`FinetuneResult`
 - :func:`attnsim.sweep` ``(experiment, checkpoints, overrides=None, base=None)`` -> :class:`SweepResult`
 - :func:`attnsim.compare` ``(run_ids=None, experiment=None, parent=None, ...)`` -> pandas DataFrame
+- :func:`attnsim.view` ``(text, model="bundled", run=None, ...)`` -> :class:`attnsim.explore.notebook.View` (inline explorer)
 
-``import attnsim`` stays light: each name imports its module on first use.
+``import attnsim`` stays light: each name imports its module on first use. The calls are as quiet as
+the command line (:mod:`attnsim.quiet`; ``ATTNSIM_VERBOSE=1`` shows the libraries' own output).
 """
 
 import importlib as _importlib
@@ -35,10 +37,20 @@ _LAZY = {
     "SweepResult": "attnsim.workflows.sweep",
     "compare": "attnsim.analysis.compare",
     "AttnsimError": "attnsim.errors",
+    "view": "attnsim.explore.notebook",
 }
 
 
+# the API's calls: the libraries' chatter is hidden before they first load (attnsim.quiet; ATTNSIM_VERBOSE=1 keeps it)
+_HEAVY_CALLS = ("run", "finetune", "sweep")
+_LIGHT_CALLS = ("report", "compare")
+
+
 def __getattr__(name: str):
+    if name in _HEAVY_CALLS or name in _LIGHT_CALLS:
+        from attnsim.quiet import quiet_libraries
+
+        quiet_libraries(heavy=name in _HEAVY_CALLS)
     if name == "report":
         # the module attnsim.report, which is callable as report(...) (it replaces this attribute once imported)
         return _importlib.import_module("attnsim.report")

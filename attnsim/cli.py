@@ -1,4 +1,4 @@
-"""Command line: ``attnsim run|list|show|ui|server|cache|finetune|sweep|compare|report``.
+"""Command line: ``attnsim run|list|show|ui|server|cache|explore|finetune|sweep|compare|report``.
 
 This module owns every argument parser and every line printed for the user; the
 workflows (:mod:`attnsim.workflows`) and analyses (:mod:`attnsim.analysis`) it calls
@@ -20,6 +20,7 @@ import time
 from typing import Any, List, Optional
 
 from attnsim.errors import AttnsimError
+from attnsim.quiet import quiet_libraries
 
 DEFAULT_FINETUNE = "finetune_bbc"  # attnsim.workflows.finetune.DEFAULT_EXPERIMENT (not imported: it is heavy)
 
@@ -54,7 +55,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     process_settings()  # before torch loads: freed heap memory kept for reuse, a short OpenMP spin
     import_libraries()  # torch, Lightning, transformers, MLflow, with the garbage collector paused
     freeze_at_exit()
-    _quiet_libraries(args.verbose)
+    quiet_libraries(args.verbose)
     from attnsim.keys import Stage
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.run import execute, prepare
@@ -109,6 +110,37 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from attnsim.tracking.ui import serve
 
     return serve(resolve_uri(args.uri), args.port, verbose=args.verbose, say=lambda line: print(line, flush=True))
+
+
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from attnsim.config import load_config
+    from attnsim.findings.registry import FINDINGS
+
+    load_config("attention_maps", args.overrides, known_findings=FINDINGS)  # config errors before the heavy imports
+    from attnsim.explore.server import check_port
+
+    check_port(args.port, args.host)  # a port in use is said before the model loads
+    quiet_libraries(args.verbose)
+    from attnsim.explore.context import corpus_context
+    from attnsim.explore.server import create_app, serve
+    from attnsim.explore.session import Explorer
+    from attnsim.tracking.store import resolve_uri
+
+    explorer = Explorer.load(args.overrides)
+    info = explorer.describe()
+    print(f"loaded {info['model']} ({info['layers']} layers x {info['heads']} heads, {info['kind']}) in {explorer.load_seconds:.1f} s; texts up to {info['max_tokens']} tokens", flush=True)
+    explorer.analyse("The first pass compiles the statistics' kernels.", 0, 0)  # warm-up: the first text is not slower than the rest
+    context, refused = None, None
+    uri = resolve_uri(args.uri)
+    if args.run:
+        try:
+            context = corpus_context(args.run, explorer.info, uri)
+            print(f"corpus context: run {context['name']} ({len(context['stats'])} per-head statistics)", flush=True)
+        except AttnsimError as exc:  # shown on the page too; the server runs without it
+            refused = str(exc)
+            print(f"error: {refused}", file=sys.stderr, flush=True)
+    app = create_app(explorer, context, refused, uri, text=args.text)
+    return serve(app, args.host, args.port, say=lambda line: print(line, flush=True))
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
@@ -305,42 +337,21 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.set_defaults(func=_cmd_server)
 
+    p = sub.add_parser("explore", help="type a text, see every head's attention and CSM now, switch heads off: a local web page (Ctrl-C stops it)")
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE overrides, e.g. model.path=smollm2 corpus.seq_len=128 (the most tokens of one text)")
+    p.add_argument("--run", default=None, metavar="RUN_ID", help="a logged run of the same model: its per-head corpus statistics beside the live maps")
+    p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; another exposes the model to the network)")
+    p.add_argument("--text", default="", help="the text the page opens with")
+    p.set_defaults(func=_cmd_explore)
+
     p = sub.add_parser("cache", help="list or clear the models attnsim converted (GGUF files dequantised to float32 folders)")
     p.add_argument("action", nargs="?", choices=("list", "clear"), default="list", help="list (default) or clear the converted models")
     p.set_defaults(func=_cmd_cache)
 
     _add_analysis_parsers(sub)
     return parser
-
-
-def _quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
-    """Keep the terminal for attnsim's own output, warnings and Lightning's progress bar.
-
-    Lightning's start-up INFO lines and tips, MLflow's database-migration INFO
-    lines and transformers' weight-loading reports and bars are hidden
-    (``attnsim -v`` shows them).
-    """
-    if verbose:
-        return
-    import warnings
-
-    if not heavy:  # commands that read runs (report, compare): no torch, Lightning or transformers to quiet or import
-        for name in ("mlflow", "alembic"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        return
-    import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
-
-    for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # a deprecation inside Lightning's own pytree helper, not actionable by users
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:  # transformers is a dependency; nothing to quiet without it
-        pass
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespace:
@@ -365,8 +376,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.command not in ("list", "show", "run", "ui", "server", "cache"):  # `run` quiets them after its config checks
-        _quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
+    if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore"):  # `run` quiets them after its config checks
+        quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
     from attnsim.tracking.store import command_line
 
     try:

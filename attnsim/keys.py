@@ -30,10 +30,12 @@ class MetricKey:
     least two digits. A finding's corpus-level number (no layer axis) is ``finding/name``,
     i.e. a key without layer.
 
-    Example::
+    Example:
 
-        MetricKey("csm", "mean", 3, 7).format()     # 'csm/mean/L03/H07'
-        MetricKey.parse("csm/mean/L03")             # MetricKey('csm', 'mean', layer=3, head=None)
+        >>> MetricKey("csm", "mean", 3, 7).format()
+        'csm/mean/L03/H07'
+        >>> MetricKey.parse("csm/mean/L03")
+        MetricKey(finding='csm', stat='mean', layer=3, head=None)
     """
 
     finding: str

@@ -60,7 +60,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
   ROWS+=("$name|$result|${spent} s")
 }
 
-step tests 150 "$PYTHON" -m pytest -q -m cuda -p no:cacheprovider tests/test_cuda.py
+step tests 150 "$PYTHON" -m pytest -q -m cuda -p no:cacheprovider tests/capture/test_cuda.py
 step throughput 210 "$PYTHON" benchmarks/throughput.py --device cuda --windows "$WINDOWS" --rounds 3 --no-full-run
 step memory 90 "$PYTHON" benchmarks/memory.py --device cuda --small "$SMALL" --large "$LARGE"
 

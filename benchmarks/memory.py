@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         rows.append(result)
         print(f"{args.experiment} corpus.limit={limit}: {result['windows']} windows, {result['run']:.1f} s in the run "
               f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB"
-              f"{'' if result.get('gpu_peak_mib') is None else ', peak GPU memory %.0f MiB' % result['gpu_peak_mib']}, "
+              f"{'' if result.get('gpu_peak_mib') is None else ', peak GPU memory {:.0f} MiB'.format(result['gpu_peak_mib'])}, "
               f"{result['windows'] / result['timings'].get('predict', float('nan')):.1f} windows/s in predict", flush=True)
     ratio = rows[1]["peak_mib"] / rows[0]["peak_mib"]
     passed = ratio <= TARGET_RATIO

@@ -43,6 +43,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
+from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -51,10 +52,9 @@ from attnsim.config import load_config  # noqa: E402
 from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
 from attnsim.findings.base import view_factory  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
-from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
-from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
+from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 
 TARGET_RATIOS = {"paper": 0.82, "csm": 0.92}  # issue 18 (the first performance issue asked 0.75 of paper)
 TARGET_OUTPUT_SHARE = 0.08  # issue 18
@@ -121,13 +121,13 @@ def stage_profile(prepared, plain, captured, device: str, batch_size: int) -> Di
         for batch in batches(prepared.corpus.windows, batch_size):
             inputs = model_inputs(batch, device)
             on_device = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-            timed("plain", lambda: plain(**inputs))
+            timed("plain", lambda: plain(**inputs))  # noqa: B023 - called at once, inside this iteration
             # attnsim's forward pass without hooks: eager attention when probabilities are needed
-            timed("forward", lambda: captured(**inputs, output_attentions=needs_attention))
+            timed("forward", lambda: captured(**inputs, output_attentions=needs_attention))  # noqa: B023 - called at once, inside this iteration
             arch, heads = prepared.info.arch, prepared.info.n_heads
-            timed("capture", lambda: forward_with_capture(captured, arch, heads, inputs, needs_attention))
+            timed("capture", lambda: forward_with_capture(captured, arch, heads, inputs, needs_attention))  # noqa: B023 - called at once, inside this iteration
             view = module.predict_step(on_device, 0)  # forward + capture again (untimed), the view is lazy
-            timed("statistics", lambda: [finding.update(view) for finding in findings])
+            timed("statistics", lambda: [finding.update(view) for finding in findings])  # noqa: B023 - called at once, inside this iteration
     medians = {name: statistics.median(values) for name, values in times.items()}
     medians["capture"] = max(0.0, medians["capture"] - medians["forward"])  # hooks and per-layer tensors only
     return medians

@@ -103,10 +103,19 @@ def _doc_sentence(enum: type) -> str:
 
 def config_rows() -> List[Dict[str, str]]:
     """One row per leaf key of :class:`attnsim.config.RunConfig`: key, type, default, description."""
+    import inspect
+
     import attnsim.config as config
 
-    comments = _field_comments(Path(config.__file__).read_text(encoding="utf-8"))
+    comments: Dict[Tuple[str, str], str] = {}
     rows: List[Dict[str, str]] = []
+
+    def comments_of(cls: type) -> Dict[Tuple[str, str], str]:
+        """The field comments of the module that defines ``cls`` (read once per module)."""
+        if (cls.__name__, "") not in comments:
+            comments.update(_field_comments(Path(inspect.getsourcefile(cls)).read_text(encoding="utf-8")))
+            comments[(cls.__name__, "")] = ""
+        return comments
 
     def walk(cls: type, prefix: str) -> None:
         hints = get_type_hints(cls)
@@ -117,7 +126,7 @@ def config_rows() -> List[Dict[str, str]]:
                 walk(kind, key + ".")
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            text = comments.get((cls.__name__, f.name), "")
+            text = comments_of(cls).get((cls.__name__, f.name), "")
             enum = _enum_of(kind)
             if enum is not None and not text:
                 text = _doc_sentence(enum)
@@ -147,7 +156,7 @@ def config_markdown() -> str:
     lines = [
         "# Config keys",
         "",
-        "Every key of the typed schema (`attnsim/config.py`), generated from its dataclasses when the site is built.",
+        "Every key of the typed schema (`attnsim/config/schema.py`), generated from its dataclasses when the site is built.",
         "The *default* is the schema's; an experiment, its config groups (`configs/`) and the command line may set",
         "another value: `attnsim show NAME` prints the resolved config of experiment `NAME`.",
         "How values are read and overridden: [Configuration](../concepts/configuration.md).",

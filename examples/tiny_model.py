@@ -10,7 +10,7 @@ tokenizer (a few hundred tokens) is trained here on the first BBC News documents
 so nothing is downloaded. It measures an untrained model: use it to learn the commands and to test
 pipelines, not for findings. ``--positions`` sets the longest window it takes (default 512; the long-
 context tutorial uses 2048). Run it from the repository's root: it uses the test suite's builder,
-``tests/tiny_models.py``.
+``tests/helpers/tiny_models.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tests.tiny_models import DECODERS, SEQ2SEQ, save_tiny  # noqa: E402
+from tests.helpers.tiny_models import DECODERS, SEQ2SEQ, save_tiny  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -19,34 +19,15 @@ if "ATTNSIM_TEST_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["ATTNSIM_TEST_CACHE"], True)
 os.environ["ATTNSIM_CACHE"] = os.environ["ATTNSIM_TEST_CACHE"]
 
+import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from attnsim.capture.load import resolve_model_path  # noqa: E402
-
-BUNDLED = resolve_model_path("bundled")
-
-
-def save_tiny_model(path: Path, kind: str = "bert", layers: int = 2, heads: int = 4, hidden: int = 32, seed: int = 0) -> Path:
-    """A randomly initialised encoder of ``kind`` with the bundled MiniLM tokenizer, saved to ``path``."""
-    from transformers import AutoTokenizer, BertConfig, BertModel, DistilBertConfig, DistilBertModel, RobertaConfig, RobertaModel
-
-    tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
-    vocab = len(tokenizer)
-    torch.manual_seed(seed)
-    if kind == "bert":
-        model = BertModel(BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=256))
-    elif kind == "distilbert":
-        model = DistilBertModel(DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden, max_position_embeddings=256))
-    elif kind == "roberta":
-        model = RobertaModel(RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=258, pad_token_id=tokenizer.pad_token_id))
-    else:
-        raise ValueError(kind)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+from tests.helpers.models import BUNDLED, save_tiny_model  # noqa: E402
+from tests.helpers.servers import free_port, postgres_bin  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -92,38 +73,7 @@ def text_dir(tmp_path) -> Path:
     return folder
 
 
-def runs_of(uri: str):
-    """All runs in every experiment of a store."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(uri)
-    ids = [e.experiment_id for e in client.search_experiments()]
-    return client, (client.search_runs(ids) if ids else [])
-
-
 # -- a throw-away PostgreSQL cluster and MLflow tracking server (issue 16) ------------------------------
-
-
-def postgres_bin() -> "Path | None":
-    """The folder of PostgreSQL's initdb/pg_ctl: $ATTNSIM_PG_BIN, else the newest /usr/lib/postgresql/*/bin, else PATH."""
-    import shutil
-
-    candidates = [os.environ.get("ATTNSIM_PG_BIN", "")]
-    candidates += [str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)]
-    found = shutil.which("pg_ctl")
-    candidates.append(str(Path(found).parent) if found else "")
-    for folder in candidates:
-        if folder and (Path(folder) / "initdb").is_file() and (Path(folder) / "pg_ctl").is_file():
-            return Path(folder)
-    return None
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -203,3 +153,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The bundled MiniLM's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(BUNDLED)
+
+
+@pytest.fixture
+def checkpoints(tiny_bert, tmp_path) -> Path:
+    """Two checkpoints (steps 2 and 4) of the tiny model's architecture and tokenizer, base = the tiny model."""
+    root = tmp_path / "ckpts"
+    for step, seed in ((2, 1), (4, 2)):
+        path = save_tiny_model(root / f"step-{step:06d}", seed=seed)
+        (path / "attnsim_checkpoint.json").write_text(json.dumps({"global_step": step, "base_model": str(tiny_bert)}))
+    return root

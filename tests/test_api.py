@@ -9,7 +9,7 @@ from mlflow import MlflowClient
 
 import attnsim
 from attnsim.errors import AttnsimError, ConfigError, TrackingError
-from tests.test_cli_lean import heavy_after
+from tests.helpers.runs import heavy_after
 
 API = ["run", "report", "finetune", "sweep", "compare", "RunResult", "ReportResult", "FinetuneResult", "SweepResult"]
 VERDICTS = {"holds", "does not hold", "mixed", "not measured"}

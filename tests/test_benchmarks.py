@@ -9,11 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
 
 
 def script(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from attnsim.findings.registry import FINDINGS
 from attnsim.keys import Stage
 from attnsim.tracking.sink import RUN_GROUP, run_key
 from attnsim.tracking.summaries import check_per_head, check_per_layer, summary_metrics
-from tests.conftest import runs_of
+from tests.helpers.runs import runs_of
 
 MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
 BOOKKEEPING = 14  # zz_run/windows and zz_run/time_<stage> of the 13 stages of attnsim.run (keys.Stage less imports and reduce, plus total and unattributed)

@@ -4,30 +4,12 @@ matplotlib or pandas (each is checked in a fresh interpreter: which modules were
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.runs import fresh, heavy_after
+
 HEAVY = ("torch", "matplotlib", "transformers", "mlflow", "pytorch_lightning", "pandas")
-
-
-def fresh(code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in a new interpreter that imports this checkout of attnsim."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
-
-
-def heavy_after(call: str) -> tuple:
-    """(stdout lines of ``call`` in a fresh interpreter, heavy modules it imported, its stderr)."""
-    code = f"import sys, json\n{call}\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
-    proc = fresh(code)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    return lines[:-1], json.loads(lines[-1]), proc.stderr
 
 
 @pytest.mark.parametrize(

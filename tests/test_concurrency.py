@@ -16,7 +16,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import mlflow.store.db.utils  # noqa: F401 - imported once here, not in each forked child
 import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
@@ -26,6 +25,7 @@ from mlflow import MlflowClient
 from attnsim.errors import TrackingError
 from attnsim.tracking.store import HalfMigratedStoreError, Tracker
 from attnsim.workflows.common import open_tracker
+from tests.helpers.paths import ROOT
 
 N = 4
 TRIALS = 3
@@ -112,7 +112,7 @@ def test_server(mlflow_server, trial):
 def test_two_attnsim_runs_on_a_new_store(tmp_path, tiny_bert, text_dir):
     """Two full tiny `attnsim run` processes started together against an SQLite store that does not exist yet."""
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "attnsim.cli", "run", "csm", f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=32", "corpus.limit=4", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false", "trainer.threads=1", "--uri", uri]
     procs = [subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in procs]

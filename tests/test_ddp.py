@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,10 +20,8 @@ from attnsim.data.module import ShardSampler, WindowDataModule
 from attnsim.errors import ConfigError
 from attnsim.findings.base import Finding, reduce_findings
 from attnsim.stats.base import Accumulator
-from tests.conftest import runs_of
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import runs_of
 
 # -- shards -------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from attnsim.analysis.compare import compare
 from attnsim.capture.gradients import GradientModule, load_classifier
 from attnsim.capture.load import inspect_model
 from attnsim.findings.registry import FINDINGS
-from tests.conftest import runs_of
-from tests.tiny_models import save_tiny
+from tests.helpers.runs import runs_of
+from tests.helpers.tiny_models import save_tiny
 
 PAPER = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
 

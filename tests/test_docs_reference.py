@@ -33,7 +33,7 @@ def _leaf_keys(node, prefix=""):
 
 def test_every_config_key_is_documented(gen):
     undocumented = gen.undocumented_config_keys()
-    assert not undocumented, f"config keys without a comment in attnsim/config.py (the reference page reads it): {undocumented}"
+    assert not undocumented, f"config keys without a comment in attnsim/config/schema.py (the reference page reads it): {undocumented}"
 
 
 def test_config_page_lists_every_schema_key(gen):

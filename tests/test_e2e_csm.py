@@ -7,7 +7,7 @@ import re
 import pytest
 
 from attnsim.cli import main
-from tests.conftest import runs_of
+from tests.helpers.runs import runs_of
 
 HEADLINE = 3  # statistics logged per head in the csm experiment: csm/mean, distance/short_range_share, distance/high_mean_distance
 

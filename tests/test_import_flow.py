@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attnsim"
+from tests.helpers.paths import ROOT
+
+PACKAGE = ROOT / "attnsim"
 ALLOWED = {"data": {"data", "errors"}, "capture": {"capture", "data", "errors", "keys"}, "stats": {"stats", "errors"}}  # keys: the Tag contract (foundation layer)
 
 

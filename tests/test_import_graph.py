@@ -13,7 +13,8 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
+
 PACKAGE = ROOT / "attnsim"
 
 # Layers, lowest first: a module may import its own layer and the layers below, never one above.
@@ -31,7 +32,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     # Lightning callbacks and modules: findings, the fine-tuning module and data, the progress bar
     ("findings", ("attnsim.findings", "attnsim.training", "attnsim.progress")),
     ("tracking", ("attnsim.tracking",)),
-    ("workflows", ("attnsim.workflows", "attnsim.analysis", "attnsim.report")),
+    # the live explorer sits beside the workflows: it loads a model, captures one window and reads logged runs
+    ("workflows", ("attnsim.workflows", "attnsim.analysis", "attnsim.report", "attnsim.explore")),
     ("cli", ("attnsim.cli",)),
 ]
 

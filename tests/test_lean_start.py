@@ -8,15 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from attnsim.errors import ConfigError
 from attnsim.keys import Stage
 from attnsim.workflows.startup import OPENMP_SPIN, collector_paused, import_libraries
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
 
 
 @pytest.fixture
@@ -97,7 +95,7 @@ def test_attnsim_run_logs_every_stage_and_exits_frozen(tiny_bert, tmp_path):
     state = json.loads(proc.stdout.splitlines()[-1])
     assert state["rc"] == 0 and state["enabled"] and state["frozen"] > 100_000  # torch, Lightning, MLflow and transformers' objects
     assert state["spin"] == OPENMP_SPIN  # set before torch was imported (short_openmp_spin refuses after)
-    from tests.conftest import runs_of
+    from tests.helpers.runs import runs_of
 
     _, (logged,) = runs_of(uri)
     times = {key.rpartition("/time_")[2]: value for key, value in logged.data.metrics.items() if "/time_" in key}
@@ -135,7 +133,7 @@ print(json.dumps({"tuned": tuned, "faults": resource.getrusage(resource.RUSAGE_S
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_freed_tensors_are_reused_without_page_faults():
     def faults(mode: str) -> dict:
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), ATTNSIM_MALLOC="")
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ATTNSIM_MALLOC="")
         out = subprocess.run([sys.executable, "-c", FAULTS, mode], capture_output=True, text=True, timeout=120, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout.splitlines()[-1])

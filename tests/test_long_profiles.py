@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from attnsim.stats.distance import bin_profile, distance_bins
-from tests.findings_helpers import PAD, batch_of
+from tests.helpers.findings import PAD, batch_of
 
 
 def test_distance_bins_are_every_distance_up_to_512_then_logarithmic():
@@ -76,7 +76,7 @@ def test_seq_len_goes_to_the_model_positions_not_a_smaller_tokenizer_limit(tmp_p
 
     from attnsim.capture.load import inspect_model, load_tokenizer
     from attnsim.errors import ConfigError
-    from tests.tiny_models import save_tiny
+    from tests.helpers.tiny_models import save_tiny
 
     path = save_tiny(tmp_path / "llama", "llama", positions=1024)
     info = inspect_model(str(path), 1024)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,7 @@ from attnsim.analysis.runs import headline, layer_values, n_layers, statistics
 from attnsim.keys import MetricKey, RunKind, Tag
 from attnsim.results import Summary
 from attnsim.tracking.summaries import corpus_metrics, summary_metrics
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
 
 # run in a fresh interpreter from a folder without ./experiments or ./configs
 PROBE = """

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks.progress.tqdm_progress import Tqdm
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from attnsim.progress import BAR_FORMAT, AttnsimProgressBar, windows_done, windows_total
-from pytorch_lightning.callbacks.progress.tqdm_progress import Tqdm
 
 
 class Tiny(pl.LightningModule):
@@ -84,9 +84,9 @@ def test_windows_total_and_done_follow_the_sampler_and_batch_limit():
 
 def test_runner_and_finetune_use_the_counting_bar(tiny_bert, text_dir, tracking_uri, tmp_path, capsys):
     from attnsim.config import load_config
-    from attnsim.workflows.run import make_trainer
     from attnsim.workflows.finetune import finetune
-    from tests.test_finetune import tiny_fit
+    from attnsim.workflows.run import make_trainer
+    from tests.helpers.runs import tiny_fit
 
     cfg = load_config("csm", ["trainer.batch_size=2"])
     assert isinstance(make_trainer(cfg, [], description="csm").progress_bar_callback, AttnsimProgressBar)

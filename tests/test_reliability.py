@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,7 +22,7 @@ from attnsim.findings import registry
 from attnsim.findings.base import Finding, Summary
 from attnsim.tracking.store import Tracker
 from attnsim.workflows.run import run
-from tests.conftest import runs_of
+from tests.helpers.runs import runs_of, slow_run
 
 TINY = ["corpus=text", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0"]
 
@@ -202,30 +199,6 @@ def test_ctrl_c_during_predict_ends_killed_with_partial_statistics(tracking_uri,
     assert r.data.metrics["zz_run/windows"] == 2  # one batch of two windows was folded in
     assert "csm/mean" in r.data.metrics and r.data.metrics["interrupting/count"] == 2
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-
-def slow_run(tracking_uri: str, tiny_bert: Path, text_dir: Path, tmp_path: Path) -> subprocess.Popen:
-    """`attnsim run csm` in a child process whose finding prints "batch" and sleeps 0.3 s per batch (time to signal it)."""
-    script = tmp_path / "slow_run.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, time
-        from attnsim.findings import registry
-        from attnsim.findings.csm import CSMFinding
-
-        class Slow(CSMFinding):
-            name = "slow"
-            def update(self, view):
-                print("batch", flush=True)
-                time.sleep(0.3)
-                super().update(view)
-
-        registry.FINDINGS["slow"] = Slow
-        from attnsim.cli import main
-        sys.exit(main(["run", "csm", "model.path={tiny_bert}", "corpus=text", "corpus.path={text_dir}", "corpus.seq_len=16",
-                       "trainer.batch_size=1", "tracking.figures=false", "plots.examples=0", "findings=[slow]", "trainer.progress_bar=false"]))
-    """))
-    env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
 
 
 def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, tiny_bert, text_dir, tmp_path):

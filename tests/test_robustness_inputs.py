@@ -14,7 +14,8 @@ from attnsim.cli import main
 from attnsim.config import load_config
 from attnsim.data.sources import read_documents
 from attnsim.errors import ConfigError, CorpusError
-from tests.conftest import BUNDLED, runs_of
+from tests.helpers.models import BUNDLED
+from tests.helpers.runs import runs_of
 
 
 @pytest.mark.parametrize("value, kind", [(["First sentence.", "Second."], "a list"), (True, "a boolean"), ({"body": "x"}, "an object"), (3, "a number")])

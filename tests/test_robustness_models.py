@@ -13,9 +13,7 @@ import attnsim
 from attnsim.capture.load import check_weight_files, inspect_model
 from attnsim.cli import main
 from attnsim.errors import ModelError
-from tests.conftest import runs_of
-from tests.test_finetune import tiny_fit
-from tests.test_sweep_e2e import SWEEP
+from tests.helpers.runs import SWEEP, runs_of, tiny_fit
 
 
 @pytest.fixture

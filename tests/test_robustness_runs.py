@@ -13,8 +13,7 @@ from mlflow import MlflowClient
 
 from attnsim.tracking.store import Tracker, process_tags
 from attnsim.workflows.common import open_tracker
-from tests.conftest import runs_of
-from tests.test_reliability import slow_run
+from tests.helpers.runs import runs_of, slow_run
 
 
 def _dead_pid() -> int:

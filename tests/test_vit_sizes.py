@@ -17,8 +17,8 @@ import torch
 from attnsim.capture.architectures import ARCHITECTURES, Architecture
 from attnsim.capture.vision import check_image_size, vision_inputs
 from attnsim.errors import ModelError
-from tests.conftest import runs_of
-from tests.test_viz_vit import save_tiny_vit
+from tests.helpers.models import save_tiny_vit
+from tests.helpers.runs import runs_of
 
 
 @pytest.fixture(scope="module")

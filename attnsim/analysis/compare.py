@@ -258,10 +258,15 @@ def compare(
         log_experiment: MLflow experiment of the comparison run.
         uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
 
-    Example::
+    Example (two runs of the bundled MiniLM on the same windows, one of them its random-weights control;
+    ``tests/test_docstring_examples.py`` runs it):
 
-        table = attnsim.compare(parent=result.parent_run_id)
-        table.loc["distance/short_range_share"]          # layers x checkpoints
+        >>> import attnsim
+        >>> trained = attnsim.run("csm", ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false"])
+        >>> control = attnsim.run("csm", ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false", "model.init=random"])
+        >>> table = attnsim.compare([trained.run_id, control.run_id])
+        >>> table.loc["distance/short_range_share"].shape  # (the model mean and 6 layer means) x runs
+        (7, 2)
 
     Returns:
         index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``

@@ -70,17 +70,21 @@ def layer_values(metrics: Mapping[str, float], stat: str, layers: Optional[int] 
     return values if any(math.isfinite(v) for v in values) else None
 
 
-def download_head_table(client: Any, run_id: str, finding: str) -> Optional["pd.DataFrame"]:
-    """The run's per-head table ``tables/<finding>_heads.csv`` (columns ``layer``, ``head`` and one per
-    statistic, a row per head), None when the run has none (no such finding, or logged without tables)."""
+def download_table(client: Any, run_id: str, path: str) -> Optional["pd.DataFrame"]:
+    """A CSV table the run logged (``path`` among its artifacts, e.g. ``tables/anchors_top.csv``), None when it has none."""
     import pandas as pd
 
     try:
         with tempfile.TemporaryDirectory() as folder:
-            path = client.download_artifacts(run_id, f"tables/{finding}_heads.csv", folder)
-            return pd.read_csv(path)
+            return pd.read_csv(client.download_artifacts(run_id, path, folder))
     except Exception:  # noqa: BLE001 - MLflow raises its own types for a missing artifact
         return None
+
+
+def download_head_table(client: Any, run_id: str, finding: str) -> Optional["pd.DataFrame"]:
+    """The run's per-head table ``tables/<finding>_heads.csv`` (columns ``layer``, ``head`` and one per
+    statistic, a row per head), None when the run has none (no such finding, or logged without tables)."""
+    return download_table(client, run_id, f"tables/{finding}_heads.csv")
 
 
 def table_layers(table: Optional["pd.DataFrame"]) -> int:
@@ -215,6 +219,25 @@ class LoggedRun:
             layers: L (default :attr:`n_layers`).
         """
         return layer_means(self.metrics, stat, self.head_table, self.n_layers if layers is None else layers)
+
+    def first_layer_values(self, *stats: str) -> "tuple[Optional[str], Optional[List[float]]]":
+        """The first of ``stats`` (``finding/stat``) the run logged, and its layer means; ``(None, None)`` when none."""
+        for stat in stats:
+            values = self.layer_values(stat)
+            if values is not None:
+                return stat, values
+        return None, None
+
+    @property
+    def control(self) -> bool:
+        """Whether the run is a random-weights control: tag ``attnsim.control=random`` or param ``model.init=random``."""
+        return self.tags.get(Tag.CONTROL.value) == "random" or self.params.get("model.init") == "random"
+
+    @property
+    def label(self) -> str:
+        """A report's column heading: run name, short id and whether it is the control."""
+        kind = "random-weights control" if self.control else self.tags.get(Tag.MODEL_INIT.value, "pretrained")
+        return f"{self.name} `{self.run_id[:8]}` ({kind})"
 
     def means(self, findings: Optional[Iterable[str]] = None) -> Dict[MetricKey, float]:
         """Model and layer means of ``findings`` (default :attr:`findings`): every logged one, plus the layer

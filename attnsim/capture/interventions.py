@@ -282,7 +282,7 @@ class PatchingModule(pl.LightningModule):
     ``predict_step`` returns ``{"clean": (B,), "corrupted": (B,), "patched": (L, H, B)}`` logit differences
     (answer logit minus wrong-answer logit, at each pair's read-out position; a classifier's class logits).
 
-    Batches (:class:`attnsim.data.pairs.PairDataModule`): ``clean_ids``, ``corrupted_ids``, ``attention_mask``
+    Batches (:class:`attnsim.data.prompt_pairs.PromptPairDataModule`): ``clean_ids``, ``corrupted_ids``, ``attention_mask``
     (B, T) int64, ``position`` (B,) read-out position, ``answer`` and ``wrong`` (B,) token or class ids.
     """
 

@@ -1,6 +1,6 @@
 """Finding ``patching``: activation patching of each head's Z from a clean prompt into its corrupted twin.
 
-For every prompt pair of ``interventions.pairs`` (:mod:`attnsim.data.pairs`), the clean and corrupted
+For every prompt pair of ``interventions.pairs`` (:mod:`attnsim.data.prompt_pairs`), the clean and corrupted
 runs give the logit differences logit(answer) - logit(wrong); then each head's Z alone is copied from the
 clean run into the corrupted run (:class:`attnsim.capture.interventions.PatchingModule`). Per head
 (layer, head statistics): ``patched_logit_diff`` (mean over pairs) and ``restored_share``

@@ -86,7 +86,7 @@ def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_frac
         else:
             outlines = region_matrix(regions[layers, e, heads], seq_len)[:, :length, :length].numpy()  # (L, n, n)
             csm = examples.csm[layers, e, heads, :length, :length].double().numpy()  # (L, n, n)
-        titles = [f"L{int(l)} H{int(h)} J={float(jaccard[l, h]):.2f}" for l, h in zip(layers, heads)]
+        titles = [f"L{int(layer)} H{int(h)} J={float(jaccard[layer, h]):.2f}" for layer, h in zip(layers, heads)]
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
         suptitle = (
             f"CSM of window {e} ({examples.label(e)}), per layer the head with the highest Jaccard overlap; "

@@ -42,6 +42,43 @@ SCALARS = (
 )
 
 
+def local_mass(attention: torch.Tensor, valid: torch.Tensor, width: int = 4, causal: bool = False) -> Dict[str, torch.Tensor]:
+    """Share of each head's attention within ``width`` tokens of the query, and its chance level.
+
+    For query row i of a window, ``sum_j A[i, j]`` over the real keys j with ``|i - j| <= width`` (the query
+    itself included), averaged over the real query rows of the batch. ``local_mass_chance`` is the same share
+    for uniform attention over the keys each row sees: every real key, or for a causal (decoder) model the
+    real keys at or before it.
+
+    Args:
+        attention: (..., batch, head, query_pos, key_pos) attention probabilities.
+        valid: (batch, pos) bool real tokens.
+        width: the largest distance |i - j| that counts as local (tokens, >= 0).
+        causal: a decoder: row i sees the real keys 0..i (chance level).
+
+    Returns:
+        ``local_mass`` (..., head) and ``local_mass_chance`` (..., head), unitless float64 means over every
+        real query row of the batch (NaN for a batch without real tokens).
+
+    Raises:
+        ValueError: ``width`` is negative.
+    """
+    if width < 0:
+        raise ValueError(f"width must be >= 0 tokens, got {width}")
+    weight = valid.double()  # (B, T)
+    seq_len = weight.shape[-1]
+    position = torch.arange(seq_len, device=weight.device)
+    near = ((position[:, None] - position[None, :]).abs() <= width).double()  # (T, T) |i - j| <= width
+    keys = weight[:, :, None] * weight[:, None, :]  # (B, T, T) real query, real key
+    seen = keys * torch.tril(torch.ones_like(near)) if causal else keys  # (B, T, T) keys each query sees
+    mass = (attention.double() * (near * keys)[:, None]).sum(-1)  # (..., B, H, T)
+    total = (mass * weight[:, None, :]).sum((-3, -1))  # (..., H) summed over real query rows
+    chance_rows = safe_divide((seen * near).sum(-1), seen.sum(-1)).nan_to_num(0.0)  # (B, T)
+    rows = weight.sum()
+    chance = (chance_rows * weight).sum().expand_as(total)
+    return {"local_mass": safe_divide(total, rows.expand_as(total)), "local_mass_chance": safe_divide(chance, rows.expand_as(chance))}
+
+
 class AttentionMapAccumulator(Accumulator):
     """Streaming corpus-mean attention maps and the scalars of the module docstring.
 
@@ -114,4 +151,4 @@ class AttentionMapAccumulator(Accumulator):
         return out
 
 
-__all__ = ["SCALARS", "AttentionMapAccumulator"]
+__all__ = ["SCALARS", "AttentionMapAccumulator", "local_mass"]

@@ -119,7 +119,7 @@ def run_server(uri: str, port: int, verbose: bool = False) -> None:
     os.environ.update(NO_JOBS_ENV)
     if not verbose:
         warnings.filterwarnings("ignore", message=r".*starlette\.middleware\.wsgi is deprecated")  # inside MLflow, not actionable
-    import uvicorn  # before mlflow.server: its Flask app adds its security middleware only when a server module is loaded
+    import uvicorn  # noqa: I001 - before mlflow.server: its Flask app adds its security middleware only when a server module is loaded
 
     from mlflow.server import constants
     from mlflow.server.handlers import initialize_backend_stores

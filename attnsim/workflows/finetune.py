@@ -150,8 +150,9 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     return FinetunePrepared(cfg, tracker, info, tokenizer, labels, train, val, checkpoint_dir)
 
 
-def load_classifier(info: Any, labels: List[str], init: str = "pretrained", seed: int = 0):
-    """``AutoModelForSequenceClassification`` on the encoder at ``info.path`` with ``len(labels)`` classes.
+def trainable_classifier(info: Any, labels: List[str], init: str = "pretrained", seed: int = 0):
+    """``AutoModelForSequenceClassification`` on the encoder at ``info.path`` with ``len(labels)`` classes, to train
+    (the frozen classifier that gradient maps explain is :func:`attnsim.capture.gradients.load_classifier`).
 
     The classification head is new (drawn under ``torch.manual_seed(seed)``);
     ``id2label``/``label2id`` come from ``labels``. ``init=random`` draws the
@@ -202,7 +203,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
 
     cfg, t = prepared.cfg, prepared.cfg.trainer
     seed_and_threads(cfg.seed, t.threads)
-    model = load_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
+    model = trainable_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
     label2id = {label: i for i, label in enumerate(prepared.labels)}
     tags = run_tags(cfg, prepared.info, prepared.train, {Tag.MODEL_INIT.value: cfg.model.init})
     tags.update({
@@ -278,10 +279,14 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
 def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]] = None) -> FinetuneResult:
     """Fine-tune experiment ``experiment`` (default ``finetune_bbc``) with dot-list ``overrides``.
 
-    Example::
+    Example (two optimizer steps on 16 BBC windows; ``tests/test_docstring_examples.py`` runs it):
 
-        result = attnsim.finetune(overrides=["trainer.max_steps=100", "checkpoint.every_n_steps=25"])
-        result.checkpoint_dir   # pass to attnsim.sweep("csm", result.checkpoint_dir)
+        >>> import attnsim
+        >>> tuned = attnsim.finetune(overrides=["corpus.limit=16", "corpus.seq_len=32", "trainer.batch_size=4", "trainer.max_steps=2",
+        ...     "checkpoint.every_n_steps=1", "trainer.val_every_n_steps=1", "trainer.val_limit=4", "trainer.warmup_steps=1",
+        ...     "trainer.progress_bar=false"])
+        >>> [step for step, _ in tuned.checkpoints]  # pass tuned.checkpoint_dir to attnsim.sweep
+        [1, 2]
 
     Returns:
         :class:`FinetuneResult` (run id, checkpoint directory and steps, last metrics).

@@ -36,7 +36,7 @@ class InterventionSetup:
         labels: (windows,) class id of each window (a classifier), else None.
         top: the selected heads of ``interventions.select`` (empty when none).
         statistic_name, statistic: the earlier run's ``finding/stat`` and its (layer, head) values, or None.
-        pairs: the prompt pairs of a patching run (:class:`attnsim.data.pairs.PairCorpus`), else None.
+        pairs: the prompt pairs of a patching run (:class:`attnsim.data.prompt_pairs.PromptPairCorpus`), else None.
     """
 
     kind: str
@@ -171,12 +171,12 @@ def prepare_interventions(cfg: Any, info: Any, tokenizer: Any, corpus: Any, trac
     names = {k.name for k in finding_types}
     setup = InterventionSetup(kind)
     if "patching" in names:
-        from attnsim.data.pairs import pair_corpus
+        from attnsim.data.prompt_pairs import prompt_pair_corpus
 
         if not cfg.interventions.pairs:
             raise ConfigError("Missing value for config key 'interventions.pairs': the patching experiment needs a JSON Lines file of clean/corrupted prompt pairs (or bundled for the example file).")
         label2id = {str(k): int(v) for k, v in (getattr(info.config, "label2id", None) or {}).items()}
-        setup.pairs = pair_corpus(iv_pairs(cfg), tokenizer, kind, label2id)
+        setup.pairs = prompt_pair_corpus(iv_pairs(cfg), tokenizer, kind, label2id)
         return setup
     if kind == "masked_lm" and tokenizer.mask_token_id is None:
         raise ConfigError(f"Model '{info.name}' has a masked-LM head but its tokenizer has no mask token; the masked-token loss cannot be measured.")
@@ -222,7 +222,7 @@ def build_intervention_module(prepared: Any, findings: List[Any]) -> Tuple[Any, 
 def iv_pairs(cfg: Any) -> str:
     """The prompt-pair file of a patching run (``bundled``: ``experiments/patching_pairs.jsonl``), as tagged (``attnsim.corpus=pairs:<path>``)."""
     from attnsim.config import package_dir
-    from attnsim.data.pairs import BUNDLED_FILE, BUNDLED_PAIRS, pairs_path
+    from attnsim.data.prompt_pairs import BUNDLED_FILE, BUNDLED_PAIRS, pairs_path
 
     path = str(cfg.interventions.pairs)
     return str(package_dir("experiments") / BUNDLED_FILE if path == BUNDLED_PAIRS else pairs_path(path))
@@ -232,10 +232,10 @@ def intervention_datamodule(prepared: Any) -> Any:
     """The patching run's pairs, else None (the run's windows, as for every run)."""
     if prepared.interventions is None or prepared.interventions.pairs is None:
         return None
-    from attnsim.data.pairs import PairDataModule
+    from attnsim.data.prompt_pairs import PromptPairDataModule
 
     pad = prepared.tokenizer.pad_token_id
-    return PairDataModule(prepared.interventions.pairs.windows, prepared.cfg.trainer.batch_size, int(pad) if pad is not None else 0)
+    return PromptPairDataModule(prepared.interventions.pairs.windows, prepared.cfg.trainer.batch_size, int(pad) if pad is not None else 0)
 
 
 def predict_all(predict: Any, module: Any) -> None:

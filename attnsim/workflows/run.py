@@ -571,12 +571,16 @@ def headline_metrics(summaries: Dict[str, Summary]) -> Dict[str, float]:
 def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
     """Run experiment ``experiment`` with dot-list ``overrides`` and log it to MLflow; ``attnsim.run``.
 
-    Example::
+    Example (two windows of 32 tokens of the bundled MiniLM; ``tests/test_docstring_examples.py`` runs it):
 
-        result = attnsim.run("csm", ["corpus.limit=64", "tracking.figures=false"])
-        result.run_id, result.status            # '3f2a...', 'FINISHED'
-        result.metrics["csm/short_range_share"]  # model mean (share of high-CSM pairs, 0..1)
-        result.summaries["csm"].scalars["mean"]  # (layer, head) tensor
+        >>> import attnsim
+        >>> result = attnsim.run("csm", ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false"])
+        >>> result.status
+        'FINISHED'
+        >>> 0.0 <= result.metrics["distance/short_range_share"] <= 1.0  # model mean: share of high-CSM pairs at distance <= 4
+        True
+        >>> tuple(result.summaries["csm"].scalars["mean"].shape)  # (layer, head)
+        (6, 12)
 
     Args:
         experiment: experiment name (``attnsim list``) or path to a YAML file.

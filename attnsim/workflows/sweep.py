@@ -386,10 +386,15 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         jobs: children measured at once, each in its own process (one GPU each when there are GPUs);
             1 (default) measures them one after another in this process. See the module docstring.
 
-    Example::
+    Example (the checkpoints of :func:`attnsim.finetune`'s example; ``tests/test_docstring_examples.py`` runs it):
 
-        result = attnsim.sweep("csm", "checkpoints/finetune_bbc/<run id>", ["corpus.limit=64"])
-        result.metrics["csm/short_range_share"]   # one value per global step
+        >>> import attnsim
+        >>> tuned = attnsim.finetune(overrides=["corpus.limit=16", "corpus.seq_len=32", "trainer.batch_size=4", "trainer.max_steps=2",
+        ...     "checkpoint.every_n_steps=1", "trainer.val_every_n_steps=1", "trainer.val_limit=4", "trainer.warmup_steps=1",
+        ...     "trainer.progress_bar=false"])
+        >>> result = attnsim.sweep("csm", tuned.checkpoint_dir, ["corpus.limit=2", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false"])
+        >>> result.metrics["distance/short_range_share"].index.tolist()  # one value per global step (0: the base model)
+        [0, 1, 2]
 
     Returns:
         :class:`SweepResult`: parent run id, children (step, run id, measured/skipped), model means by step.

@@ -1,0 +1,216 @@
+"""The live explorer's server and session without a browser: FastAPI's TestClient against tiny models.
+
+Map values equal attnsim's own capture of the same text; a head switched off changes the next-token
+distribution and the class probabilities exactly as a direct ablation through the interventions' hooks does;
+bad input (empty, too long, a head out of range, a bad ablation, an unknown or foreign run) is a 400 naming
+the fix, and the server answers the next request; two clients at once each get their own text's answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from attnsim.explore.server import create_app
+from attnsim.explore.session import Explorer
+from tests.helpers.tiny_models import save_tiny
+
+TEXT = "The river rose in the night. The river rose again, and the farmers met at the station."
+
+
+def maps_of(payload: dict, name: str, where: dict = None) -> np.ndarray:
+    where = where or payload["maps"]
+    n = payload["n_tokens"]
+    return np.frombuffer(base64.b64decode(where[name]), dtype="<f4").reshape(n, n)
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert):
+    return Explorer.load([f"model.path={tiny_bert}", "corpus.seq_len=48"])
+
+
+@pytest.fixture(scope="module")
+def client(bert):
+    from fastapi.testclient import TestClient
+
+    return TestClient(create_app(bert, text="hello"))
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    return Explorer.load([f"model.path={save_tiny(tmp_path_factory.mktemp('gpt2'), 'gpt2')}", "corpus.seq_len=64"])
+
+
+def direct_capture(explorer: Explorer, text: str):
+    """Attention and Z of ``text`` through attnsim's capture, on a model loaded apart from the explorer's."""
+    from attnsim.capture.hooks import forward_with_capture
+    from attnsim.capture.load import load_model
+
+    window = explorer.window(text)
+    model, _ = load_model(explorer.info, needs_attention=True)
+    inputs = {"input_ids": window.batch["input_ids"], "attention_mask": window.batch["attention_mask"]}
+    with torch.inference_mode():
+        _, capture = forward_with_capture(model, explorer.info.arch, explorer.info.n_heads, inputs, attention=True)
+    return window, capture
+
+
+def test_page_is_self_contained(client):
+    page = client.get("/").text
+    assert "AttnsimExplore.mount" in page and "ax-grid" in page  # the one front end, inlined
+    assert "http://" not in page and "https://" not in page and "src=" not in page
+
+
+def test_maps_equal_attnsim_capture(client, bert):
+    from attnsim.stats import context_similarity
+    from attnsim.stats.rollout import attention_rollout
+
+    reply = client.post("/api/analyse", json={"text": TEXT, "layer": 1, "head": 2})
+    assert reply.status_code == 200, reply.text
+    data = reply.json()
+    window, capture = direct_capture(bert, TEXT)
+    assert data["tokens"] == window.labels and data["n_tokens"] == window.batch["input_ids"].shape[1]
+    attention = capture.attention_layers[1][0, 2].numpy()
+    assert np.abs(maps_of(data, "attention") - attention).max() <= 1e-6
+    csm = context_similarity(capture.z_layers[1][0, 2], "none").numpy()
+    assert np.abs(maps_of(data, "csm") - csm).max() <= 1e-6 * max(1.0, np.abs(csm).max())
+    rollout = attention_rollout(torch.stack(capture.attention_layers), window.batch["attention_mask"].bool())[1, 0].numpy()
+    assert np.abs(maps_of(data, "rollout") - rollout).max() <= 1e-6
+    # thumbnails: one byte a cell, every head, at most 24 cells a side
+    thumbs = data["thumbs"]
+    assert len(base64.b64decode(thumbs["codes"])) == 2 * 4 * thumbs["cells"] ** 2 and thumbs["cells"] <= 24
+    assert "all_maps" not in data  # the server sends one head's full maps only
+
+
+def test_numbers_come_from_the_stats(client):
+    repeated = client.post("/api/analyse", json={"text": "alpha beta gamma delta alpha beta gamma delta", "layer": 0, "head": 0}).json()
+    once = client.post("/api/analyse", json={"text": "alpha beta gamma delta", "layer": 0, "head": 0}).json()
+    numbers = repeated["numbers"]
+    for name in ("attention_entropy", "attention_cls", "local_mass", "prev_token_score", "induction_score"):
+        assert len(numbers[name]) == 2 and len(numbers[name][0]) == 4, name
+    assert all(v is not None for row in numbers["induction_score"] for v in row)  # the text repeats
+    assert all(v is None for row in once["numbers"]["induction_score"] for v in row)  # nothing repeats: no induction query
+    assert all(0 <= v <= 1 for row in numbers["local_mass"] for v in row)
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({"text": "", "layer": 0, "head": 0}, 400, "empty"),
+        ({"text": "   \n", "layer": 0, "head": 0}, 400, "empty"),
+        ({"text": "hello", "layer": 2, "head": 0}, 400, "layer 0..1"),
+        ({"text": "hello", "layer": 0, "head": -1}, 400, "head 0..3"),
+        ({"text": "hello", "layer": 0, "head": 0, "off": [[0, 9]]}, 400, "does not exist"),
+        ({"text": "hello", "layer": 0, "head": 0, "off": [[0]]}, 400, "[layer, head]"),
+        ({"text": "hello", "layer": 0, "head": 0, "off": [[0, 1]], "mode": "resample"}, 400, "zero or mean"),
+    ],
+)
+def test_bad_input_is_a_message_and_the_server_keeps_running(client, body, status, words):
+    reply = client.post("/api/analyse", json=body)
+    assert reply.status_code == status and words in reply.json()["error"], reply.text
+    assert client.post("/api/analyse", json={"text": "still here", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_a_long_text_says_what_was_cut(client):
+    data = client.post("/api/analyse", json={"text": " ".join(["word"] * 100), "layer": 0, "head": 0}).json()
+    assert data["n_tokens"] == 48 and data["text_tokens"] == 100 and data["cut"] == 100 - 46  # [CLS] + 46 + [SEP]
+
+
+def test_unknown_run_is_refused_on_the_page(client, tracking_uri):
+    reply = client.get("/api/context", params={"run": "0123456789abcdef"})
+    assert reply.status_code == 400 and "is not in the tracking store" in reply.json()["error"]
+    assert client.get("/api/context", params={"run": ""}).json() == {"context": None}
+
+
+def test_two_clients_at_once_get_their_own_text(client):
+    texts = [f"Text number {i} talks about {word}." for i, word in enumerate(["rivers", "councils", "stations", "farmers", "rain", "cattle"])]
+    alone = {t: client.post("/api/analyse", json={"text": t, "layer": 1, "head": 1}).json() for t in texts}
+    results = {}
+
+    def ask(t):
+        results[t] = client.post("/api/analyse", json={"text": t, "layer": 1, "head": 1}).json()
+
+    threads = [threading.Thread(target=ask, args=(t,)) for t in texts * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t in texts:
+        assert results[t]["tokens"] == alone[t]["tokens"]
+        assert results[t]["maps"]["attention"] == alone[t]["maps"]["attention"]
+
+
+def test_switching_a_head_off_equals_a_direct_ablation(gpt2):
+    from attnsim.capture.interventions import ablation_values, load_task_model, replace_heads
+
+    text = "the council met the farmers at the station on monday"
+    data = gpt2.analyse(text, 1, 0, off=[(0, 1), (1, 3)], mode="zero")
+    assert gpt2.kind == "causal_lm"
+    ablated = data["ablation"]["predictions"]
+    model, _, _ = load_task_model(gpt2.info, attn_implementation="eager")
+    window = gpt2.window(text)
+    inputs = {"input_ids": window.batch["input_ids"], "attention_mask": window.batch["attention_mask"]}
+    with torch.inference_mode():
+        clean = torch.softmax(model(**inputs).logits[0], -1)
+        with replace_heads(model, gpt2.info.arch, gpt2.info.n_heads, ablation_values([(0, 1), (1, 3)], "zero")):
+            direct = torch.softmax(model(**inputs).logits[0], -1)
+    top = direct.topk(5, -1)
+    assert ablated["ids"] == top.indices.tolist()
+    assert np.abs(np.array(ablated["p"]) - top.values.numpy()).max() <= 1e-6
+    assert np.abs(np.array(ablated["clean"]) - clean.gather(-1, top.indices).numpy()).max() <= 1e-6  # beside the unablated values
+    assert np.abs(np.array(data["predictions"]["p"]) - clean.topk(5, -1).values.numpy()).max() <= 1e-6
+    assert not np.allclose(ablated["p"], data["predictions"]["p"])  # it changed something
+    # a later layer's map changes with an earlier head off; an earlier layer's does not
+    change = np.array(data["ablation"]["attention_change"])
+    assert change[0].max() == 0 and change[1].max() > 0
+
+
+def test_mean_ablation_uses_the_corpus_mean(gpt2):
+    data = gpt2.analyse("the farmers met at the station", 1, 0, off=[(0, 0)], mode="mean")
+    zero = gpt2.analyse("the farmers met at the station", 1, 0, off=[(0, 0)], mode="zero")
+    mean = gpt2.mean_z(4)
+    assert mean.shape == (2, 4, 4, 8) and data["ablation"]["mode"] == "mean"
+    assert data["ablation"]["predictions"]["p"] != zero["ablation"]["predictions"]["p"]
+
+
+def test_classifier_logits_beside_the_clean_ones(tmp_path, tiny_bert):
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from attnsim.capture.interventions import ablation_values, replace_heads
+
+    torch.manual_seed(0)
+    config = BertConfig.from_pretrained(tiny_bert, num_labels=3, id2label={0: "sport", 1: "tech", 2: "politics"}, label2id={"sport": 0, "tech": 1, "politics": 2})
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(tmp_path)
+    explorer = Explorer.load([f"model.path={tmp_path}", "corpus.seq_len=32"])
+    assert explorer.kind == "classifier" and explorer.describe()["classes"] == ["sport", "tech", "politics"]
+    data = explorer.analyse("The match ended in a draw.", 1, 0, off=[(0, 2)])
+    window = explorer.window("The match ended in a draw.")
+    inputs = {"input_ids": window.batch["input_ids"], "attention_mask": window.batch["attention_mask"]}
+    with torch.inference_mode(), replace_heads(explorer.model, explorer.info.arch, 4, ablation_values([(0, 2)], "zero")):
+        direct = torch.softmax(explorer.model(**inputs).logits[0], -1)
+    assert np.abs(np.array(data["ablation"]["classes"]["p"]) - direct.numpy()).max() <= 1e-6
+    assert data["ablation"]["classes"]["clean"] == data["classes"]["p"]
+
+
+def test_corpus_context_of_a_run_and_a_foreign_run_refused(tiny_bert, bert, gpt2, tracking_uri, text_dir):
+    from attnsim.explore.context import RunRefused, corpus_context
+    from attnsim.workflows.run import run
+
+    result = run("attention_maps", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=24", "corpus.limit=2", "trainer.progress_bar=false", "plots.examples=0"])
+    context = corpus_context(result.run_id, bert.info, tracking_uri)
+    assert context["run_id"] == result.run_id and context["stats"]
+    grid = context["values"]["attention_maps/previous_mass"]
+    assert len(grid) == 2 and len(grid[0]) == 4 and all(isinstance(v, float) for row in grid for v in row)
+    with pytest.raises(RunRefused, match="but the explorer has .* loaded"):
+        corpus_context(result.run_id, gpt2.info, tracking_uri)
+
+
+def test_a_refused_start_up_run_is_said_on_the_page(bert):
+    from fastapi.testclient import TestClient
+
+    page = TestClient(create_app(bert, context_error="Run 'abc' measured another model.")).get("/").text
+    assert "Run 'abc' measured another model." in page
