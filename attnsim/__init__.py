@@ -42,7 +42,7 @@ _LAZY = {
 
 
 # the API's calls: the libraries' chatter is hidden before they first load (attnsim.quiet; ATTNSIM_VERBOSE=1 keeps it)
-_HEAVY_CALLS = ("run", "finetune", "sweep")
+_HEAVY_CALLS = ("run", "finetune", "sweep", "view")
 _LIGHT_CALLS = ("report", "compare")
 
 

@@ -153,7 +153,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     overrides = _with_uri(overrides, args.uri)
     result = finetune(experiment, overrides)
     accuracy = result.metrics.get("val/accuracy")
-    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.windows['train']} training / {result.windows['val']} validation windows, {result.seconds:.0f} s)")
+    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)")
+    print(f"trained on {result.summary()}")
     if accuracy is not None:
         print(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
     print(f"checkpoint directory: {result.checkpoint_dir}")

@@ -33,6 +33,7 @@ def notebook_outputs(cells, cwd) -> list:
                 out.append(output["text"])
             elif "data" in output:
                 out.append(output["data"].get("text/plain", ""))
+                out.append(output["data"].get("text/html", ""))
     return out
 
 
@@ -43,12 +44,14 @@ def test_api_in_a_notebook_shows_results_and_one_bar_per_run(tmp_path, monkeypat
         f"import os\nos.environ['MLFLOW_TRACKING_URI'] = {uri!r}\nos.environ['HF_HUB_OFFLINE'] = '1'\nimport attnsim",
         "result = attnsim.run('csm', ['corpus.limit=2', 'corpus.seq_len=32', 'tracking.figures=false', 'plots.examples=0'])\nresult.status",
         "report = attnsim.report([result.run_id], out='report.md')\nreport.verdicts.shape",
+        "attnsim.view('The cat sat on the mat. The cat sat on the mat.', model='bundled', layer=1, head=2)",
     ]
     env_before = dict(os.environ)
     outputs = notebook_outputs(cells, tmp_path)
     assert dict(os.environ) == env_before
     text = "\n".join(outputs)
     assert "'FINISHED'" in text and "(7, 1)" in text, text
+    assert "<script" in outputs[-1] and "explore" in outputs[-1]  # the inline explorer: self-contained HTML, no server
     for chatter in CHATTER:
         assert chatter not in text, f"{chatter!r} printed in the notebook:\n{text}"
     bars = {line.split(":", 1)[0].strip() for line in text.replace("\r", "\n").splitlines() if "windows |" in line}

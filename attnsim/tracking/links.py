@@ -14,11 +14,17 @@ default is ``genai``.)
 The UI routes through the URL fragment: ``/#/experiments/<id>/runs/<run id>``.
 A tracking store that is an MLflow server (``http(s)://...``) is linked
 directly; any other store (SQLite) is served by ``attnsim ui`` on
-``http://127.0.0.1:<port>`` (default :data:`DEFAULT_PORT`).
+``http://127.0.0.1:<port>`` (default :data:`DEFAULT_PORT`). While ``attnsim ui`` serves a store it
+leaves a marker (:func:`ui_marker`: its port and process id), so that the links printed meanwhile
+use the port in use (:func:`running_ui_port`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from pathlib import Path
 from typing import Optional
 from urllib.parse import quote, urlencode
 
@@ -41,7 +47,12 @@ def ui_base(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str
 
 
 def _classic(base: str, route: str) -> str:
-    return f"{base}/#{route}?{urlencode({WORKFLOW_PARAM: CLASSIC})}"
+    return f"{base}/{classic_fragment(route)}"
+
+
+def classic_fragment(route: str) -> str:
+    """The URL fragment of ``route`` in the classic view: ``#/experiments?workflowType=machine_learning``."""
+    return f"#{route}?{urlencode({WORKFLOW_PARAM: CLASSIC})}"
 
 
 def experiments_url(tracking_uri: Optional[str] = None, port: int = DEFAULT_PORT) -> str:
@@ -66,15 +77,39 @@ def run_url(experiment_id: str, run_id: str, tracking_uri: Optional[str] = None,
     return _classic(ui_base(tracking_uri, port), route)
 
 
+def ui_marker(tracking_uri: str) -> Path:
+    """The file in which a running ``attnsim ui`` of ``tracking_uri`` keeps its port and process id
+    (``{"port": 5001, "pid": 1234}``), in attnsim's folder of the user's cache (``platformdirs.user_cache_dir``)."""
+    import platformdirs
+
+    key = hashlib.sha256(tracking_uri.encode("utf-8")).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("attnsim")) / "ui" / f"{key}.json"
+
+
+def running_ui_port(tracking_uri: str) -> Optional[int]:
+    """The port of the ``attnsim ui`` serving ``tracking_uri`` now (its marker names a live process), else None."""
+    try:
+        found = json.loads(ui_marker(tracking_uri).read_text(encoding="utf-8"))
+        port, pid = int(found["port"]), int(found["pid"])
+        os.kill(pid, 0)  # raises when no such process
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return port
+
+
 def open_hint(tracking_uri: str, experiment_id: str, run_id: Optional[str] = None, artifact: Optional[str] = None) -> str:
     """The line attnsim prints after a run: the link, and for a local store the ``attnsim ui`` command that serves it.
 
     ``open it: attnsim ui --uri 'sqlite:///...'  then  http://127.0.0.1:5000/#/experiments/1/runs/<id>?workflowType=machine_learning``
-    (the experiment's runs table when ``run_id`` is None).
+    (the experiment's runs table when ``run_id`` is None). While an ``attnsim ui`` serves the store, the link
+    alone, on the port it uses: ``open it: http://127.0.0.1:5001/#/... (attnsim ui serves this store)``.
     """
-    url = run_url(experiment_id, run_id, tracking_uri, artifact=artifact) if run_id else experiment_url(experiment_id, tracking_uri)
+    port = None if is_server(tracking_uri) else running_ui_port(tracking_uri)
+    url = run_url(experiment_id, run_id, tracking_uri, port=port or DEFAULT_PORT, artifact=artifact) if run_id else experiment_url(experiment_id, tracking_uri, port=port or DEFAULT_PORT)
     if is_server(tracking_uri):
         return f"open it: {url}"
+    if port is not None:
+        return f"open it: {url}  (attnsim ui serves this store)"
     return f"open it: {ui_command()} --uri '{tracking_uri}'  then  {url}"
 
 

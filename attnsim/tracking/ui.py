@@ -26,6 +26,7 @@ the whole group: SIGTERM, then SIGKILL for whatever is left after
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -39,7 +40,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.tracking.links import HOST, experiments_url, is_server
+from attnsim.tracking.links import HOST, classic_fragment, experiments_url, is_server, ui_marker
 
 NO_JOBS_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 READY_TIMEOUT_S = 120.0
@@ -132,7 +133,58 @@ def run_server(uri: str, port: int, verbose: bool = False) -> None:
     initialize_backend_stores(uri, uri, root)
     from mlflow.server.fastapi_app import app
 
-    uvicorn.run(app, host=HOST, port=port, access_log=verbose, log_level="info" if verbose else "warning")
+    uvicorn.run(with_browser_defaults(app), host=HOST, port=port, access_log=verbose, log_level="info" if verbose else "warning")
+
+
+# What MLflow's UI (3.x) keeps in the browser's local storage, as its own hook writes it (key "<name>_v<version>",
+# a JSON value; read from its bundle, mlflow/server/js/build). Set once, only where the browser has no value yet:
+# - the workflow type a bare URL opens: the classic machine-learning view, not the GenAI home (and the bare URL
+#   itself, which MLflow routes to its Home page, goes to the experiment list in that view);
+# - that the Assistant panel has "already opened on first load", so it does not open by itself and push the
+#   run's description and metrics below the fold (the button beside the experiment still opens it).
+BROWSER_DEFAULTS = {"mlflow.workflowType_v1": '"machine_learning"', "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true"}
+DEFAULTS_SCRIPT = (
+    "<script>(function(){try{var d=" + json.dumps(BROWSER_DEFAULTS) + ";for(var k in d){if(localStorage.getItem(k)===null)"
+    "{localStorage.setItem(k,d[k]);}}}catch(e){}"
+    "if(!location.hash||location.hash==='#/'){location.replace(" + json.dumps(classic_fragment("/experiments")) + ");}})();</script>"
+).encode("utf-8")
+
+
+def with_browser_defaults(app):  # noqa: ANN001, ANN201 - an ASGI application in, one out
+    """``app`` (MLflow's ASGI app) whose page (``GET /``) sets :data:`BROWSER_DEFAULTS` before MLflow's UI starts.
+
+    The page is MLflow's own ``index.html`` as MLflow answered it (so its security checks still apply): a
+    200 ``text/html`` answer that is not compressed gets the script just before ``</head>``; every other
+    request and answer passes unchanged.
+    """
+
+    async def wrapped(scope, receive, send):  # noqa: ANN001
+        if scope.get("type") != "http" or scope.get("method") != "GET" or scope.get("path") not in ("/", "/index.html"):
+            await app(scope, receive, send)
+            return
+        start, chunks = {}, []
+
+        async def capture(message):  # noqa: ANN001
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(chunks)
+            headers = {k.lower(): v for k, v in start.get("headers", [])}
+            if start.get("status") == 200 and b"text/html" in headers.get(b"content-type", b"") and b"content-encoding" not in headers and b"</head>" in body:
+                body = body.replace(b"</head>", DEFAULTS_SCRIPT + b"</head>", 1)
+            kept = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            await send({**start, "headers": kept + [(b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await app(scope, receive, capture)
+
+    return wrapped
 
 
 def _running_in_group(pgid: int) -> Optional[List[int]]:
@@ -255,13 +307,30 @@ def serve(uri: str, port: int, verbose: bool = False, say: Optional[Callable[[st
     check_port(port)
     say = say or (lambda line: None)
     server = UiServer(uri, port, verbose)
-    run_until_stopped(
-        server,
-        say,
-        starting=f"starting the MLflow UI for {uri} on {server.url} ...",
-        ready=lambda seconds: f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)",
-        failed=lambda code: UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above."),
-    )
+    marker = ui_marker(uri)
+
+    def ready(seconds: float) -> str:
+        try:  # links printed while it runs use its port (attnsim.tracking.links.running_ui_port)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"port": port, "pid": os.getpid()}), encoding="utf-8")
+        except OSError:  # no cache folder: the links say the default port
+            pass
+        return f"ready after {seconds:.1f} s: {experiments_url(port=port)}  (Ctrl-C stops it)"
+
+    try:
+        run_until_stopped(
+            server,
+            say,
+            starting=f"starting the MLflow UI for {uri} on {server.url} ...",
+            ready=ready,
+            failed=lambda code: UiError(f"The MLflow server for {uri} exited with status {code}; its messages are above."),
+        )
+    finally:
+        try:
+            if json.loads(marker.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                marker.unlink()
+        except (OSError, ValueError, AttributeError):
+            pass
     say("stopped the MLflow UI")
     return 0
 

@@ -65,6 +65,9 @@ class FinetuneResult:
         metrics: the last value of every logged metric (``val/accuracy`` is a share in [0, 1], losses in nats).
         labels: class names, index = class id.
         seconds: wall time of the fit (and final validation), in seconds.
+        windows: windows of each split (``train``, ``val``).
+        documents: documents the windows of each split came from (a document is in one split only).
+        categories: categories with windows in each split (of ``len(labels)``).
     """
 
     run_id: str
@@ -76,6 +79,17 @@ class FinetuneResult:
     labels: List[str]
     seconds: float
     windows: Dict[str, int] = field(default_factory=dict)
+    documents: Dict[str, int] = field(default_factory=dict)
+    categories: Dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """``64 training windows (4 documents, 3 of 5 categories) / 16 validation windows (1 document, 1 of 5 categories)``."""
+
+        def split(name: str, key: str) -> str:
+            docs = self.documents.get(key, 0)
+            return f"{self.windows.get(key, 0)} {name} windows ({docs} document{'' if docs == 1 else 's'}, {self.categories.get(key, 0)} of {len(self.labels)} categories)"
+
+        return f"{split('training', 'train')} / {split('validation', 'val')}"
 
 
 def validate_finetune(cfg: Any) -> None:
@@ -272,8 +286,11 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         metrics = {key: max(history, key=lambda m: (m.step, m.timestamp)).value for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy") if (history := sink.client.get_metric_history(sink.run_id, key))}
         experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
     checkpoints = [(step, str(path)) for step, path in sorted(saver.saved)]
-    windows = {"train": len(prepared.train), "val": len(prepared.val)}
-    return FinetuneResult(sink.run_id, experiment_id, prepared.tracker.uri, str(directory), checkpoints, metrics, list(prepared.labels), seconds, windows)
+    splits = {"train": prepared.train, "val": prepared.val}
+    windows = {key: len(corpus) for key, corpus in splits.items()}
+    documents = {key: len({w.doc_id for w in corpus.windows}) for key, corpus in splits.items()}
+    categories = {key: len({w.label for w in corpus.windows if w.label is not None}) for key, corpus in splits.items()}
+    return FinetuneResult(sink.run_id, experiment_id, prepared.tracker.uri, str(directory), checkpoints, metrics, list(prepared.labels), seconds, windows, documents, categories)
 
 
 def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]] = None) -> FinetuneResult:

@@ -7,6 +7,8 @@ these tests take seconds. tests/tracking/test_ui.py opens the links in Chromium.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -41,6 +43,21 @@ def test_a_tracking_server_is_linked_directly_and_a_local_store_through_attnsim_
     ui = links.ui_command()
     assert links.open_hint(SQLITE, "3", RUN_ID) == f"open it: {ui} --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
     assert links.open_hint(SQLITE, "3") == f"open it: {ui} --uri '{SQLITE}'  then  http://127.0.0.1:5000/#/experiments/3/runs{CLASSIC}"
+
+
+def test_links_say_the_port_of_the_attnsim_ui_serving_the_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    marker = links.ui_marker(SQLITE)
+    assert marker.parent == tmp_path / "attnsim" / "ui" and links.running_ui_port(SQLITE) is None
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"port": 5123, "pid": os.getpid()}))
+    assert links.running_ui_port(SQLITE) == 5123
+    assert links.open_hint(SQLITE, "3", RUN_ID) == f"open it: http://127.0.0.1:5123/#/experiments/3/runs/{RUN_ID}{CLASSIC}  (attnsim ui serves this store)"
+    assert links.running_ui_port("sqlite:////another/mlflow.db") is None  # one marker per store
+    marker.write_text(json.dumps({"port": 5123, "pid": 2**22 + 1}))  # above Linux's largest pid: no live process
+
+    assert links.running_ui_port(SQLITE) is None
+    assert "--uri" in links.open_hint(SQLITE, "3", RUN_ID)
 
 
 def test_no_link_is_built_outside_the_links_module():

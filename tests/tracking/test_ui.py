@@ -201,6 +201,19 @@ def test_the_report_renders_in_mlflows_artifact_viewer(store, ui, tmp_path):
     assert "<br>" not in page.text and "**" not in page.text  # no raw HTML or Markdown shown as text
 
 
+def test_the_bare_url_opens_the_experiment_list_in_the_classic_view(store, ui, tmp_path):
+    """A fresh browser at http://127.0.0.1:<port>/ lands on the experiments (classic view), not MLflow's GenAI home;
+    the page's own defaults say that the Assistant panel has already opened once (so it does not open by itself)."""
+    page = _open(f"http://127.0.0.1:{ui['port']}/", tmp_path / "bare", ready="Create")
+    assert "Welcome to MLflow" not in page.text and "Experiments - MLflow" in page.text
+    assert "Model registry" in page.texts and "csm" in page.texts  # the classic navigation, and the store's experiment
+    import urllib.request
+
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://127.0.0.1:{ui['port']}/", timeout=30) as answer:
+        html = answer.read().decode()
+    assert '"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true"' in html and html.index("localStorage") < html.index("</head>")
+
+
 def test_ui_keeps_mlflows_security_middleware(ui):
     """A page of another site cannot reach the local UI by DNS rebinding: a foreign Host header is refused."""
     import http.client
@@ -215,6 +228,13 @@ def test_ui_keeps_mlflows_security_middleware(ui):
 
     assert status(f"127.0.0.1:{ui['port']}") == 200
     assert status("evil.example") == 403
+    # the page with attnsim's browser defaults still goes through MLflow's checks
+    connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+    try:
+        connection.request("GET", "/", headers={"Host": "evil.example"})
+        assert connection.getresponse().status == 403
+    finally:
+        connection.close()
 
 
 def _process_tree(root: int) -> dict:
@@ -260,7 +280,11 @@ def _server_of(process: subprocess.Popen) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
-def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
+def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui, store):
+    from attnsim.tracking.links import open_hint, running_ui_port
+
+    assert running_ui_port(store["uri"]) == ui["port"]  # links printed while it runs say its port
+    assert open_hint(store["uri"], "1").startswith(f"open it: http://127.0.0.1:{ui['port']}/#/experiments/1/runs")
     process = ui["process"]
     server = _server_of(process)
     process.send_signal(signal.SIGTERM)
@@ -270,6 +294,7 @@ def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui):
         time.sleep(0.1)
     assert not _alive(server)
     assert ui["log"].read_text().rstrip().endswith("stopped the MLflow UI")
+    assert running_ui_port(store["uri"]) is None  # its marker is gone
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")

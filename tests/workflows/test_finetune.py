@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -74,6 +75,11 @@ def test_finetune_cli_logs_per_step_and_saves_loadable_checkpoints(tiny_bert, tr
     assert main(["finetune", *tiny_fit(tiny_bert, directory)]) == 0
     out = capsys.readouterr().out
     assert f"checkpoint directory: {directory}" in out
+    # how few documents and categories the windows came from (corpus.limit=24 windows of 32 tokens)
+    found = re.search(r"trained on 24 training windows \((\d+) documents?, (\d+) of 5 categories\) / (\d+) validation windows \((\d+) documents?, (\d+) of 5 categories\)", out)
+    assert found, out
+    train_docs, train_cats, _, val_docs, val_cats = map(int, found.groups())
+    assert 1 <= train_cats <= min(5, train_docs) and 1 <= val_cats <= min(5, val_docs)
     client, runs = runs_of(tracking_uri)
     (run,) = runs
     assert f"run id: {run.info.run_id}" in out
