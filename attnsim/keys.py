@@ -23,7 +23,7 @@ _KEY = re.compile(r"^(?P<finding>[^/]+)/(?P<stat>[^/]+)(?:/L(?P<layer>\d{2,}))?(
 
 @dataclass(frozen=True)
 class MetricKey:
-    """The MLflow key of a statistic (README, "Metric keys"), formatted and parsed by one rule.
+    """The MLflow key of a statistic (docs: Reference, "Metric keys"), formatted and parsed by one rule.
 
     ``finding/stat`` (model mean), ``finding/stat/L03`` (layer mean, mean over heads) and
     ``finding/stat/L03/H07`` (one head); layers and heads are 0-indexed and written with at
@@ -100,7 +100,7 @@ class MetricKey:
 
 
 class Tag(StrEnum):
-    """Every ``attnsim.*`` run tag attnsim sets or reads (README, "Tracking store")."""
+    """Every ``attnsim.*`` run tag attnsim sets or reads (docs/concepts/tracking.md)."""
 
     # what a measurement ran on
     EXPERIMENT = "attnsim.experiment"
@@ -195,7 +195,7 @@ class RunKind(StrEnum):
 
 
 class Stage(StrEnum):
-    """A stage of ``attnsim run`` whose seconds are logged as ``zz_run/time_<stage>`` (README, "Performance").
+    """A stage of ``attnsim run`` whose seconds are logged as ``zz_run/time_<stage>`` (docs/performance.md).
 
     In the order they run. ``imports`` and ``config`` are the command line's (``attnsim run``; a call of
     :func:`attnsim.run` times ``config`` only: its imports happened when it was imported); ``total`` runs

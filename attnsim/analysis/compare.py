@@ -34,11 +34,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from attnsim.analysis.runs import LoggedRun
 from attnsim.errors import AttnsimError
 from attnsim.keys import RunKind, Tag
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +245,7 @@ def compare(
     log_run: bool = True,
     log_experiment: str = "compare",
     uri: Optional[str] = None,
-):
+) -> pandas.DataFrame:
     """Per-layer statistics of several runs side by side (see the module docstring).
 
     Args:
@@ -266,10 +269,10 @@ def compare(
         (7, 2)
 
     Returns:
-        pandas DataFrame, index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``
-        maps columns to run ids, models and corpora; ``table.attrs["comparison_run_id"]`` is the
-        comparison run, when logged, in experiment ``table.attrs["comparison_experiment_id"]`` of store
-        ``table.attrs["tracking_uri"]``; ``table.attrs["differences"]`` lists what ``force`` overrode).
+        index (``statistic``, ``layer``), one column per run (``table.attrs["runs"]``
+            maps columns to run ids, models and corpora; ``table.attrs["comparison_run_id"]`` is the
+            comparison run, when logged, in experiment ``table.attrs["comparison_experiment_id"]`` of store
+            ``table.attrs["tracking_uri"]``; ``table.attrs["differences"]`` lists what ``force`` overrode).
 
     Raises:
         ComparisonError: see :func:`select_runs`, :func:`check_comparable`, :func:`statistics_table`.

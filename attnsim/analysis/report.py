@@ -176,7 +176,7 @@ def render(runs: Sequence[LoggedRun]) -> str:
     out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
     out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
     out.write(f"*Exceeds* means by more than {MARGIN:.0%} (relative), so that differences at the level of rounding count as none. ")
-    out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (README, \"The paper's findings\").")
+    out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (attnsim docs: concepts/statistics.md).")
     if any(run.control for run in runs):
         out.write(f" A trained run's *holds* or *mixed* is marked *{NOT_SEPARATED}* when a random-weights control in the report (tag `attnsim.control=random` or param `model.init=random`) earns it too: a control that holds earns both, one that is mixed earns *mixed*.")
     out.write("\n")

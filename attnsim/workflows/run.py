@@ -592,7 +592,7 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
 
     Raises:
         ConfigError, CorpusError, ModelError, TrackingError: bad input, before any model loads or run exists.
-        Any error during the run, after marking it FAILED (KILLED for Ctrl-C/SIGTERM).
+        Exception: any error during the run, after marking it FAILED (KILLED for Ctrl-C/SIGTERM).
     """
     if isinstance(overrides, (str, bytes)) or (overrides is not None and not all(isinstance(o, str) for o in overrides)):
         raise ConfigError(

@@ -401,8 +401,8 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
 
     Raises:
         ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input (also ``jobs`` < 1), before any run is created or reopened.
-        Any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
-        a later call with the same arguments continues where this one stopped.
+        Exception: any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
+            a later call with the same arguments continues where this one stopped.
     """
     from attnsim.tracking.store import api_call
 
