@@ -9,7 +9,6 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
-export NO_MKDOCS_2_WARNING := 1  # Material for MkDocs' banner about MkDocs 2, printed on every build
 
 .PHONY: install run ui explore explore-latency lint docs test throughput memory end-to-end operations imports gpu-check scaling long-context gguf-load smollm2-findings guard-rails clean
 
