@@ -21,8 +21,8 @@ def is_seq2seq(info: Any, cfg: Any, finding_types: Sequence[type]) -> bool:
     """
     model = info.arch.seq2seq
     corpus = cfg.corpus.source == "translation"
-    pair_findings = [k.name for k in finding_types if getattr(k, "seq2seq", False)]
-    other_findings = [k.name for k in finding_types if not getattr(k, "seq2seq", False)]
+    pair_findings = [k.name for k in finding_types if k.encoder_decoder]
+    other_findings = [k.name for k in finding_types if not k.encoder_decoder]
     if model and not corpus:
         raise ConfigError(
             f"Model '{info.name}' is an encoder–decoder ({info.model_type}); attnsim measures it on sentence pairs. "
