@@ -1,8 +1,8 @@
 """The encoder–decoder path of a measurement run: translation pairs → teacher-forced capture → seq2seq findings.
 
-:func:`attnsim.workflows.run.prepare` and :func:`~attnsim.workflows.run.execute` call these when the model
-is an encoder–decoder (T5, BART, Marian) or the corpus is ``translation``; the rest of the run (tracking,
-summaries, logging) is shared.
+:func:`attnsim.workflows.kinds.choose_kind` calls :func:`is_seq2seq` for every run, and
+:class:`~attnsim.workflows.kinds.encoder_decoder.EncoderDecoderRun` the rest when the model is an
+encoder–decoder (T5, BART, Marian); the rest of the run (tracking, summaries, logging) is shared.
 """
 
 from __future__ import annotations
