@@ -16,7 +16,7 @@ its own Z and attention probabilities).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Dict
 
 import torch
@@ -25,7 +25,7 @@ import torch.nn as nn
 from attnsim.errors import ModelError
 
 
-class ModelKind(str, Enum):
+class ModelKind(StrEnum):
     """What an architecture is, declared once by its family; every other fact the workflows need follows from it.
 
     ``encoder``: a bidirectional text encoder (BERT family); ``vision``: a Vision Transformer, whose inputs
