@@ -6,6 +6,7 @@ last in MLflow's chart view."""
 from __future__ import annotations
 
 import math
+from fnmatch import fnmatchcase
 
 import pytest
 import torch
@@ -16,11 +17,18 @@ from attnsim.findings.base import Summary
 from attnsim.findings.registry import FINDINGS
 from attnsim.keys import Stage
 from attnsim.tracking.sink import RUN_GROUP, run_key
-from attnsim.tracking.summaries import check_per_head, check_per_layer, summary_metrics
+from attnsim.tracking.summaries import (
+    check_per_head,
+    check_per_layer,
+    per_head_selected,
+    per_layer_selected,
+    summary_metrics,
+)
 from tests.helpers.runs import runs_of
 
 MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
-BOOKKEEPING = 14  # zz_run/windows and zz_run/time_<stage> of the 13 stages of attnsim.run (keys.Stage less imports and reduce, plus total and unattributed)
+# zz_run/windows and zz_run/time_<stage> of the stages of attnsim.run (keys.Stage less imports and reduce; total and unattributed included): 14
+BOOKKEEPING = 1 + len(set(Stage) - {Stage.IMPORTS, Stage.REDUCE})
 
 
 def section(key: str) -> str:
@@ -63,21 +71,25 @@ def _keys(name: str, layers: int = 6, heads: int = 12) -> set:
     return keys
 
 
-# experiment -> (statistics, headline statistics per head), at 6 x 12: keys = 7 * statistics + 72 * headline
-# (every statistic's model mean and 6 layer means; paper: see test_paper_logs_at_most_150_keys)
-EXPECTED = {
-    "csm": (12, 3),  # + tie_share, degenerate_share, degenerate (ties at the k-th value)
-    "vit_csm": (12, 3),
-    "distance": (7, 2),
-    "sentences": (9, 2),
-    "anchors": (4, 2),
-    "repetition": (8, 2),
-    "attention_regions": (6, 2),
-    "separators": (11, 2),  # attention_newline since decoders (issue 13)
-    "noise": (6, 1),
-    "attention_maps": (8, 2),
-    "gradient_maps": (2, 1),
-}
+def key_budget(name: str, layers: int = 6, heads: int = 12) -> int:
+    """The statistic keys experiment ``name`` logs at ``layers`` x ``heads``, computed from what its findings declare
+    (``Finding.statistics``) and its ``stats.per_head`` / ``stats.per_layer``: a model mean of every statistic, ``layers``
+    layer means of each selected for layer means, ``layers x heads`` per-head values of each headline statistic."""
+    cfg = load_config(name)
+    per_head, per_layer = list(cfg.stats.per_head), list(cfg.stats.per_layer)
+    budget = 0
+    for finding in cfg.findings:
+        for stat in FINDINGS[finding].statistics:
+            key = f"{finding}/{stat}"
+            budget += 1 + layers * per_layer_selected(key, per_layer, per_head) + layers * heads * per_head_selected(key, per_head)
+    return budget
+
+
+def headlines(name: str) -> set:
+    """The declared statistics of experiment ``name`` that its ``stats.per_head`` patterns select."""
+    cfg = load_config(name)
+    declared = {f"{finding}/{stat}" for finding in cfg.findings for stat in FINDINGS[finding].statistics}
+    return {key for key in declared if any(fnmatchcase(key, pattern) for pattern in cfg.stats.per_head)}
 
 
 @pytest.mark.parametrize("name", [name for name in MEASURE if name != "paper"])
@@ -85,11 +97,11 @@ def test_experiment_key_counts_at_six_by_twelve(name):
     assert list(load_config(name).stats.per_layer) == ["*"]  # single-finding experiments keep every layer mean
     keys = _keys(name)
     per_head = {k for k in keys if k.count("/") == 3}
-    stats, headline = EXPECTED.get(name, (0, 0))  # rollout declares no (layer, head) statistics
-    assert len(keys) - len(per_head) == 7 * stats  # model mean and 6 layer means of every statistic
-    assert len(per_head) == 72 * headline
-    assert {k.rsplit("/", 2)[0] for k in per_head} == set(load_config(name).stats.per_head)  # only the headline ones
-    assert len(keys) + BOOKKEEPING <= 320  # before: csm 638; 314 with the three tie statistics of csm
+    declared = sum(len(FINDINGS[finding].statistics) for finding in load_config(name).findings)  # rollout declares no (layer, head) statistics
+    assert len(keys) - len(per_head) == 7 * declared  # model mean and 6 layer means of every statistic
+    assert len(per_head) == 72 * len(headlines(name))
+    assert {k.rsplit("/", 2)[0] for k in per_head} == headlines(name) == set(load_config(name).stats.per_head)  # only the headline ones
+    assert len(keys) == key_budget(name)  # the budget follows the declarations: a new statistic moves it
 
 
 # paper's headline statistics (layer means logged) and the chance levels `attnsim report` quotes beside them
@@ -108,7 +120,7 @@ def test_paper_logs_at_most_150_keys_model_means_of_all_layer_means_of_headlines
     assert len([k for k in keys if k.count("/") == 1]) == declared  # every statistic's model mean
     assert {k.rsplit("/", 1)[0] for k in keys if k.count("/") == 2} == PAPER_LAYERED
     assert len(keys) == declared + 6 * len(PAPER_LAYERED)  # 56 + 6 x 15 = 146 at 6 x 12
-    assert len(keys) + BOOKKEEPING <= 170  # about 150 (bookkeeping 14); before: 364 + 6, and 1,132 at first
+    assert len(keys) == key_budget("paper")  # 146 + 14 bookkeeping today; before: 364 + 6, and 1,132 at first
     assert len({section(k) for k in keys} | {RUN_GROUP}) == len(load_config("paper").findings) + len(PAPER_LAYERED) + 1  # a section per finding, per layered statistic, bookkeeping
 
 

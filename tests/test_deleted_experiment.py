@@ -49,7 +49,7 @@ def test_run_into_a_deleted_experiment_fails_before_the_model_loads(deleted, sto
     import attnsim.workflows.run as runner
 
     client, name, experiment_id = deleted
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded before the experiment was checked"))
+    monkeypatch.setattr(runner, "build_module", lambda *a, **k: pytest.fail("model loaded before the experiment was checked"))
     code = main(["run", "csm", f"model.path={tiny_bert}", f"corpus.path={text_dir}", *TINY, f"tracking.experiment={name}"])
     assert code == 2
     err = capsys.readouterr().err

@@ -222,7 +222,7 @@ def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, t
 def test_unreachable_tracking_server_fails_before_model_loads(tiny_bert, text_dir, capsys, monkeypatch):
     import attnsim.workflows.run as runner
 
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded before the store was checked"))
+    monkeypatch.setattr(runner, "build_module", lambda *a, **k: pytest.fail("model loaded before the store was checked"))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
@@ -300,7 +300,7 @@ def test_gpu_accelerator_without_gpu_is_config_error(tiny_bert, text_dir, monkey
     import attnsim.workflows.run as runner
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(runner, "build_module", lambda *a, **k: pytest.fail("model loaded"))
     with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
         run("csm", [f"model.path={tiny_bert}", *TINY, f"corpus.path={text_dir}", "trainer.accelerator=gpu"])
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnsim.capture.architectures import ARCHITECTURES, Architecture
+from attnsim.capture.architectures import ARCHITECTURES, Architecture, ModelKind
 from attnsim.capture.vision import check_image_size, vision_inputs
 from attnsim.errors import ModelError
 from tests.helpers.models import save_tiny_vit
@@ -91,7 +91,7 @@ def test_sizes_the_model_cannot_take_are_refused_with_the_fix():
     from transformers import AutoConfig
 
     square = AutoConfig.for_model("vit", image_size=32, patch_size=8)
-    fixed = Architecture("layers", "q", "k", "v", "o", vision=True, interpolation="none")
+    fixed = Architecture("layers", "q", "k", "v", "o", kind=ModelKind.VISION, interpolation="none")
     check_image_size(square, fixed, (32, 32))  # its own size: fine
     with pytest.raises(ModelError, match=r"32x24 pixels.*takes only its config.image_size 32x32.*\"height\": 32, \"width\": 32"):
         check_image_size(square, fixed, (32, 24))

@@ -16,6 +16,7 @@ its own Z and attention probabilities).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Dict
 
 import torch
@@ -24,8 +25,46 @@ import torch.nn as nn
 from attnsim.errors import ModelError
 
 
+class ModelKind(StrEnum):
+    """What an architecture is, declared once by its family; every other fact the workflows need follows from it.
+
+    ``encoder``: a bidirectional text encoder (BERT family); ``vision``: a Vision Transformer, whose inputs
+    are images (``pixel_values``), not token ids; ``decoder``: a decoder-only (causal) language model, whose
+    token i attends to keys j <= i only; ``encoder_decoder``: T5, BART, Marian (sentence pairs, three
+    attention blocks, :mod:`attnsim.capture.seq2seq`).
+    """
+
+    ENCODER = "encoder"
+    VISION = "vision"
+    DECODER = "decoder"
+    ENCODER_DECODER = "encoder_decoder"
+
+
+class _Kinded:
+    """The facts that follow from an architecture's declared :class:`ModelKind` (read-only)."""
+
+    kind: ModelKind
+
+    @property
+    def vision(self) -> bool:
+        """Inputs are images (``pixel_values``), not token ids."""
+        return self.kind is ModelKind.VISION
+
+    @property
+    def causal(self) -> bool:
+        """A decoder-only language model: attention probabilities are lower-triangular; rollout reads out the
+        last token's row, gradient maps explain the next token. (An encoder–decoder is not: its decoder
+        self-attention is causal, which :mod:`attnsim.capture.seq2seq` handles itself.)"""
+        return self.kind is ModelKind.DECODER
+
+    @property
+    def seq2seq(self) -> bool:
+        """An encoder–decoder (:class:`Seq2SeqArchitecture`), measured on sentence pairs by its own capture path."""
+        return self.kind is ModelKind.ENCODER_DECODER
+
+
 @dataclass(frozen=True)
-class Architecture:
+class Architecture(_Kinded):
     """Module paths and per-family facts of one model family.
 
     Attributes:
@@ -35,7 +74,7 @@ class Architecture:
             projection the three paths are that projection's, and ``qkv`` says how its output is laid out.
         output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
             its input is the concatenation of the heads' outputs Z.
-        vision: inputs are images (pixel_values), not token ids.
+        kind: what the family is (:class:`ModelKind`); ``vision``, ``causal`` and ``seq2seq`` follow from it.
         interpolation: how a Vision Transformer takes images of another size than ``config.image_size``
             (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
             takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
@@ -47,11 +86,8 @@ class Architecture:
     key: str
     value: str
     output: str
-    vision: bool = False
+    kind: ModelKind = ModelKind.ENCODER
     interpolation: str = "none"
-    # decoder-only language model: token i attends to keys j <= i only (attention probabilities are
-    # lower-triangular); rollout reads out the last token's row, gradient maps explain the next token
-    causal: bool = False
     # Q/K/V projections: "separate" (three modules), "concat" (one fused module whose output is
     # [Q | K | V], each H*d_head wide; GPT-2's c_attn) or "per_head" (one fused module whose output is
     # per head [q_h | k_h | v_h]; GPT-NeoX's query_key_value)
@@ -59,21 +95,20 @@ class Architecture:
     # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
     # the transpose of nn.Linear's; read it through projection_weight
     conv1d: bool = False
-    seq2seq: bool = False  # an encoder–decoder (Seq2SeqArchitecture) sets it: its own capture path
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
-_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="argument")
-_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", vision=True, interpolation="always")
+_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument")
+_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="always")
 
 # decoder-only language models (transformers 5: every one dispatches attention through
 # ALL_ATTENTION_FUNCTIONS; eager returns per-query-head probabilities, keys/values repeated for GQA)
-_GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", causal=True, qkv="concat", conv1d=True)
-_NEOX = Architecture("layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", causal=True, qkv="per_head")
-_LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", causal=True)
-_OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", causal=True)
-_PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", causal=True)
+_GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True)
+_NEOX = Architecture("layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", kind=ModelKind.DECODER, qkv="per_head")
+_LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER)
+_OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", kind=ModelKind.DECODER)
+_PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER)
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,
@@ -169,7 +204,7 @@ def split_qkv(projected: torch.Tensor, arch: Architecture, n_heads: int, n_kv_he
 
 
 @dataclass(frozen=True)
-class Seq2SeqArchitecture:
+class Seq2SeqArchitecture(_Kinded):
     """Module paths of one encoder–decoder family (relative to ``model.base_model`` and to each layer).
 
     Attributes:
@@ -179,8 +214,8 @@ class Seq2SeqArchitecture:
             each is ``Linear(H*d_head, d_model)`` whose input is the heads' outputs Z concatenated.
         scaled: whether scores are divided by √d_head (BART, Marian); T5 does not scale and adds a
             learned relative position bias instead (documentation only: Z is read before W_O either way).
-        seq2seq, vision, causal: markers read by the workflows (an encoder–decoder takes token ids, not images,
-            and is not a decoder-only causal model).
+        kind: :attr:`ModelKind.ENCODER_DECODER` (``seq2seq`` true; ``vision`` and ``causal`` false: it takes
+            token ids, not images, and is not a decoder-only model).
     """
 
     encoder_layers: str
@@ -189,10 +224,8 @@ class Seq2SeqArchitecture:
     decoder_self: str
     cross: str
     scaled: bool = True
-    seq2seq: bool = True
-    vision: bool = False
+    kind: ModelKind = ModelKind.ENCODER_DECODER
     interpolation: str = "none"
-    causal: bool = False  # not decoder-only (its decoder self-attention is causal; read by attnsim.capture.seq2seq)
 
 
 _BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from attnsim.capture.architectures import Architecture, architecture_for
+from attnsim.capture.architectures import Architecture, ModelKind, architecture_for
 from attnsim.capture.gguf import NAMED_MODELS, is_gguf, package_file, resolve_gguf
 from attnsim.errors import ConfigError, ModelError
 from attnsim.keys import Tag
@@ -36,6 +36,11 @@ class ModelInfo:
     arch: Architecture
     config: object = field(repr=False, default=None)
     n_kv_heads: Optional[int] = None  # key/value heads (grouped-query attention: fewer than n_heads); None: n_heads
+
+    @property
+    def kind(self) -> ModelKind:
+        """What the model is (:class:`~attnsim.capture.architectures.ModelKind`), as its family declares."""
+        return self.arch.kind
 
     @property
     def causal(self) -> bool:

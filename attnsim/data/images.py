@@ -85,6 +85,15 @@ class ImageCorpus:
             digest.update(np.ascontiguousarray(item.pixel_values, dtype=np.float32).tobytes())
         return digest.hexdigest()
 
+    @property
+    def measured_len(self) -> int:
+        """T of the findings' maps: extra tokens plus patches (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
+        return self.seq_len
+
+    def datamodule(self, batch_size: int, num_workers: int = 0) -> "ImageDataModule":
+        """The images as an :class:`ImageDataModule`."""
+        return ImageDataModule(self, batch_size, num_workers)
+
     def __len__(self) -> int:
         return len(self.windows)
 

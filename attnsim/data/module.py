@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Sequence, Tuple, TypedDict
+from typing import Any, List, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
-
-from attnsim.data.windows import Window
 
 
 class _BatchKeys(TypedDict):
@@ -58,7 +56,7 @@ class Batch(_BatchKeys, total=False):
     earlier_position: torch.Tensor
 
 
-def collate_windows(items: Sequence[Tuple[int, Window]], unk_token_id: Optional[int] = None) -> Batch:
+def collate_windows(items: Sequence[Tuple[int, Any]], unk_token_id: Optional[int] = None) -> Batch:
     """Stack ``(corpus index, window)`` items into a batch.
 
     ``unk_token_id`` (the tokenizer's ``[UNK]``) adds ``unknown_mask`` (B, T) bool, True where a
@@ -143,23 +141,23 @@ def shard_sampler(length: int, trainer: Optional[pl.Trainer], batch_size: int = 
 
 
 class _Indexed(torch.utils.data.Dataset):
-    def __init__(self, windows: List[Window]):
+    def __init__(self, windows: List[Any]):
         self.windows = windows
 
     def __len__(self) -> int:
         return len(self.windows)
 
-    def __getitem__(self, i: int) -> Tuple[int, Window]:
+    def __getitem__(self, i: int) -> Tuple[int, Any]:
         return i, self.windows[i]
 
 
 class WindowDataModule(pl.LightningDataModule):
-    """Serves a fixed list of windows in order (no shuffling: order is set when windows are built).
+    """Serves a fixed list of windows (:class:`~attnsim.data.windows.Window`, built by :meth:`attnsim.data.windows.Corpus.datamodule`) in order (no shuffling: order is set when windows are built).
 
     Under DDP each process serves its own contiguous block of windows, without repeats (:class:`ShardSampler`).
     """
 
-    def __init__(self, windows: List[Window], batch_size: int = 32, num_workers: int = 0, unk_token_id: Optional[int] = None):
+    def __init__(self, windows: List[Any], batch_size: int = 32, num_workers: int = 0, unk_token_id: Optional[int] = None):
         super().__init__()
         self.unk_token_id = unk_token_id
         self.windows = windows

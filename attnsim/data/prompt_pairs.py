@@ -165,12 +165,28 @@ class PromptPairCorpus:
         seq_len: the longest prompt's tokens.
         documents_used: number of pairs.
         content_hash: SHA-256 of the JSONL file's bytes.
+        pad_id: the tokenizer's padding id (0 where it has none), for batches of prompts of several lengths.
     """
 
     windows: List[PromptPair]
     seq_len: int
     documents_used: int
     content_hash: str
+    pad_id: int = 0
+
+    @property
+    def measured_len(self) -> int:
+        """The longest prompt's tokens (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
+        return self.seq_len
+
+    @property
+    def layout(self) -> None:
+        """No image layout: text prompts."""
+        return None
+
+    def datamodule(self, batch_size: int, num_workers: int = 0) -> PromptPairDataModule:
+        """The pairs as a :class:`PromptPairDataModule` (in this process: ``num_workers`` is not used)."""
+        return PromptPairDataModule(self.windows, batch_size, self.pad_id)
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -182,4 +198,5 @@ def prompt_pair_corpus(path: str, tokenizer: Any, kind: str, label2id: Dict[str,
 
     pairs = read_prompt_pairs(path, tokenizer, kind, label2id)
     digest = hashlib.sha256(pairs_path(path).read_bytes()).hexdigest()
-    return PromptPairCorpus(pairs, max(len(p.clean) for p in pairs), len(pairs), digest)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return PromptPairCorpus(pairs, max(len(p.clean) for p in pairs), len(pairs), digest, int(pad) if pad is not None else 0)

@@ -123,6 +123,20 @@ class PairCorpus:
             digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
         return digest.hexdigest()
 
+    @property
+    def measured_len(self) -> int:
+        """T of the findings' maps: the target length (the decoder's positions; :class:`~attnsim.data.corpus.MeasuredCorpus`)."""
+        return self.target_len
+
+    @property
+    def layout(self) -> None:
+        """No image layout: sentence pairs."""
+        return None
+
+    def datamodule(self, batch_size: int, num_workers: int = 0) -> "PairDataModule":
+        """The pairs as a :class:`PairDataModule`."""
+        return PairDataModule(self, batch_size, num_workers)
+
     def __len__(self) -> int:
         return len(self.pairs)
 

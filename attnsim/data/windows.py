@@ -44,7 +44,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -99,6 +99,22 @@ class Corpus:
             digest.update(w.attention_mask.astype(np.int64).tobytes())
             digest.update(w.sentence_ids.astype(np.int64).tobytes())
         return digest.hexdigest()
+
+    @property
+    def measured_len(self) -> int:
+        """T of the findings' maps: ``seq_len`` (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
+        return self.seq_len
+
+    @property
+    def layout(self) -> None:
+        """No image layout: text windows (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
+        return None
+
+    def datamodule(self, batch_size: int, num_workers: int = 0) -> Any:
+        """The windows as a :class:`~attnsim.data.module.WindowDataModule` (unknown tokens marked)."""
+        from attnsim.data.module import WindowDataModule
+
+        return WindowDataModule(self.windows, batch_size, num_workers, self.unk_token_id)
 
     def __len__(self) -> int:
         return len(self.windows)

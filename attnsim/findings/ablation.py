@@ -120,6 +120,7 @@ class AblationFinding(Finding):
     statistics = tuple(f"{m}_{p}" for m in METRICS for p in PARTS)
     needs_attention = False
     needs_interventions = True
+    config_keys = ("interventions.heads", "interventions.select", "interventions.mode", "interventions.random_draws", "interventions.split", "interventions.mask_fraction")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -56,7 +56,8 @@ class AlignmentFinding(Finding):
     description = "encoder-decoder cross-attention maps (target x source), mass on the monotone diagonal band beside chance, CSM of the decoder's self- and cross-attention heads"
     statistics = BAND_SCALARS + tuple(f"{stream}_{stat}" for stream in CSM_STREAMS for stat in CSM_SCALARS)
     needs_attention = True
-    seq2seq = True  # needs an encoder–decoder model and a translation corpus (checked before the model loads)
+    config_keys = ("stats.band_width",)
+    encoder_decoder = True  # needs an encoder–decoder model and a translation corpus (checked before the model loads)
 
     def build(self):
         self.examples: List[Dict[str, Any]] = []

@@ -23,6 +23,7 @@ class AttentionMapsFinding(Finding):
     name = "attention_maps"
     description = "corpus-mean attention map per layer and head, head confidence and positional (self/previous/next) attention, example maps with token labels"
     statistics = SCALARS
+    figure_outputs = ("matrix",)
     needs_attention = True
 
     def build(self):
@@ -31,10 +32,6 @@ class AttentionMapsFinding(Finding):
     def update(self, view: PairView) -> None:
         self.accumulators["maps"].update(view.attention, view.tokens)
         self.windows += view.batch_size
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["maps"].compute()
-        return Summary(self.name, {name: out[name] for name in SCALARS}, figure_data={"matrix": out["matrix"]}, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield from scalar_heatmaps(summary.scalars, self.name)

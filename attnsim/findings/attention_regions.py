@@ -48,10 +48,6 @@ class AttentionRegionsFinding(Finding):
                 self.regions, index = (torch.nn.functional.pad(t, (0, slots - t.shape[-1]), value=view.n_pairs) for t in (self.regions, index))
             self.regions = index if self.regions is None else torch.cat([self.regions, index], 1)
 
-    def summarise(self) -> Summary:
-        out = self.accumulators["attention_regions"].compute()
-        return Summary(self.name, {n: out[n] for n in SCALARS}, windows=self.windows)
-
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/attention_regions/heads.png", scalar_mosaic(summary.scalars, self.name)
         yield from example_regions(examples, self.regions, summary.scalars["jaccard"], self.cfg.top_fraction, plots_cfg.max_tokens)

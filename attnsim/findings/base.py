@@ -49,17 +49,33 @@ class FindingContext:
 
 
 class Finding(pl.Callback):
-    """Base class. Subclasses set ``name``, ``statistics``, ``needs_attention``, and implement
-    :meth:`build` (the accumulators) and :meth:`summarise`."""
+    """Base class. Subclasses declare, as class attributes, what they produce (``name``, ``statistics``,
+    ``profiles``), what they need from the run (``needs_attention``, ``needs_gradients``, ``blockwise``,
+    ``needs_interventions``, ``encoder_decoder``; gathered by :meth:`Needs.of`) and the config keys they
+    read (``config_keys``, logged as the run's params), and implement :meth:`build` (the accumulators).
+    The default :meth:`summarise` serves a finding whose accumulators' ``compute()`` hold its statistics."""
 
     name: str = ""
     description: str = ""
     statistics: tuple = ()
+    # outputs of compute() logged as (layer, head, K) profiles (a missing one is skipped), their bins'
+    # index (``profile_bins``: an output of compute(), None: positions 0..K-1) and what figures() reads
+    profiles: tuple = ()
+    profile_bins: Optional[str] = None
+    figure_outputs: tuple = ()
     needs_attention: bool = False
     # True: predict runs the gradient capture (a classifier, gradients of the target logit)
     needs_gradients: bool = False
     # True: every statistic also has a blockwise form (stats/pairs/blocks.py, capture.path=blockwise)
     blockwise: bool = False
+    # True: an intervention (ablation, patching): its own module and passes, alone in its run
+    needs_interventions: bool = False
+    # True: measured on an encoder–decoder's sentence pairs (corpus.source=translation, T5/BART/Marian)
+    encoder_decoder: bool = False
+    # dotted config keys the finding reads beyond those every measurement run reads
+    # (attnsim.tracking.store.RUN_PARAMS); a section name ("interventions") stands for all its keys.
+    # The run logs them as params (attnsim.tracking.store.measure_params).
+    config_keys: Tuple[str, ...] = ()
     # time its figures take to draw, relative to a finding with a layer x head mosaic and one more
     # figure (measured: csm 3, separators 2): where several processes draw (plots.processes), the
     # costliest findings start first, so that none is left to draw alone at the end
@@ -125,8 +141,19 @@ class Finding(pl.Callback):
         self.windows += other.windows
         return self
 
-    def summarise(self) -> Summary:  # overridden by every finding
-        return Summary(self.name, {}, windows=self.windows)
+    def summarise(self) -> Summary:
+        """The corpus-level summary: the declared ``statistics``, ``profiles`` (with the ``profile_bins``
+        index) and ``figure_outputs`` read from the accumulators' ``compute()``.
+
+        Override it where a finding makes tables, corpus-level metrics or examples of its own.
+        """
+        out: Dict[str, Any] = {}
+        for acc in self.accumulators.values():
+            out.update(acc.compute())
+        profiles = {name: out[name] for name in self.profiles if name in out}
+        index = {name: out[self.profile_bins] for name in profiles} if self.profile_bins else {}
+        figure_data = {name: out[name] for name in self.figure_outputs}
+        return Summary(self.name, {name: out[name] for name in self.statistics}, profiles, figure_data=figure_data, windows=self.windows, profile_index=index)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         """Yield ``(artifact path, matplotlib figure)`` pairs, one figure alive at a time (none by default)."""
@@ -136,6 +163,36 @@ class Finding(pl.Callback):
         """Yield ``(artifact path, HTML text)`` pages of the finding's own (e.g. an explorer), logged when
         ``plots.explorer`` is on (none by default; the run's ``explorer.html`` is the workflow's)."""
         return iter(())
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a run's findings need from it, gathered from their declarations (:meth:`of`).
+
+    Attributes:
+        attention: a finding reads attention probabilities (``needs_attention``).
+        gradients: predict runs the gradient capture (``needs_gradients``).
+        interventions: an intervention finding (``needs_interventions``) runs its own passes.
+        encoder_decoder: a finding measures an encoder–decoder's sentence pairs (``encoder_decoder``).
+        without_blockwise: names of the findings with no blockwise form (``blockwise`` false).
+    """
+
+    attention: bool = False
+    gradients: bool = False
+    interventions: bool = False
+    encoder_decoder: bool = False
+    without_blockwise: Tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, findings: Sequence[Any]) -> "Needs":
+        """The needs of ``findings`` (finding classes or instances)."""
+        return cls(
+            attention=any(f.needs_attention for f in findings),
+            gradients=any(f.needs_gradients for f in findings),
+            interventions=any(f.needs_interventions for f in findings),
+            encoder_decoder=any(f.encoder_decoder for f in findings),
+            without_blockwise=tuple(f.name for f in findings if not f.blockwise),
+        )
 
 
 def reduce_findings(findings: Sequence[Finding]) -> None:

@@ -22,17 +22,13 @@ class CSMFinding(Finding):
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "CSM mean and std, corpus-mean matrix, distance profile"
     statistics = SCALARS
+    profiles = ("distance_mean", "distance_high_ratio")
+    profile_bins = "distance_bins"  # one bin per distance up to 512, logarithmic beyond
+    figure_outputs = ("matrix",)
     needs_attention = False
 
     def build(self):
         return {"csm": CSMAccumulator(self.n_layers, self.n_heads, self.seq_len)}
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["csm"].compute()
-        scalars = {name: out[name] for name in SCALARS}
-        profiles = {"distance_mean": out["distance_mean"], "distance_high_ratio": out["distance_high_ratio"]}
-        index = {name: out["distance_bins"] for name in profiles}  # one bin per distance up to 512, logarithmic beyond
-        return Summary(self.name, scalars, profiles, figure_data={"matrix": out["matrix"]}, windows=self.windows, profile_index=index)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/csm/heads.png", scalar_mosaic(summary.scalars, self.name)

@@ -20,14 +20,13 @@ class DistanceFinding(Finding):
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "distance of high-CSM pairs: mean, short/long-range shares, spread, profile over chance"
     statistics = SCALARS
+    profiles = ("distance_high_ratio",)
+    profile_bins = "distance_bins"
+    config_keys = ("stats.short_range",)
     needs_attention = False
 
     def build(self):
         return {"distance": DistanceAccumulator(self.n_layers, self.n_heads, self.seq_len, self.cfg.short_range)}
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["distance"].compute()
-        return Summary(self.name, {n: out[n] for n in SCALARS}, {"distance_high_ratio": out["distance_high_ratio"]}, windows=self.windows, profile_index={"distance_high_ratio": out["distance_bins"]})
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars

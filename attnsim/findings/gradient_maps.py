@@ -53,6 +53,7 @@ class GradientMapsFinding(Finding):
     statistics = SCALARS
     needs_attention = True
     needs_gradients = True
+    config_keys = ("maps.target_class", "maps.num_labels")  # the class explained; the seeded head of a checkpoint without one
 
     def build(self):
         layout = self.context.layout

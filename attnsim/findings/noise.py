@@ -20,14 +20,11 @@ class NoiseFinding(Finding):
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "signal and noise: share of high-CSM pairs explained by distance, sentence, identity, attention, or by none"
     statistics = SCALARS
+    config_keys = ("stats.short_range",)
     needs_attention = True
 
     def build(self):
         return {"noise": NoiseAccumulator(self.n_layers, self.n_heads, self.cfg.short_range)}
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["noise"].compute()
-        return Summary(self.name, {n: out[n] for n in SCALARS}, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars

@@ -27,6 +27,7 @@ class PatchingFinding(Finding):
     statistics = SCALARS
     needs_attention = False
     needs_interventions = True
+    config_keys = ("interventions.pairs",)
 
     def build(self):
         return {"patch": PatchSums(self.n_layers, self.n_heads)}

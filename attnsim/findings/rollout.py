@@ -46,6 +46,7 @@ class RolloutFinding(Finding):
     name = "rollout"
     description = "attention rollout (Abnar & Zuidema 2020) per layer depth: mass on the first token ([CLS]/BOS), other specials and punctuation, readout entropy ([CLS] row; a decoder: last token); attention flow for short inputs; image overlays for ViTs"
     needs_attention = True
+    config_keys = ("maps.head_fusion", "maps.discard_ratio", "maps.flow_max_tokens")
 
     def build(self):
         context = self.context

@@ -25,10 +25,6 @@ class SentencesFinding(Finding):
     def build(self):
         return {"sentences": SentenceAccumulator(self.n_layers, self.n_heads)}
 
-    def summarise(self) -> Summary:
-        out = self.accumulators["sentences"].compute()
-        return Summary(self.name, {n: out[n] for n in SCALARS}, windows=self.windows)
-
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars
         yield "figures/sentences/heads.png", scalar_mosaic(s, self.name)

@@ -72,20 +72,15 @@ class SeparatorsFinding(Finding):
     blockwise = True  # every statistic has a blockwise form (README, "Long contexts")
     description = "attention mass on the first token ([CLS]/BOS), [SEP], '.', ',' and newlines vs uniform, attention entropy and mean attention distance (Clark et al. 2019)"
     statistics = scalar_names(CATEGORIES + EXTRA_CATEGORIES)
+    # attention by absolute position (text windows only): does the model rely on the start of the document?
+    profiles = ("position_mass", "position_mass_chance")
+    profile_bins = "position_bins"
     needs_attention = True
 
     def build(self):
         causal = bool(getattr(self.context.model, "causal", False))
         positions = None if self.context.vision else self.seq_len  # attention by absolute position (text windows)
         return {"separators": SeparatorAccumulator(self.n_layers, self.n_heads, separator_ids(self.context.tokenizer), causal, positions)}
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["separators"].compute()
-        profiles, index = {}, {}
-        if "position_mass" in out:  # does the model rely on the start of the document?
-            profiles = {"position_mass": out["position_mass"], "position_mass_chance": out["position_mass_chance"]}
-            index = {name: out["position_bins"] for name in profiles}
-        return Summary(self.name, {n: out[n] for n in self.statistics}, profiles, windows=self.windows, profile_index=index)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars

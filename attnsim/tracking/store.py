@@ -25,7 +25,7 @@ everything logged so far kept. No run is left RUNNING.
 
 Params, tags and descriptions (README, "Tracking store"):
 :func:`measure_params` is the one rule for which config keys a measurement
-run logs as params; tag values are fitted to MLflow's limits by
+run logs as params: those the run reads itself and those its findings declare; tag values are fitted to MLflow's limits by
 :func:`~attnsim.tracking.sink.fit_tags`; every run gets a description
 (``mlflow.note.content``, :func:`run_note`): the experiment's ``description``
 and how the run was started (:func:`command_line`, :func:`api_call`).
@@ -433,12 +433,26 @@ def _restore_sigterm(previous) -> None:  # noqa: ANN001
 
 # -- params, tags and descriptions ---------------------------------------------------------------
 # trainer keys a predict (measurement) run uses; the rest of `trainer` is for `attnsim finetune`
-PREDICT_TRAINER_KEYS = ("accelerator", "devices", "precision", "batch_size", "num_workers", "threads")
-# findings that read the `maps` section (rollout: head_fusion, discard_ratio, flow_max_tokens;
-# gradient_maps: target_class, num_labels)
-MAPS_FINDINGS = ("rollout", "gradient_maps")
-INTERVENTION_FINDINGS = ("ablation", "patching")  # their runs also log the interventions.* keys
+PREDICT_TRAINER_KEYS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "batch_size", "num_workers", "threads")
 
+#: Config keys every measurement run reads itself, whatever its findings (a section name stands for all its
+#: keys): the model, the corpus, the high-pair rule and logging patterns of every pair view, the predict
+#: trainer and the capture path. A finding declares the keys it reads beyond these
+#: (:attr:`attnsim.findings.base.Finding.config_keys`).
+RUN_KEYS = (
+    "seed", "findings", "model", "corpus", "capture", "tracking",
+    "stats.top_fraction", "stats.high_rule", "stats.zscore", "stats.include_special", "stats.normalise", "stats.per_head", "stats.per_layer",
+    *(f"trainer.{key}" for key in PREDICT_TRAINER_KEYS),
+)
+#: Read only when ``tracking.figures`` is on: logged then.
+FIGURE_KEYS = ("plots",)
+#: Keys never logged as params, and why: the run's name, description and task (its tag, note and command),
+#: its tags (set as the run's tags), how many processes draw and whether a bar shows progress (no number or
+#: figure changes), the fine-tuning keys (``attnsim finetune`` logs them).
+NOT_PARAMS = (
+    "name", "description", "task", "tracking.tags", "plots.processes", "trainer.progress_bar", "checkpoint",
+    "trainer.max_steps", "trainer.learning_rate", "trainer.weight_decay", "trainer.warmup_steps", "trainer.val_fraction", "trainer.val_limit", "trainer.val_every_n_steps",
+)
 
 #: ``corpus`` keys that only some corpus sources read: logged as params only for those sources.
 SOURCE_ONLY_CORPUS_KEYS: Dict[str, tuple] = {
@@ -447,57 +461,48 @@ SOURCE_ONLY_CORPUS_KEYS: Dict[str, tuple] = {
     "target_len": ("translation",),
 }
 
-#: ``stats`` keys that only some findings read: logged as params only when one of those findings runs.
-FINDING_ONLY_STATS_KEYS: Dict[str, tuple] = {
-    "band_width": ("alignment",),
-}
+
+def covers(declared: Iterable[str], key: str) -> bool:
+    """Whether dotted config key ``key`` is one of ``declared`` or lies in one of its sections (``maps`` covers ``maps.head_fusion``)."""
+    return any(key == entry or key.startswith(entry + ".") for entry in declared)
 
 
-def measure_params(cfg: Any) -> Dict[str, str]:
+def finding_keys(findings: Iterable[str]) -> List[str]:
+    """The config keys the findings named ``findings`` declare (:attr:`~attnsim.findings.base.Finding.config_keys`), in order, once each."""
+    from attnsim.findings.registry import FINDINGS
+
+    keys: List[str] = []
+    for name in findings:
+        keys.extend(key for key in FINDINGS[name].config_keys if key not in keys)
+    return keys
+
+
+def measure_params(cfg: Any, declared: Optional[Iterable[str]] = None) -> Dict[str, str]:
     """The config keys a measurement run (``attnsim run``, a sweep and its children) logs as params.
 
-    The rule, in one place: ``seed``, ``findings``, every key of ``model``, ``corpus`` (but the keys
-    of :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources) and ``stats`` (but the keys of
-    :data:`FINDING_ONLY_STATS_KEYS` only when one of their findings runs); of ``trainer`` only the predict keys (:data:`PREDICT_TRAINER_KEYS`: accelerator,
-    devices, precision, batch_size, num_workers, threads; not ``progress_bar`` nor the fit-only
-    ``max_steps``, ``learning_rate``, ...); ``tracking`` except ``tracking.tags`` (set as the run's
-    tags); ``plots`` only when ``tracking.figures`` is on, and never ``plots.processes`` (how many
-    processes draw, which changes no figure); ``maps`` only when a finding of
-    :data:`MAPS_FINDINGS` runs; ``interventions`` only when one of :data:`INTERVENTION_FINDINGS` runs. Never ``checkpoint.*`` (an ``attnsim finetune`` run logs those),
-    ``name`` (tag ``attnsim.experiment`` and the run name), ``description`` (the run's description,
-    :func:`run_note`) nor ``task``. The whole resolved config is the run's ``config.yaml``.
+    The rule, in one place: the keys the run reads itself (:data:`RUN_KEYS`; of ``corpus`` the keys of
+    :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources), ``plots`` when ``tracking.figures`` is on
+    (:data:`FIGURE_KEYS`), and the keys the run's findings declare they read (``declared``; e.g.
+    ``stats.short_range`` for distance, ``maps.head_fusion`` for rollout, ``stats.band_width`` for
+    alignment), never the keys of :data:`NOT_PARAMS`. The whole resolved config is the run's ``config.yaml``.
 
     Args:
         cfg: a resolved config (:func:`attnsim.config.load_config`).
+        declared: the config keys the run's findings read; default: what the findings of ``cfg.findings``
+            declare (:func:`finding_keys`).
 
     Returns:
         ``dotted.key -> str(value)`` from :func:`attnsim.config.flatten`, filtered by the rule.
     """
     from attnsim.config import flatten
 
-    sections = {"seed", "findings", "model", "corpus", "stats", "tracking"}
-    if cfg.tracking.figures:
-        sections.add("plots")
-    if set(cfg.findings) & set(MAPS_FINDINGS):
-        sections.add("maps")
-    if set(cfg.findings) & set(INTERVENTION_FINDINGS):
-        sections.add("interventions")
+    read = [*RUN_KEYS, *(FIGURE_KEYS if cfg.tracking.figures else ()), *(finding_keys(cfg.findings) if declared is None else declared)]
     params: Dict[str, str] = {}
     for key, value in flatten(cfg).items():
         section, _, rest = key.partition(".")
-        if section == "trainer":
-            keep = rest in PREDICT_TRAINER_KEYS
-        elif section == "tracking":
-            keep = rest != "tags" and not rest.startswith("tags.")
-        elif section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS:
-            keep = cfg.corpus.source in SOURCE_ONLY_CORPUS_KEYS[rest]
-        elif section == "stats" and rest in FINDING_ONLY_STATS_KEYS:
-            keep = bool(set(cfg.findings) & set(FINDING_ONLY_STATS_KEYS[rest]))
-        elif section == "plots" and rest == "processes":
-            keep = False
-        else:
-            keep = section in sections
-        if keep:
+        if section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[rest]:
+            continue
+        if covers(read, key) and not covers(NOT_PARAMS, key):
             params[key] = value
     return params
 

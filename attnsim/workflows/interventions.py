@@ -1,7 +1,8 @@
 """Wiring of the intervention findings (``ablation``, ``patching``) into the measurement workflow (``attnsim run``).
 
 An intervention run is an ordinary ``attnsim run``: the same checks before any model loads, the same
-MLflow run lifecycle and logging (:mod:`attnsim.workflows.run`). What differs is decided here:
+MLflow run lifecycle and logging (:mod:`attnsim.workflows.run`). Its kind,
+:class:`~attnsim.workflows.kinds.interventions.InterventionRun`, calls what differs, written here:
 
 - the checks of ``interventions.*`` against the model (before its weights load): head ranges, the earlier
   run of ``interventions.select`` and its statistic, the windows' labels for a classifier, the prompt pairs;
@@ -47,11 +48,6 @@ class InterventionSetup:
     pairs: Any = None
 
 
-def is_intervention(finding_types: Sequence[type]) -> bool:
-    """Whether the run's findings are interventions (they run their own module)."""
-    return any(getattr(kind, "needs_interventions", False) for kind in finding_types)
-
-
 def check_findings(cfg: Any, finding_types: Sequence[type]) -> None:
     """Refuse an intervention run mixed with other findings, two intervention findings, or several processes.
 
@@ -59,7 +55,7 @@ def check_findings(cfg: Any, finding_types: Sequence[type]) -> None:
         ConfigError: naming the fix.
     """
     names = [kind.name for kind in finding_types]
-    kinds = [kind.name for kind in finding_types if getattr(kind, "needs_interventions", False)]
+    kinds = [kind.name for kind in finding_types if kind.needs_interventions]
     if len(kinds) != len(names) or len(kinds) > 1:
         raise ConfigError(
             f"findings={names}: an intervention finding ({', '.join(kinds)}) runs passes of its own (clean, then ablated or patched) "
@@ -226,16 +222,6 @@ def iv_pairs(cfg: Any) -> str:
 
     path = str(cfg.interventions.pairs)
     return str(package_dir("experiments") / BUNDLED_FILE if path == BUNDLED_PAIRS else pairs_path(path))
-
-
-def intervention_datamodule(prepared: Any) -> Any:
-    """The patching run's pairs, else None (the run's windows, as for every run)."""
-    if prepared.interventions is None or prepared.interventions.pairs is None:
-        return None
-    from attnsim.data.prompt_pairs import PromptPairDataModule
-
-    pad = prepared.tokenizer.pad_token_id
-    return PromptPairDataModule(prepared.interventions.pairs.windows, prepared.cfg.trainer.batch_size, int(pad) if pad is not None else 0)
 
 
 def predict_all(predict: Any, module: Any) -> None:

@@ -1,8 +1,10 @@
 """The measurement workflow (``attnsim run``, :func:`run`): config → data → capture → stats → findings → tracking.
 
-Figures are drawn by each finding's ``figures``, in helper processes where the machine allows
-(:mod:`attnsim.workflows.figures`), and handed to the tracking sink;
-:func:`make_capture_module` is the one place the plain capture module is constructed.
+The kind of run (text, images, gradients, encoder–decoder, interventions) is chosen once, in
+:func:`prepare`, by :func:`attnsim.workflows.kinds.choose_kind`; this module then calls the kind's hooks
+(inputs, model, predict) and never asks which kind it holds. Figures are drawn by each finding's
+``figures``, in helper processes where the machine allows (:mod:`attnsim.workflows.figures`), and handed
+to the tracking sink.
 
 Every check that can fail on bad input (config, tracking store, model config,
 tokenizer, corpus) runs before the model weights are loaded and before the
@@ -20,32 +22,20 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from attnsim.capture.load import (
-    ModelInfo,
-    check_dense_fits,
-    choose_capture_path,
-    inspect_model,
-    load_model,
-    load_tokenizer,
-)
-from attnsim.capture.module import CaptureModule
+from attnsim.capture.load import ModelInfo, check_dense_fits, choose_capture_path, inspect_model
 from attnsim.config import load_config, to_yaml
-from attnsim.data.module import WindowDataModule
-from attnsim.data.sources import read_documents
-from attnsim.data.windows import Corpus, build_corpus
+from attnsim.data.corpus import MeasuredCorpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Finding, FindingContext, reduce_findings, view_factory
+from attnsim.findings.base import Finding, FindingContext, Needs, reduce_findings
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.findings.registry import FINDINGS
 from attnsim.keys import RunKind, Stage, Tag
 from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
-from attnsim.stats.pairs.kernels import path_name as statistics_path
 from attnsim.stats.pairs.kernels import requested as compiled_requested
 from attnsim.tracking import summaries as tables
 from attnsim.tracking.sink import RunSink, check_key, run_key
 from attnsim.tracking.store import Tracker, api_call, measure_params
-from attnsim.workflows import interventions
 from attnsim.workflows.common import (
     DatasetInput,
     Interrupted,
@@ -58,7 +48,7 @@ from attnsim.workflows.common import (
     seed_and_threads,
 )
 from attnsim.workflows.figures import log_figures
-from attnsim.workflows.seq2seq import build_seq2seq_module, is_seq2seq, prepare_pairs
+from attnsim.workflows.kinds import MeasurementKind, choose_kind
 from attnsim.workflows.startup import freeze_if_exiting_soon
 
 log = logging.getLogger(__name__)
@@ -116,10 +106,11 @@ class Prepared:
     tracker: Tracker
     info: ModelInfo
     tokenizer: object
-    corpus: Corpus
+    corpus: MeasuredCorpus
     finding_types: List[type]
     interventions: Optional[object] = None  # attnsim.workflows.interventions.InterventionSetup of an ablation/patching run
     timings: Dict[str, float] = field(default_factory=dict)  # Stage.WINDOWS and Stage.TRACKER, seconds
+    kind: Optional[MeasurementKind] = None  # the kind of run (attnsim.workflows.kinds.choose_kind)
 
 
 def prepare(cfg: DictConfig) -> Prepared:
@@ -150,49 +141,23 @@ def prepare(cfg: DictConfig) -> Prepared:
     start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
-    needs_attention = any(k.needs_attention for k in finding_types)
-    path = choose_capture_path(
-        cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention,
-        any(getattr(k, "needs_gradients", False) for k in finding_types), cfg.stats.high_rule, without_blockwise(finding_types),
-    )
-    check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs_attention)  # before any weights or run
-    c = cfg.corpus
-    intervention = interventions.is_intervention(finding_types)
-    if intervention:
-        interventions.check_findings(cfg, finding_types)
-    if is_seq2seq(info, cfg, finding_types):  # encoder–decoder: sentence pairs, not windows
-        tokenizer, corpus = prepare_pairs(info, cfg)
-    elif intervention and "patching" in cfg.findings:  # the prompt pairs are the corpus
-        tokenizer, corpus = load_tokenizer(info, cfg.corpus.seq_len), None
-    elif info.arch.vision or c.source == "images":
-        from attnsim.capture.vision import prepare_images
-
-        tokenizer, corpus = prepare_images(info, cfg)  # token "ids" are positions; labels from the patch grid
-    else:
-        tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
-        if c.source == "repeated_tokens":  # seeded random tokens repeated (induction heads), no documents
-            from attnsim.data.repeated import repeated_corpus
-
-            corpus = repeated_corpus(tokenizer, c.seq_len, c.limit, c.repeat_length, c.repeats, cfg.seed)
-        else:
-            documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
-            if intervention and cfg.interventions.split == "validation":
-                documents = interventions.validation_documents(cfg, documents)
-            corpus = build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)  # drawn windows keep their text for labels
+    needs = Needs.of(finding_types)
+    path = choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, needs.attention, needs.gradients, cfg.stats.high_rule, list(needs.without_blockwise))
+    check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention)  # before any weights or run
+    kind = choose_kind(cfg, info, finding_types)  # the one place the kind of run is decided
+    tokenizer, corpus = kind.inputs(cfg, info)
     windows = time.perf_counter()
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
     tracked = time.perf_counter()
-    setup = None
-    if intervention:  # the intervention's inputs (prompt pairs, heads of an earlier run) count with the windows
-        setup = interventions.prepare_interventions(cfg, info, tokenizer, corpus, tracker, finding_types)
-        corpus = setup.pairs if setup.pairs is not None else corpus
+    # an intervention's inputs (prompt pairs, heads of an earlier run) count with the windows
+    setup, corpus = kind.prepare(cfg, info, tokenizer, corpus, tracker, finding_types)
     timings = {Stage.WINDOWS.value: windows - start + time.perf_counter() - tracked, Stage.TRACKER.value: tracked - windows}
-    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup, timings)
+    return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup, timings, kind)
 
 
 def without_blockwise(findings: Sequence[Any]) -> List[str]:
     """Names of the findings (classes or instances) that have no blockwise form (``Finding.blockwise`` false)."""
-    return [f.name for f in findings if not getattr(f, "blockwise", False)]
+    return list(Needs.of(findings).without_blockwise)
 
 
 def build_findings(prepared: Prepared) -> List[Finding]:
@@ -204,12 +169,12 @@ def build_findings(prepared: Prepared) -> List[Finding]:
         maps=cfg.maps,
         examples=cfg.plots.examples,
         vision=info.arch.vision,
-        layout=getattr(prepared.corpus, "layout", None),  # images: extra tokens and patch grid
+        layout=prepared.corpus.layout,  # images: extra tokens and patch grid
         model=info,
     )
     # the corpus knows T: corpus.seq_len for text, extra tokens + patches for images, the target length of sentence pairs
-    seq_len = getattr(prepared.corpus, "target_len", prepared.corpus.seq_len)
-    return [kind(info.n_layers, info.n_heads, seq_len, cfg.stats, context) for kind in prepared.finding_types]
+    seq_len = prepared.corpus.measured_len
+    return [finding(info.n_layers, info.n_heads, seq_len, cfg.stats, context) for finding in prepared.finding_types]
 
 
 def _distributed() -> bool:
@@ -217,24 +182,8 @@ def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def make_capture_module(model: torch.nn.Module, info: ModelInfo, needs_attention: bool, cfg: DictConfig, findings: List[Finding], capture_path: str = "dense") -> CaptureModule:
-    """The plain capture's LightningModule around ``model`` (the one place a :class:`CaptureModule` is constructed).
-
-    Args:
-        model: the loaded encoder (:func:`~attnsim.capture.load.load_model`).
-        info: its :class:`~attnsim.capture.load.ModelInfo`.
-        needs_attention: whether a finding reads attention probabilities.
-        cfg: the resolved config (``model.vector``, ``stats``).
-        findings: the run's findings, whose per-chunk reducers the injected view factory registers
-            (:func:`~attnsim.findings.base.view_factory`: one walk per window source per batch).
-        capture_path: ``dense``, ``blockwise`` or ``recomputed`` (:func:`~attnsim.capture.load.choose_capture_path`).
-    """
-    factory = view_factory(findings, cfg.stats, capture_path, cfg.capture.block_rows)
-    return CaptureModule(model, info, needs_attention, cfg.model.vector, factory, capture_path=capture_path)
-
-
 def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
-    """Load the model and wrap it: the plain capture, or the gradient capture when a finding needs gradients.
+    """Load the model and wrap it in the LightningModule of the run's kind (:meth:`~attnsim.workflows.kinds.MeasurementKind.load`).
 
     Returns:
         (LightningModule, model tags, whether predict needs gradients).
@@ -243,41 +192,8 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
         ModelError: the weights cannot be loaded or do not match the image token layout.
         ConfigError: ``maps.target_class`` is not a class of the classifier.
     """
-    cfg, info = prepared.cfg, prepared.info
-    if info.arch.seq2seq:  # encoder–decoder: teacher-forced capture of three attention blocks
-        module, model_tags = build_seq2seq_module(info, cfg, findings)
-        return module, model_tags, False
-    if prepared.interventions is not None:  # ablation / patching: the model with its head, several passes per batch
-        module, model_tags = interventions.build_intervention_module(prepared, findings)
-        return module, model_tags, False
-    needs_attention = any(f.needs_attention for f in findings)
-    needs_gradients = any(getattr(f, "needs_gradients", False) for f in findings)
-    if needs_gradients:
-        from attnsim.capture.gradients import GradientModule, classes, load_classifier
-
-        model, model_tags = load_classifier(info, cfg.model.init, cfg.seed, cfg.maps.num_labels, getattr(torch, cfg.model.dtype))
-        target, n_classes = cfg.maps.target_class, classes(model, info)
-        if target is not None and target >= n_classes:
-            what = "token ids in the vocabulary of the causal LM" if info.causal else "classes"
-            raise ConfigError(f"Config key 'maps.target_class' is {target} but the classifier has {n_classes} {what} (0..{n_classes - 1}).")
-        model_tags[Tag.TARGET_CLASS.value] = "predicted" if target is None else str(target)
-        module = GradientModule(model, info, cfg.model.vector, view_factory(findings, cfg.stats), target)
-    else:
-        path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs_attention, high_rule=cfg.stats.high_rule, without_blockwise=without_blockwise(findings))
-        if path in ("blockwise", "recomputed"):  # SDPA; queries and keys recorded when a finding reads attention
-            from attnsim.capture.queries import register
-
-            model, model_tags = load_model(info, cfg.model.init, cfg.seed, register() if needs_attention else "sdpa", False, cfg.model.dtype)
-        else:
-            model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs_attention, cfg.model.dtype)
-        model_tags[Tag.CAPTURE_PATH.value] = path
-        module = make_capture_module(model, info, needs_attention, cfg, findings, path)
-    model_tags[Tag.STATISTICS_PATH.value] = statistics_path()
-    if info.arch.vision:
-        from attnsim.capture.vision import check_layout
-
-        check_layout(model, prepared.corpus.layout)
-    return module, model_tags, needs_gradients
+    module, model_tags = prepared.kind.load(prepared, findings)
+    return module, model_tags, not prepared.kind.inference_mode
 
 
 def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True, description: Optional[str] = None) -> pl.Trainer:
@@ -393,9 +309,9 @@ def _log_summary(sink: RunSink, cfg: DictConfig, name: str, summary: Summary) ->
     sink.log_metrics(tables.corpus_metrics(summary))
 
 
-def _predict(trainer: pl.Trainer, module: CaptureModule, datamodule: WindowDataModule) -> None:
+def _predict(kind: MeasurementKind, trainer: pl.Trainer, module: pl.LightningModule, datamodule: pl.LightningDataModule) -> None:
     # mean ablation predicts twice (its first pass sums each head's Z); every other run once
-    interventions.predict_all(lambda: run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict"), module)
+    kind.predict(lambda: run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict"), module)
 
 
 def _name_progress_bar(trainer: pl.Trainer, name: str) -> None:
@@ -475,32 +391,21 @@ def execute(
     setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
-    seq2seq = prepared.info.arch.seq2seq  # its findings keep their own example pairs
-    # intervention runs draw no example windows (their batches are not the capture's)
-    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer, cfg.plots.max_tokens) if cfg.plots.examples and not seq2seq and prepared.interventions is None else None
+    kind = prepared.kind
+    # encoder–decoder findings keep their own example pairs; interventions' batches are not the capture's
+    recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer, cfg.plots.max_tokens) if cfg.plots.examples and kind.examples else None
     # the Trainer comes first, so that the process's rank and the shards are known before the model loads
-    trainer = make_trainer(cfg, list(findings), inference_mode=not any(getattr(f, "needs_gradients", False) for f in findings))
+    trainer = make_trainer(cfg, list(findings), inference_mode=kind.inference_mode)
     rank = global_rank(trainer)
     check_shards(trainer, len(prepared.corpus), cfg.trainer.batch_size)
     if recorder is not None and rank == 0:  # examples and figures are rank 0's alone
         trainer.callbacks.insert(len(findings), recorder)
     start = time.perf_counter()
-    module, model_tags, needs_gradients = build_module(prepared, findings)
+    module, model_tags, _ = build_module(prepared, findings)
     timings[Stage.LOAD_MODEL.value] = time.perf_counter() - start
     timings[Stage.SETUP.value] = start - setup
     setup = time.perf_counter()
-    if seq2seq:
-        from attnsim.data.translation import PairDataModule
-
-        datamodule = PairDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
-    elif prepared.interventions is not None and prepared.interventions.pairs is not None:
-        datamodule = interventions.intervention_datamodule(prepared)
-    elif getattr(prepared.corpus, "layout", None) is not None:
-        from attnsim.data.images import ImageDataModule
-
-        datamodule = ImageDataModule(prepared.corpus, cfg.trainer.batch_size, cfg.trainer.num_workers)
-    else:
-        datamodule = WindowDataModule(prepared.corpus.windows, cfg.trainer.batch_size, cfg.trainer.num_workers, getattr(prepared.corpus, "unk_token_id", None))
+    datamodule = prepared.corpus.datamodule(cfg.trainer.batch_size, cfg.trainer.num_workers)
     tags = run_tags(cfg, prepared.info, prepared.corpus, model_tags)
     tags[Tag.KIND.value] = RunKind.MEASURE.value
     tags.update(extra_tags or {})
@@ -511,7 +416,7 @@ def execute(
     timings[Stage.SETUP.value] += time.perf_counter() - setup
     opened = time.perf_counter()
     if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
-        _predict(trainer, module, datamodule)
+        _predict(kind, trainer, module, datamodule)
         reduce_findings(findings)  # a collective: every rank, after its windows
         failed = [f for f in findings if f.error is not None]
         if failed:
@@ -527,7 +432,7 @@ def execute(
         start = time.perf_counter()
         timings[Stage.OPEN_RUN.value] = start - opened
         try:
-            _predict(trainer, module, datamodule)
+            _predict(kind, trainer, module, datamodule)
             predicted = time.perf_counter()
             reduce_findings(findings)  # DDP: sum the states of every rank (each window counted once)
             if _distributed():

@@ -1,8 +1,8 @@
 """The encoder–decoder path of a measurement run: translation pairs → teacher-forced capture → seq2seq findings.
 
-:func:`attnsim.workflows.run.prepare` and :func:`~attnsim.workflows.run.execute` call these when the model
-is an encoder–decoder (T5, BART, Marian) or the corpus is ``translation``; the rest of the run (tracking,
-summaries, logging) is shared.
+:func:`attnsim.workflows.kinds.choose_kind` calls :func:`is_seq2seq` for every run, and
+:class:`~attnsim.workflows.kinds.encoder_decoder.EncoderDecoderRun` the rest when the model is an
+encoder–decoder (T5, BART, Marian); the rest of the run (tracking, summaries, logging) is shared.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def is_seq2seq(info: Any, cfg: Any, finding_types: Sequence[type]) -> bool:
     """
     model = info.arch.seq2seq
     corpus = cfg.corpus.source == "translation"
-    pair_findings = [k.name for k in finding_types if getattr(k, "seq2seq", False)]
-    other_findings = [k.name for k in finding_types if not getattr(k, "seq2seq", False)]
+    pair_findings = [k.name for k in finding_types if k.encoder_decoder]
+    other_findings = [k.name for k in finding_types if not k.encoder_decoder]
     if model and not corpus:
         raise ConfigError(
             f"Model '{info.name}' is an encoder–decoder ({info.model_type}); attnsim measures it on sentence pairs. "

@@ -10,6 +10,7 @@ import re
 import pandas as pd
 import pytest
 
+import attnsim.capture.module as capture_module
 import attnsim.workflows.run as runner
 from attnsim.analysis.runs import LoggedRun
 from attnsim.capture.module import CaptureModule
@@ -44,7 +45,7 @@ def test_paper_lists_every_finding():
 @pytest.mark.e2e
 def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracking_uri, monkeypatch):
     CountingModule.created = []
-    monkeypatch.setattr(runner, "CaptureModule", CountingModule)
+    monkeypatch.setattr(capture_module, "CaptureModule", CountingModule)  # built by attnsim.workflows.kinds.base.make_capture_module
     windows, batch_size = 10, 4
     overrides = [f"model.path={tiny_bert}", f"corpus.limit={windows}", "corpus.seq_len=64", f"trainer.batch_size={batch_size}", "plots.examples=1", "trainer.progress_bar=false"]
     result = runner.run("paper", overrides)

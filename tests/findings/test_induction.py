@@ -351,7 +351,7 @@ def test_too_long_copies_are_refused_before_any_model_or_run(tiny_bert, tmp_path
     def no_model(*args, **kwargs):
         raise AssertionError("the model must not load")
 
-    monkeypatch.setattr(workflow, "load_model", no_model)
+    monkeypatch.setattr(workflow, "build_module", no_model)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with pytest.raises(CorpusError, match=r"plus the tokenizer's 2 special token\(s\) are 42 tokens"):
         workflow.run("induction", [f"model.path={tiny_bert}", "corpus.seq_len=40", "corpus.repeat_length=20", f"tracking.uri={uri}"])

@@ -9,10 +9,22 @@ from mlflow import MlflowClient
 
 import attnsim.workflows.run
 from attnsim.cli import main
-from attnsim.config import load_config
+from attnsim.config import flatten, load_config
 from attnsim.errors import TrackingError
+from attnsim.findings.base import Finding
+from attnsim.findings.registry import FINDINGS
 from attnsim.tracking.sink import KEY_MAX, PARAM_MAX, TAG_MAX, fit_value
-from attnsim.tracking.store import NOTE_TAG, PREDICT_TRAINER_KEYS, Tracker, measure_params
+from attnsim.tracking.store import (
+    FIGURE_KEYS,
+    NOT_PARAMS,
+    NOTE_TAG,
+    PREDICT_TRAINER_KEYS,
+    RUN_KEYS,
+    SOURCE_ONLY_CORPUS_KEYS,
+    Tracker,
+    covers,
+    measure_params,
+)
 from tests.helpers.runs import runs_of
 
 TINY = ["corpus.seq_len=32", "corpus.limit=4", "trainer.progress_bar=false", "tracking.figures=false", "plots.examples=0"]
@@ -32,10 +44,67 @@ def test_measure_params_keep_only_the_sections_a_measurement_uses():
     assert not [k for k in params if k.startswith("maps.")]  # csm runs no maps finding
     assert not {"name", "description", "task"} & set(params)
     assert "tracking.experiment" in params and "tracking.tags.team" not in params  # tracking.tags are the run's tags
-    assert sections(params) == {"findings", "seed", "model", "corpus", "stats", "trainer", "tracking", "plots"}
-    assert len(params) <= 40  # was 56: every key of every section
+    assert sections(params) == {"findings", "seed", "model", "corpus", "stats", "trainer", "tracking", "plots", "capture"}
+    assert len(params) <= 45  # was 56: every key of every section
     assert "plots.dpi" in params and "plots.processes" not in params  # how many processes draw changes no figure
     assert "corpus.repeat_length" not in params and "corpus.repeats" not in params  # repeated_tokens keys
+
+
+# The params of `csm` and `paper` on the bundled MiniLM before findings declared their keys (issue 32). The
+# declarations add only keys the run read but never logged: the capture path's keys and two trainer keys
+# of a distributed predict.
+BEFORE = {
+    "corpus.categories", "corpus.drop_short", "corpus.encoding", "corpus.language", "corpus.limit", "corpus.min_tokens", "corpus.path", "corpus.seq_len",
+    "corpus.shuffle", "corpus.source", "corpus.text_field", "findings", "model.attn_implementation", "model.dtype", "model.init", "model.path", "model.vector",
+    "plots.dpi", "plots.examples", "plots.explorer", "plots.max_tokens", "seed", "stats.high_rule", "stats.include_special", "stats.normalise", "stats.per_head",
+    "stats.per_layer", "stats.short_range", "stats.top_fraction", "stats.zscore", "tracking.experiment", "tracking.figures", "tracking.run_name", "tracking.uri",
+    "trainer.accelerator", "trainer.batch_size", "trainer.devices", "trainer.num_workers", "trainer.precision", "trainer.threads",
+}
+ADDED = {"capture.path", "capture.blockwise_above", "capture.block_rows", "trainer.strategy", "trainer.num_nodes"}
+EXPERIMENTS = ["ablation", "alignment", "anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "induction", "noise", "paper", "patching", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
+
+
+@pytest.mark.parametrize("name", ["csm", "paper"])
+def test_paper_and_csm_params_are_todays_plus_the_keys_that_were_dropped(name):
+    assert set(measure_params(load_config(name))) == BEFORE | ADDED
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_params_are_the_keys_the_run_and_its_findings_declare(name):
+    cfg = load_config(name)
+    declared = [*RUN_KEYS, *FIGURE_KEYS, *(key for finding in cfg.findings for key in FINDINGS[finding].config_keys)]
+    expected = {
+        key for key in flatten(cfg)
+        if covers(declared, key) and not covers(NOT_PARAMS, key)
+        and not (key.startswith("corpus.") and key[len("corpus."):] in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[key[len("corpus."):]])
+    }
+    assert set(measure_params(cfg)) == expected
+    for finding in cfg.findings:  # what a finding declares it reads is logged (its source's keys aside)
+        assert {key for key in flatten(cfg) if covers(FINDINGS[finding].config_keys, key)} <= set(measure_params(cfg))
+
+
+def test_every_config_key_is_declared_by_the_run_a_finding_or_as_no_param():
+    """A new config key must be declared where it is read, or it would be silently left out of the params."""
+    every_finding = [key for name in FINDINGS for key in FINDINGS[name].config_keys]
+    for key in flatten(load_config("csm")):
+        if key.startswith("model.build."):  # a build run's own model config fields (model.build: {...}), read with `model`
+            continue
+        assert covers([*RUN_KEYS, *FIGURE_KEYS, *NOT_PARAMS, *every_finding], key), f"config key {key} is read by no declaration: declare it on the finding that reads it (Finding.config_keys) or in RUN_KEYS / NOT_PARAMS"
+    schema = set(flatten(load_config("csm")))
+    for name in FINDINGS:  # no misspelt declaration
+        for key in FINDINGS[name].config_keys:
+            assert any(covers([key], k) for k in schema), f"{name} declares config key {key}, which the config does not have"
+
+
+def test_a_new_finding_s_declared_keys_are_logged(monkeypatch):
+    class Reads(Finding):
+        name = "reads"
+        config_keys = ("maps.discard_ratio", "interventions.mode")
+
+    monkeypatch.setitem(FINDINGS, "reads", Reads)
+    params = measure_params(load_config("csm", ["findings=[csm,reads]", "maps.discard_ratio=0.5"]))
+    assert params["maps.discard_ratio"] == "0.5" and params["interventions.mode"] == "zero"
+    assert "maps.head_fusion" not in params and "interventions.heads" not in params  # only what it declares
 
 
 def test_repeated_tokens_runs_log_their_corpus_keys():
@@ -47,7 +116,10 @@ def test_plots_only_with_figures_and_maps_only_with_a_maps_finding():
     assert "plots" not in sections(measure_params(load_config("csm", ["tracking.figures=false"])))
     rollout = measure_params(load_config("rollout"))
     assert rollout["maps.head_fusion"] == "mean" and rollout["maps.flow_max_tokens"] == "64"
-    assert "maps" in sections(measure_params(load_config("gradient_maps")))
+    assert "maps.target_class" not in rollout  # gradient maps' key
+    gradient = measure_params(load_config("gradient_maps"))
+    assert gradient["maps.num_labels"] == "5" and "maps.head_fusion" not in gradient
+    assert "stats.band_width" in measure_params(load_config("alignment")) and "stats.band_width" not in measure_params(load_config("csm"))
 
 
 def test_limits_are_mlflows():
@@ -107,6 +179,7 @@ def test_measure_run_params_tags_and_description_from_the_cli(tiny_bert, trackin
     assert params["corpus.limit"] == "4" and params["trainer.batch_size"] == "32" and params["model.path"] == str(tiny_bert)
     assert "trainer.max_steps" not in params and not [k for k in params if k.startswith("checkpoint.")]
     assert "plots.dpi" not in params  # figures off
+    assert set(params) == set(measure_params(load_config("csm", [f"model.path={tiny_bert}", *TINY])))  # the declared keys, logged
     assert tags["long_note"] == "n" * (8000 - 18) + f"…[sha256:{hashlib.sha256(long_tag.encode()).hexdigest()[:8]}]"
     description = load_config("csm").description
     command = "attnsim run csm model.path=" + str(tiny_bert) + " " + " ".join(TINY) + f" tracking.tags.long_note={long_tag}"

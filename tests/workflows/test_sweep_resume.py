@@ -29,11 +29,11 @@ def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoin
     original = attnsim.workflows.run._predict
     calls = []
 
-    def interrupted_on_second_child(trainer, module, datamodule):
+    def interrupted_on_second_child(kind, trainer, module, datamodule):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt("simulated Ctrl-C during the second child")
-        return original(trainer, module, datamodule)
+        return original(kind, trainer, module, datamodule)
 
     monkeypatch.setattr(attnsim.workflows.run, "_predict", interrupted_on_second_child)
     with pytest.raises(KeyboardInterrupt):
