@@ -170,7 +170,7 @@ def sweep_key(experiment: str, directory: Path, base: Optional[str], overrides: 
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def headline_metrics(summaries: Dict[str, Any]) -> Dict[str, float]:
+def statistic_means(summaries: Dict[str, Any]) -> Dict[str, float]:
     """Model and layer means of every statistic of every finding (no per-head values)."""
     from attnsim.tracking.summaries import summary_metrics
 
@@ -276,7 +276,7 @@ def _measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note
         prepared, parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
         step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
     )
-    return result.run_id, headline_metrics(result.summaries)
+    return result.run_id, statistic_means(result.summaries)
 
 
 def _worker_init(slots: Any, gpus: List[str], levels: Dict[str, int], hf_verbosity: Optional[int]) -> None:
