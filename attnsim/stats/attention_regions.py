@@ -106,30 +106,30 @@ def _region_update(
     """One batch's increments of the :class:`AttentionRegionAccumulator` states.
 
     Args:
-        both: (L, B, H) number of pairs both high-CSM and high-attention.
-        high_count: (L, B, H) number of high-CSM pairs; region_count: (L, B, H) of high-attention pairs.
-        valid: (B, P) float 0/1 valid pairs.
-        inside: (L, B, H) CSM summed over the high-attention pairs (float64); valid_sums: (L, B, H) over all valid pairs.
+        both: (B, L, H) number of pairs both high-CSM and high-attention.
+        high_count: (B, L, H) number of high-CSM pairs; region_count: (B, L, H) of high-attention pairs.
+        valid: (B,) number of valid pairs of each window.
+        inside: (B, L, H) CSM summed over the high-attention pairs (float64); valid_sums: (B, L, H) over all valid pairs.
 
     Returns:
-        State name -> float64 increment.
+        State name -> float64 increment, each (L, H).
     """
-    k_csm = high_count.float()  # (L, B, H)
-    n = valid.sum(-1)  # (B,) valid pairs
+    k_csm = high_count.float()  # (B, L, H)
+    n = valid.float()  # (B,) valid pairs
     union = k_csm + region_count - both
     counted = union > 0
-    expected = safe_divide(k_csm * region_count, n[None, :, None].expand_as(k_csm)).nan_to_num(0.0)
+    expected = safe_divide(k_csm * region_count, n[:, None, None].expand_as(k_csm)).nan_to_num(0.0)
     return {
         # per-window values summed over the batch in float64, so that the sums do not depend on how windows are batched
-        "jaccard_sum": safe_divide(both, union).nan_to_num(0.0).double().sum(1),
-        "jaccard_chance_sum": safe_divide(expected, k_csm + region_count - expected).nan_to_num(0.0).double().sum(1),
-        "windows": counted.sum(1).double(),
-        "high_inside": both.sum(1).double(),
-        "high": k_csm.sum(1).double(),
-        "csm_inside_sum": inside.sum(1),
-        "csm_outside_sum": (valid_sums.double() - inside).sum(1),
-        "n_inside": region_count.sum(1).double(),
-        "n_outside": (n[None, :, None] - region_count).sum(1).double(),
+        "jaccard_sum": safe_divide(both, union).nan_to_num(0.0).double().sum(0),
+        "jaccard_chance_sum": safe_divide(expected, k_csm + region_count - expected).nan_to_num(0.0).double().sum(0),
+        "windows": counted.sum(0).double(),
+        "high_inside": both.sum(0).double(),
+        "high": k_csm.sum(0).double(),
+        "csm_inside_sum": inside.sum(0),
+        "csm_outside_sum": (valid_sums.double() - inside).sum(0),
+        "n_inside": region_count.sum(0).double(),
+        "n_outside": (n[:, None, None] - region_count).sum(0).double(),
     }
 
 
@@ -166,11 +166,9 @@ class AttentionRegionAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        inside = view.reduced(RegionInsideSums).inside.transpose(0, 1)  # (L, B, H)
-        total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs, shared with other statistics
-        # only the number of valid pairs per window is read from the pair mask: (B, 1) on the blockwise path
-        valid = view.by_distance[:, 0].sum(-1, keepdim=True).float() if view.blockwise else view.pair_weights[..., 0]
-        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, valid, inside, total))
+        inside = view.reduced(RegionInsideSums).inside  # (B, L, H)
+        total = view.class_value_sums[..., 0]  # (B, L, H) CSM summed over valid pairs, shared with other statistics
+        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, view.class_counts[:, 0], inside, total))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined."""

@@ -33,16 +33,9 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 import torch
 
-from attnsim.stats.pairs.geometry import csm_window_mean, product_error, similarity_rows
+from attnsim.stats.pairs.geometry import POOL_ABOVE, csm_window_mean, pool_cell, product_error, similarity_rows
 from attnsim.stats.pairs.scores import masked_scores
-from attnsim.stats.pairs.view import ChunkReducer, Layers, PairView
-
-POOL_ABOVE = 512
-"""Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
-
-CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
-"""Rows of :attr:`BlockPairView.by_distance`: valid pairs, same-sentence, cross-sentence, identical-token,
-and valid pairs that are neither same-sentence nor identical (the noise statistic's static rest)."""
+from attnsim.stats.pairs.view import CLASS_TABLES, ChunkReducer, Layers, PairView
 
 BLOCK_ELEMENTS = 1 << 22
 """Largest number of elements of one block's (head, rows, T) tensors (``capture.block_rows`` is lowered to fit)."""
@@ -174,7 +167,7 @@ class BlockPairView(PairView):
         if self.positions is not None:
             raise ValueError("The blockwise path serves text windows; image tokens (positions) use capture.path=dense.")
         self.query_keys = tuple(query_keys) if query_keys is not None else None
-        self.cell = max(1, -(-self.seq_len // POOL_ABOVE)) if self.seq_len > POOL_ABOVE else 1
+        self.cell = pool_cell(self.seq_len)
         # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (16 MB): fewer rows for long windows
         rows = max(1, min(block_rows, BLOCK_ELEMENTS // max(1, self.n_heads * self.seq_len)))
         self.block_rows = max(self.cell, rows // self.cell * self.cell)
@@ -199,9 +192,11 @@ class BlockPairView(PairView):
         """(rows, cols, listed) of pair indices (:func:`decode_pairs`)."""
         return decode_pairs(index, self.seq_len)
 
+    sum_dtype = torch.float64
+
     @cached_property
     def _top_k(self) -> torch.Tensor:
-        n = self.by_distance[:, 0].sum(-1).round().long()  # (B,) valid pairs
+        n = self.class_counts[:, 0].round().long()  # (B,) valid pairs
         k = torch.floor(self.top_fraction * n.double() + 0.5).long().clamp_min(1)
         return torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))
 
@@ -239,7 +234,7 @@ class BlockPairView(PairView):
         return [(start, min(start + self.block_rows, self.seq_len)) for start in range(0, self.seq_len, self.block_rows)]
 
     @cached_property
-    def by_distance(self) -> torch.Tensor:
+    def class_counts_by_distance(self) -> torch.Tensor:
         """(batch, 5, T) float64 number of pairs of each :data:`CLASS_TABLES` row at each distance (index 0 unused)."""
         out = torch.zeros(self.batch_size, len(CLASS_TABLES), self.seq_len, dtype=torch.float64, device=self.device)
         for b in range(self.batch_size):
@@ -247,44 +242,25 @@ class BlockPairView(PairView):
                 out[b] += _diagonal_sums(self._weights(b, start, stop), start).double()
         return out
 
-    def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """Pair classes and distance of listed pairs, decoded from their indices.
+    @cached_property
+    def class_counts(self) -> torch.Tensor:
+        """(batch, 5) float64 number of pairs of each :data:`CLASS_TABLES` row (every pair of a text window has a distance)."""
+        return self.class_counts_by_distance.sum(-1)
 
-        Args:
-            index: (batch, ..., S) int64 pair indices, P in unused slots.
-
-        Returns:
-            ``valid``, ``same``, ``cross``, ``identical`` (bool) and ``distance`` (int64, 0 at unused slots),
-            each shaped like ``index``; unused slots are in no class.
-        """
-        rows, cols, listed = self.pair_ends(index)
-        lead = index.shape[0]
-        flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
-
-        def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: (B, N) each
-            return values.gather(1, flat_r).view_as(index), values.gather(1, flat_c).view_as(index)
-
-        t_i, t_j = at(self.tokens)
-        valid = t_i & t_j & listed
-        s_i, s_j = at(self.batch["sentence_ids"])
-        same = (s_i == s_j) & (s_i >= 0) & valid
-        cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
-        content = self.batch["attention_mask"].bool() & ~self.batch["special_mask"].bool()
-        if self.batch.get("unknown_mask") is not None:
-            content = content & ~self.batch["unknown_mask"].bool()
-        c_i, c_j = at(content)
-        id_i, id_j = at(self.batch["input_ids"])
-        identical = (id_i == id_j) & c_i & c_j & valid
-        return {"valid": valid, "same": same, "cross": cross, "identical": identical, "distance": torch.where(listed, cols - rows, torch.zeros_like(rows))}
+    @property
+    def class_value_sums(self) -> torch.Tensor:
+        """(batch, layer, head, 5) the CSM summed over each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`
+        (summed in float32 block by block, published as float64: :attr:`sum_dtype`)."""
+        return super().class_value_sums.double()
 
     # -- quantities the dense view builds in pair space ------------------------------------------
     @property
     def pair_mask(self):  # noqa: D102
-        raise ValueError("The blockwise view keeps no (batch, P) pair mask; use by_distance or pair_features.")
+        raise ValueError("The blockwise view keeps no (batch, P) pair mask; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
     def pair_weights(self):  # noqa: D102
-        raise ValueError("The blockwise view keeps no (batch, P, 5) pair weights; use by_distance or pair_features.")
+        raise ValueError("The blockwise view keeps no (batch, P, 5) pair weights; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
     def distance(self):  # noqa: D102
@@ -335,13 +311,6 @@ class BlockPairView(PairView):
             counts[layer] = part.scatter_add_(-1, distance, listed.float()).sum(0)
         counts[..., 0] = 0
         return counts
-
-    @cached_property
-    def chance_by_distance(self) -> torch.Tensor:
-        by_distance = self.by_distance[:, 0].float()  # (B, T) valid pairs at each distance
-        n = by_distance.sum(-1, keepdim=True)
-        share = by_distance / n.where(n > 0, torch.ones_like(n))
-        return torch.einsum("lbh,bt->lht", self.high_count.float(), share)
 
     @cached_property
     def high_in_attention_index(self) -> torch.Tensor:

@@ -255,7 +255,35 @@ def pair_classes(batch: Dict[str, torch.Tensor], pair_mask: torch.Tensor, pairs:
     return torch.stack([pair_mask, same, cross, identical, pair_mask & ~identical], -1).float()
 
 
+POOL_ABOVE = 512
+"""Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
+
+
+def pool_cell(seq_len: int) -> int:
+    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`POOL_ABOVE` tokens, else ``ceil(T / 512)``."""
+    return 1 if seq_len <= POOL_ABOVE else -(-seq_len // POOL_ABOVE)
+
+
+def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: int) -> torch.Tensor:
+    """(..., P) pair values summed into (..., G, G) float64 cells of ``cell`` tokens (pair (i, j) in cell (i // c, j // c)).
+
+    Args:
+        values: (..., P) values of the pairs i < j.
+        pairs: (2, P) rows and columns of the pairs (:func:`pair_indices`).
+        seq_len: T; cell: tokens per side of a cell (:func:`pool_cell`); G = ceil(T / cell).
+    """
+    cells = -(-seq_len // cell)
+    target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
+    flat = values.reshape(-1, values.shape[-1]).double()
+    out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
+    out.index_add_(1, target, flat)
+    return out.reshape(*values.shape[:-1], cells, cells)
+
+
 __all__ = [
+    "POOL_ABOVE",
+    "pool_cell",
+    "pool_pairs",
     "PAIR_CLASSES",
     "context_similarity",
     "token_mask",

@@ -60,6 +60,8 @@ from attnsim.stats.pairs.geometry import (
     pair_classes,
     pair_distance,
     pair_indices,
+    pool_cell,
+    pool_pairs,
     product_error,
     token_mask,
     valid_pairs,
@@ -78,6 +80,12 @@ from attnsim.stats.pairs.selection import (
 # a CPU, about the size of its last-level cache per core; an accelerator takes the whole batch at once.
 CHUNK_ELEMENTS_CPU = 1 << 21
 CHUNK_ELEMENTS_ACCELERATOR = 1 << 28
+
+CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
+"""Rows of :attr:`PairView.class_counts` and :attr:`PairView.class_counts_by_distance`: valid pairs, same-sentence,
+cross-sentence, identical-token, and valid pairs that are neither same-sentence nor identical (the noise statistic's
+static rest). (The CSM sums :attr:`PairView.class_value_sums` follow :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`,
+whose last class is *other*: valid and not identical.)"""
 
 SOURCES = ("csm", "attention")
 """The two window walks of a view: what a :class:`ChunkReducer` receives per chunk."""
@@ -148,6 +156,9 @@ class ChunkReducer:
         """Fold windows ``start..stop-1`` (``chunk``, see :attr:`source`) into the reducer's sums."""
         raise NotImplementedError
 
+    def finish(self, view: "PairView") -> None:
+        """Called once after the last chunk of the walk (nothing by default)."""
+
 
 class _ClassSums(ChunkReducer):
     """CSM summed over the pairs of each class of :data:`PAIR_CLASSES`: (B, L*H, 5) float32."""
@@ -195,7 +206,14 @@ class PairSums(ChunkReducer):
     values: a sink head's CSM (mean about 100 spreads) keeps its standard deviation to float64 precision.
 
     Attributes:
-        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
+        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0);
+            None on the blockwise path for pooled windows (longer than :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE`).
+        pool_sum: (layer, head, G, G) float64 the same summed by cells of
+            :func:`~attnsim.stats.pairs.geometry.pool_cell` tokens (pair (i, j) in cell (i // c, j // c)), and
+            pool_count: (G, G) float64 the valid pairs of each cell over the windows; both None up to
+            :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE` tokens.
+        distance_sum: (layer, head, T) CSM summed over the valid pairs at each distance (float32 dense, float64
+            blockwise).
         shift: (batch, layer, head) float64 ``K`` of each window.
         shifted: (batch, layer, head) float64 sum of ``x - K`` over each window's valid pairs.
         squares: (batch, layer, head) float64 sum of ``(x - K)²`` over each window's valid pairs.
@@ -225,6 +243,15 @@ class PairSums(ChunkReducer):
         self.shift[start:stop] = shift
         self.shifted[start:stop] = deviation.sum(-1)
         self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
+
+    def finish(self, view: "PairView") -> None:
+        """The sums by distance, and by cells of tokens for long windows, from the sums by pair."""
+        self.distance_sum = self.by_pair @ view.distance_onehot  # (L, H, P) @ (P, T)
+        self.pool_sum = self.pool_count = None
+        cell = pool_cell(view.seq_len)
+        if cell > 1:
+            self.pool_sum = pool_pairs(self.by_pair, view.pairs, view.seq_len, cell)
+            self.pool_count = pool_pairs(view.pair_weights[..., 0].sum(0), view.pairs, view.seq_len, cell)
 
     @classmethod
     def from_blocks(cls, view: Any) -> "PairSums":
@@ -509,6 +536,8 @@ class PairView:
                 chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
             for reducer in reducers:
                 reducer.update(self, start, stop, chunk)
+        for reducer in reducers:
+            reducer.finish(self)
         self._reduced.update(zip(kinds, reducers))
 
     # -- the captured tensors, stacked only on request -------------------------------------
@@ -678,6 +707,80 @@ class PairView:
         valid, same-sentence, cross-sentence, identical-token and other (valid, not identical) pairs."""
         return pair_classes(self.batch, self.pair_mask, self.pairs)
 
+    sum_dtype = torch.float32
+    """Precision of the view's pair counts (:attr:`class_counts`, :attr:`class_counts_by_distance`) and of the
+    statistics' per-batch arithmetic on them: float32 on the dense path, float64 on the blockwise path. Counts are
+    exact integers either way; the ratios and products the statistics form from them keep the precision each path
+    has always had."""
+
+    @cached_property
+    def _table_rows(self) -> torch.Tensor:
+        # (batch, 5, P) float32 0/1 masks of CLASS_TABLES, one contiguous row per class
+        w = self.pair_weights  # valid, same, cross, identical, other
+        neither = w[..., 0] - torch.maximum(w[..., 1], w[..., 3])  # valid, neither same-sentence nor identical
+        return torch.stack([w[..., 0], w[..., 1], w[..., 2], w[..., 3], neither], 1)
+
+    @cached_property
+    def class_counts(self) -> torch.Tensor:
+        """(batch, 5) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row in each window (every pair,
+        with or without a distance)."""
+        return self._table_rows.sum(-1)
+
+    @cached_property
+    def class_counts_by_distance(self) -> torch.Tensor:
+        """(batch, 5, T) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row at each distance
+        (index 0 unused; pairs without a distance, see :attr:`distance`, are in no column)."""
+        return self._table_rows @ self.distance_onehot
+
+    def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Pair classes and distance of listed pairs, from their indices.
+
+        Args:
+            index: (batch, ..., S) int pair indices, P (the sentinel) in unused slots, e.g. one layer of
+                :attr:`high_index`.
+
+        Returns:
+            ``valid``, ``same``, ``cross``, ``identical`` (bool) and ``distance`` (int64: j - i, or the grid distance
+            with image ``positions``, -1 for a pair without one; 0 at unused slots), each shaped like ``index``;
+            unused slots are in no class. The classes are those of :func:`~attnsim.stats.pairs.geometry.pair_classes`.
+        """
+        rows, cols, listed = self.pair_ends(index)
+        lead = index.shape[0]
+        flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
+
+        def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: shaped like index each
+            return values.gather(1, flat_r).view_as(index), values.gather(1, flat_c).view_as(index)
+
+        t_i, t_j = at(self.tokens)
+        valid = t_i & t_j & listed
+        s_i, s_j = at(self.batch["sentence_ids"])
+        same = (s_i == s_j) & (s_i >= 0) & valid
+        cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
+        content = self.batch["attention_mask"].bool() & ~self.batch["special_mask"].bool()
+        if self.batch.get("unknown_mask") is not None:
+            content = content & ~self.batch["unknown_mask"].bool()
+        c_i, c_j = at(content)
+        id_i, id_j = at(self.batch["input_ids"])
+        identical = (id_i == id_j) & c_i & c_j & valid
+        if self.positions is None:
+            distance = torch.where(listed, cols - rows, torch.zeros_like(rows))
+        else:  # grid distance, -1 without one
+            distance = torch.cat([self.distance, self.distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
+        return {"valid": valid, "same": same, "cross": cross, "identical": identical, "distance": distance}
+
+    def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
+        """Per-head sums of weights of listed pairs: ``sum_s weigh(features)[b, l, h, s, k]``, one layer at a time.
+
+        Args:
+            index: (batch, layer, head, S) pair indices, P in unused slots (e.g. :attr:`high_index`).
+            weigh: a function of one layer's :meth:`pair_features` (each (batch, 1, head, S)) returning the
+                (batch, 1, head, S, K) weights of its pairs (0 at unused slots), in :attr:`sum_dtype`.
+
+        Returns:
+            (batch, layer, head, K) the weights summed over each head's listed pairs.
+        """
+        return torch.cat([weigh(self.pair_features(index[:, layer : layer + 1])).sum(-2) for layer in range(index.shape[1])], 1)
+
     @cached_property
     def _top_k(self) -> torch.Tensor:
         # (batch,) int64 number of pairs per window chosen by the top-fraction rule (high pairs
@@ -726,9 +829,9 @@ class PairView:
     # -- CSM -------------------------------------------------------------------------------------
     @property
     def class_value_sums(self) -> torch.Tensor:
-        """(layer, batch, head, 5) float32 CSM summed over the pairs of each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`."""
+        """(batch, layer, head, 5) float32 CSM summed over the pairs of each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`."""
         sums = self.reduced(_ClassSums).sums  # (B, L*H, 5)
-        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1).transpose(0, 1)
+        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1)
 
     @cached_property
     def high_index(self) -> torch.Tensor:
@@ -737,10 +840,10 @@ class PairView:
 
     @cached_property
     def high_count(self) -> torch.Tensor:
-        """(layer, batch, head) int64 number of high pairs."""
+        """(batch, layer, head) int64 number of high pairs k of each window and head."""
         if self.high_rule == "zscore":
-            return (self.high_index < self.n_pairs).sum(-1).transpose(0, 1)
-        return self._top_k[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+            return (self.high_index < self.n_pairs).sum(-1)
+        return self._top_k[:, None, None].expand(self.batch_size, self.n_layers, self.n_heads)
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
@@ -755,11 +858,10 @@ class PairView:
     def chance_by_distance(self) -> torch.Tensor:
         """(layer, head, T) float32 expected number of high pairs at each distance under a uniform choice
         of each window's k high pairs among its n valid pairs: ``sum_b k * n_d / n`` (n_d valid pairs at distance d)."""
-        valid = self.pair_weights[..., 0]  # (B, P)
-        by_distance = valid @ self.distance_onehot  # (B, T)
-        n = valid.sum(-1, keepdim=True)  # (B, 1)
+        by_distance = self.class_counts_by_distance[:, 0].float()  # (B, T)
+        n = self.class_counts[:, :1].float()  # (B, 1)
         share = by_distance / n.where(n > 0, torch.ones_like(n))  # (B, T); a window without pairs adds nothing
-        return torch.einsum("lbh,bt->lht", self.high_count.float(), share)
+        return torch.einsum("lbh,bt->lht", self.high_count.transpose(0, 1).float(), share)
 
     # -- attention --------------------------------------------------------------------------------------
     @property
@@ -773,8 +875,8 @@ class PairView:
 
     @property
     def high_attention_count(self) -> torch.Tensor:
-        """(layer, batch, head) float32 number of high-attention pairs (the window's k)."""
-        return self._top_k.float()[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+        """(batch, layer, head) float32 number of high-attention pairs (the window's k)."""
+        return self._top_k.float()[:, None, None].expand(self.batch_size, self.n_layers, self.n_heads)
 
     @cached_property
     def high_in_attention_index(self) -> torch.Tensor:
@@ -788,8 +890,8 @@ class PairView:
 
     @cached_property
     def high_in_attention(self) -> torch.Tensor:
-        """(layer, batch, head) float32 number of pairs both high-CSM and high-attention."""
-        return (self.high_in_attention_index < self.n_pairs).sum(-1).float().transpose(0, 1)
+        """(batch, layer, head) float32 number of pairs both high-CSM and high-attention."""
+        return (self.high_in_attention_index < self.n_pairs).sum(-1).float()
 
 
 __all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "TieCounts", "indexed_sums", "head_sums"]
