@@ -31,7 +31,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs import ChunkReducer, PairView, Piece
 
 SCALARS = (
     "jaccard",
@@ -44,7 +44,10 @@ SCALARS = (
 
 
 class RegionInsideSums(ChunkReducer):
-    """CSM summed over each window's high-attention region, folded in the view's CSM walk.
+    """CSM summed over each window's high-attention region, folded piece by piece in the view's CSM walk.
+
+    Written once for every path: a piece holds the CSM of one contiguous range of pairs (all of them on the dense
+    path, those of one block of rows on the blockwise path); the region's pairs in that range are gathered from it.
 
     Attributes:
         inside: (batch, layer, head) float64 sum of the (float32) CSM over the high-attention pairs (valid pairs
@@ -60,39 +63,16 @@ class RegionInsideSums(ChunkReducer):
 
     def __init__(self, view: PairView) -> None:
         self.region = view.attention_index  # (B, L, H, S) with the sentinel P in unused slots
-        self.inside = torch.empty(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
+        self.inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
 
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        n_pairs = view.n_pairs
-        part = self.region[start:stop]  # (c, L, H, S)
-        picked = chunk.gather(-1, part.clamp_max(max(n_pairs - 1, 0))) if n_pairs else chunk[..., :0]
-        self.inside[start:stop] = torch.where(part < n_pairs, picked, 0.0).sum(-1, dtype=torch.float64)
-
-    @classmethod
-    def from_blocks(cls, view: PairView) -> "RegionInsideSums":
-        """The blockwise view's counterpart: the CSM of each high-attention pair recomputed from its two tokens'
-        vectors (``z_i · z_j``, over the k listed pairs only)."""
-        out = cls.__new__(cls)
-        region = view.attention_index  # (B, L, H, S)
-        inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
-        step = 1 << 16  # pairs per gather: (B, 1, step, d) float64 at a time
-        for layer in range(view.n_layers):
-            z = view.layer_vectors(layer).double()  # (B, H, T, d), float64 as the CSM (similarity_rows)
-            if view.normalise == "cosine":
-                z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-            d = z.shape[-1]
-            rows, cols, listed = view.pair_ends(region[:, layer : layer + 1])  # one layer's pairs at a time: (B, 1, H, S)
-            for head in range(view.n_heads):
-                zh = z[:, head : head + 1]  # (B, 1, T, d)
-                for start in range(0, region.shape[-1], step):
-                    r = rows[:, 0, head : head + 1, start : start + step]  # (B, 1, s)
-                    c = cols[:, 0, head : head + 1, start : start + step]
-                    first = zh.gather(2, r[..., None].expand(-1, -1, -1, d))
-                    second = zh.gather(2, c[..., None].expand(-1, -1, -1, d))
-                    values = torch.linalg.vecdot(first, second).float()  # each pair's CSM value, rounded as the CSM's
-                    inside[:, layer, head] += torch.where(listed[:, 0, head : head + 1, start : start + step], values, 0.0).sum(-1, dtype=torch.float64)[:, 0]
-        out.inside = inside
-        return out
+    def update(self, view: PairView, piece: Piece) -> None:
+        (p0, p1), values = piece.pairs, piece.values  # values (c, l, H, p1 - p0)
+        if p1 <= p0:
+            return
+        local = self.region[piece.windows, piece.layers].long() - p0  # (c, l, H, S): slots in the piece's range
+        held = (local >= 0) & (local < p1 - p0)
+        picked = values.gather(-1, local.clamp(0, p1 - p0 - 1))
+        self.inside[piece.windows, piece.layers] += torch.where(held, picked, 0.0).sum(-1, dtype=torch.float64)
 
 
 def _region_update(

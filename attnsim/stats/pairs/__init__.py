@@ -20,11 +20,14 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
+from attnsim.stats.pairs.reducers import SOURCES, ChunkReducer, Piece
 from attnsim.stats.pairs.selection import (
     SELECTION_BLOCK,
     dense_pairs,
     exact_top,
     exact_top_per_row,
+    head_sums,
+    indexed_sums,
     mask_index,
     pad_slots,
     partition_top,
@@ -34,16 +37,12 @@ from attnsim.stats.pairs.selection import (
     top_indices,
     zscore_pairs,
 )
+from attnsim.stats.pairs.shared import PairSums, TieCounts
 from attnsim.stats.pairs.view import (
     CHUNK_ELEMENTS_ACCELERATOR,
     CHUNK_ELEMENTS_CPU,
-    SOURCES,
-    ChunkReducer,
-    PairSums,
+    CLASS_TABLES,
     PairView,
-    TieCounts,
-    head_sums,
-    indexed_sums,
 )
 
 __all__ = [
@@ -74,7 +73,9 @@ __all__ = [
     "CHUNK_ELEMENTS_ACCELERATOR",
     "CHUNK_ELEMENTS_CPU",
     "SOURCES",
+    "CLASS_TABLES",
     "ChunkReducer",
+    "Piece",
     "PairSums",
     "PairView",
     "TieCounts",

@@ -34,8 +34,10 @@ import numpy as np
 import torch
 
 from attnsim.stats.pairs.geometry import POOL_ABOVE, csm_window_mean, pool_cell, product_error, similarity_rows
+from attnsim.stats.pairs.reducers import ChunkReducer, Piece
 from attnsim.stats.pairs.scores import masked_scores
-from attnsim.stats.pairs.view import CLASS_TABLES, ChunkReducer, Layers, PairView
+from attnsim.stats.pairs.shared import PairSums, TieCounts, _ClassSums, _HighAttentionPairs, _HighPairs
+from attnsim.stats.pairs.view import CLASS_TABLES, Layers, PairView
 
 BLOCK_ELEMENTS = 1 << 22
 """Largest number of elements of one block's (head, rows, T) tensors (``capture.block_rows`` is lowered to fit)."""
@@ -141,6 +143,29 @@ def _diagonal_sums(block: torch.Tensor, start: int) -> torch.Tensor:
     out = torch.zeros(flat.shape[0], width, dtype=block.dtype, device=block.device)
     out[:, :span] = view.sum(1)
     return out.reshape(*lead, width)
+
+
+_OWN = (_ClassSums, _HighPairs, TieCounts, PairSums, _HighAttentionPairs)
+"""The view's own shared quantities: the dense walk runs these reducers, the block walk computes them itself."""
+
+_FIELDS = {
+    _ClassSums: {"sums": "class_sums"},
+    _HighPairs: {"index": "high_index"},
+    TieCounts: {"decided": "tie_decided"},
+    PairSums: {name: name for name in ("by_pair", "pool_sum", "pool_count", "distance_sum", "shift", "shifted", "squares")},
+    _HighAttentionPairs: {"index": "attention_index"},
+}
+
+
+class _Results(ChunkReducer):
+    """The block walk's results under the attribute names of a dense reducer (given as keywords)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+def _record(kind: Type[ChunkReducer], results: Dict[str, Any]) -> ChunkReducer:
+    return _Results(**{attribute: results[key] for attribute, key in _FIELDS[kind].items()})
 
 
 class BlockPairView(PairView):
@@ -328,27 +353,39 @@ class BlockPairView(PairView):
 
     # -- reducers: each dense reducer's counterpart from the walks ----------------------------------
     def reduced(self, kind: Type[ChunkReducer]) -> ChunkReducer:
-        """The blockwise results of reducer ``kind`` (its ``from_blocks(view)``).
+        """Reducer ``kind`` after it has seen every window of the batch: a statistic's reducer run on the pieces of
+        the block walk of its source (the same code as on the dense path), or one of the view's own shared
+        quantities (:class:`~attnsim.stats.pairs.PairSums`, :class:`~attnsim.stats.pairs.TieCounts`, ...) as the
+        block walk computed it.
 
         Raises:
-            ValueError: ``kind`` has no blockwise counterpart, or reads attention the batch was captured without.
+            ValueError: ``kind`` reads attention the batch was captured without.
         """
         if kind not in self._reduced:
-            maker = getattr(kind, "from_blocks", None)
-            if maker is None:
-                raise ValueError(f"Statistic reducer {kind.__name__} has no blockwise form (from_blocks); run it with capture.path=dense.")
-            self._reduced[kind] = maker(self)
+            if kind in _OWN:
+                self._reduced[kind] = _record(kind, self.walk(kind.source))
+            else:
+                self.register(kind)
+                late = kind.source in self._results  # walked before it was registered: a walk of its own
+                self._walk_with(kind.source, [kind] if late else [k for k in self._registered[kind.source] if k not in _OWN])
         return self._reduced[kind]
 
     def walk(self, source: str) -> Dict[str, Any]:
-        """The results of the ``csm`` or ``attention`` walk (each walked once per batch)."""
+        """The view's own results of the ``csm`` or ``attention`` walk (each walked once per batch, with every
+        registered statistic's reducer of that source)."""
         if source not in self._results:
-            if source == "attention":
-                self._need_attention()
-                self._results[source] = self._attention_walk()
-            else:
-                self._results[source] = self._csm_walk()
+            self._walk_with(source, [k for k in self._registered[source] if k not in _OWN])
         return self._results[source]
+
+    def _walk_with(self, source: str, kinds: Sequence[Type[ChunkReducer]]) -> None:
+        if source == "attention":
+            self._need_attention()
+        reducers = [kind(self) for kind in kinds]
+        results = self._attention_walk(reducers) if source == "attention" else self._csm_walk(reducers)
+        self._results.setdefault(source, results)
+        for reducer in reducers:
+            reducer.finish(self)
+        self._reduced.update(zip(kinds, reducers))
 
     def _need_attention(self) -> None:
         if self.query_keys is None:
@@ -386,7 +423,8 @@ class BlockPairView(PairView):
                     out[b, layer, head] = top.result(slots, self.n_pairs)
         return out.to(self.device)
 
-    def _csm_walk(self) -> Dict[str, Any]:
+    def _csm_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
+        # the view's own sums, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
         pooled = self.cell > 1
         cells = -(-T // self.cell)
@@ -407,6 +445,7 @@ class BlockPairView(PairView):
                 class_masks = torch.stack([weights[0], weights[1], weights[2], weights[3], weights[0] - weights[3]]).reshape(5, -1)
                 if pooled:
                     pool_count[start // self.cell : -(-stop // self.cell)] += self._pool(valid[None])[0].double()
+                upper = torch.arange(T, device=self.device)[None, :] > torch.arange(start, stop, device=self.device)[:, None]
                 for layer in range(L):
                     z = self._vector_layers[layer][b].float()  # (H, T, d)
                     csm = similarity_rows(z[:, start:stop], z, self.normalise)  # (H, rows, T), as the dense view's
@@ -416,11 +455,16 @@ class BlockPairView(PairView):
                     shifted[b, layer] += deviation.sum((-1, -2))
                     class_sums[b, layer] += (class_masks @ masked.reshape(H, -1).t()).t()  # (H, 5)
                     distance_sum[layer] += _diagonal_sums(masked, start).double()
+                    pairs = (int(self.offsets[start]), int(self.offsets[stop]))  # the block's pairs (i, j), j > i
+                    in_pairs = masked[:, upper] if reducers or not pooled else None  # (H, p) float32, 0 at invalid pairs
                     if pooled:
                         pool_sum[layer, :, start // self.cell : -(-stop // self.cell)] += self._pool(masked).double()
                     else:
-                        upper = torch.arange(T, device=self.device)[None, :] > torch.arange(start, stop, device=self.device)[:, None]
-                        by_pair[layer, :, int(self.offsets[start]) : int(self.offsets[stop])] += masked[:, upper]
+                        by_pair[layer, :, pairs[0] : pairs[1]] += in_pairs
+                    if reducers:
+                        piece = Piece(b, b + 1, layer, (start, stop), pairs, T, in_pairs[None, None])
+                        for reducer in reducers:
+                            reducer.update(self, piece)
                     self._push(tops[b][layer], csm.masked_fill(valid == 0, float("-inf")), start, stop)
         return {
             "by_pair": by_pair,
@@ -453,14 +497,9 @@ class BlockPairView(PairView):
         block = torch.nn.functional.pad(block, (0, pad_c, 0, pad_r))
         return block.reshape(*lead, (rows + pad_r) // c, c, (width + pad_c) // c, c).sum((-3, -1))
 
-    def _attention_walk(self) -> Dict[str, Any]:
+    def _attention_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
+        # the high-attention pairs, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
-        key_mass = torch.zeros(B, L * H, T, device=self.device)
-        distance = torch.zeros(B, L * H, device=self.device)
-        entropy = torch.zeros(B, L * H, device=self.device)
-        queries = self.tokens.float()
-        keys = self.batch["attention_mask"].float()
-        position = torch.arange(T, device=self.device, dtype=torch.float32)
         tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             # SDPA's own causal rule (a decoder window without padding): keys after the block's last row are
@@ -471,21 +510,16 @@ class BlockPairView(PairView):
             lse = [torch.cat([masked_scores(qk, b, start, stop, columns=(0, stop) if causal[layer] else None).logsumexp(-1) for start, stop in self._blocks()], -1) for layer, qk in enumerate(self.query_keys)]
             for start, stop in self._blocks():
                 rows = torch.arange(start, stop, device=self.device)
-                q = queries[b, start:stop]  # (rows,)
-                weight = q[:, None] * keys[b][None, :]  # (rows, T): statistic query i, real key j
-                weighted_gap = weight * (position[start:stop, None] - position[None, :]).abs()
                 invalid = ~((torch.arange(T, device=self.device)[None, :] > rows[:, None]) & self.tokens[b, start:stop, None] & self.tokens[b][None, :])
                 for layer, qk in enumerate(self.query_keys):
-                    heads = slice(layer * H, (layer + 1) * H)
                     last = stop if causal[layer] else T  # keys 0..last-1 of these rows can have probability
                     first = start if causal[layer] else 0  # queries first..T-1 can attend to keys of these rows
                     probs = torch.exp(masked_scores(qk, b, start, stop, columns=(0, last)).sub_(lse[layer][:, start:stop, None]))  # (H, rows, last)
                     back = torch.exp(masked_scores(qk, b, start, stop, transposed=True, columns=(first, T)).sub_(lse[layer][:, None, first:]))  # (H, rows, T - first): A[j, i]
-                    key_mass[b, heads, :last] += (q[None, None, :] @ probs)[:, 0]
-                    distance[b, heads] += (probs * weighted_gap[:, :last]).sum((-1, -2))
-                    plogp = probs.clamp_min(TINY).log_().mul_(probs)
-                    entropy[b, heads] -= plogp.mul_(weight[:, :last]).sum((-1, -2))
-                    del plogp
+                    if reducers:
+                        piece = Piece(b, b + 1, layer, (start, stop), (0, 0), last, probs[None, None])
+                        for reducer in reducers:
+                            reducer.update(self, piece)
                     pair_values = torch.full((H, stop - start, T), float("-inf"), device=self.device)
                     pair_values[..., first:] = back
                     if last > 0:
@@ -493,7 +527,7 @@ class BlockPairView(PairView):
                     pair_values.masked_fill_(invalid, float("-inf"))
                     del probs, back
                     self._push(tops[b][layer], pair_values, start, stop)
-        return {"key_mass": key_mass, "distance": distance, "entropy": entropy, "attention_index": self._index(tops)}
+        return {"attention_index": self._index(tops)}
 
 
 __all__ = ["POOL_ABOVE", "CLASS_TABLES", "BlockPairView", "StreamingTop", "decode_pairs", "pair_offsets"]

@@ -54,27 +54,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 import torch
 
 from attnsim.stats.pairs.geometry import (
-    PAIR_CLASSES,
     context_similarity,
     distance_onehot,
     pair_classes,
     pair_distance,
     pair_indices,
-    pool_cell,
-    pool_pairs,
-    product_error,
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import UNCHOSEN, CSMWalk, compiled_available, compiled_csm_walk, compiled_pair_top
-from attnsim.stats.pairs.selection import (
-    mask_index,
-    pad_slots,
-    select_top,
-    tie_decided,
-    top_fraction_counts,
-    zscore_pairs,
-)
+from attnsim.stats.pairs.kernels import CSMWalk, compiled_available, compiled_csm_walk
+from attnsim.stats.pairs.reducers import SOURCES, ChunkReducer, Piece
+from attnsim.stats.pairs.selection import top_fraction_counts
+from attnsim.stats.pairs.shared import SHARED, PairSums, TieCounts, _ClassSums, _HighAttentionPairs, _HighPairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
 # a CPU, about the size of its last-level cache per core; an accelerator takes the whole batch at once.
@@ -87,327 +78,12 @@ cross-sentence, identical-token, and valid pairs that are neither same-sentence 
 static rest). (The CSM sums :attr:`PairView.class_value_sums` follow :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`,
 whose last class is *other*: valid and not identical.)"""
 
-SOURCES = ("csm", "attention")
-"""The two window walks of a view: what a :class:`ChunkReducer` receives per chunk."""
-
 Layers = Union[torch.Tensor, Sequence[torch.Tensor]]
-
-
-def indexed_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Weighted counts of a set of pairs given by indices: ``sum_s weights[b, index[b, n, s], k]``.
-
-    Args:
-        index: (batch, N, S) int64 pair indices, P (the sentinel) for slots that hold no pair.
-        weights: (batch, P, K) per-window pair weights.
-
-    Returns:
-        (batch, N, K) float32.
-    """
-    batch, n, slots = index.shape
-    # a zero row P per window takes the sentinel slots: (B, P+1, K) flattened to rows b * (P+1) + p
-    padded = torch.nn.functional.pad(weights.float(), (0, 0, 0, 1))
-    rows = (index + torch.arange(batch, device=index.device)[:, None, None] * padded.shape[1]).reshape(-1)
-    picked = padded.reshape(-1, padded.shape[-1]).index_select(0, rows)  # (B*N*S, K)
-    return picked.reshape(batch, n, slots, -1).sum(-2)
-
-
-def head_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Weighted counts per layer and head of the pairs listed in ``index``: ``sum_s weights[b, index[b, l, h, s], k]``.
-
-    Args:
-        index: (batch, layer, head, S) int64 pair indices (e.g. :attr:`PairView.high_index`), P in unused slots.
-        weights: (batch, P, K) per-window pair weights, e.g. a stack of pair masks.
-
-    Returns:
-        (layer, batch, head, K) float32.
-    """
-    batch, layers, heads = index.shape[:3]
-    sums = indexed_sums(index.reshape(batch, layers * heads, index.shape[-1]), weights)  # (B, L*H, K)
-    return sums.reshape(batch, layers, heads, -1).transpose(0, 1)
 
 
 def _layers(tensor: Layers) -> Tuple[torch.Tensor, ...]:
     """A (layer, ...) tensor or a sequence of per-layer tensors as a tuple of per-layer tensors."""
     return tuple(tensor.unbind(0)) if isinstance(tensor, torch.Tensor) else tuple(tensor)
-
-
-class ChunkReducer:
-    """Per-batch sums folded chunk by chunk in one of the view's window walks.
-
-    A statistic whose sums need the CSM or the attention of every pair defines a reducer next
-    to it and lists it in its accumulator's ``reducers``; the finding registers it with the view
-    (through the view factory), so that the single walk of :data:`SOURCES` ``source`` serves it
-    along with every other statistic. A reducer not registered in time still gets its sums,
-    from a walk of its own (correct, only slower).
-
-    Subclasses set :attr:`source` and implement ``__init__(view)`` (allocate per-batch results on
-    ``view.device``) and :meth:`update`.
-    """
-
-    source: str = "csm"
-    """``csm``: :meth:`update` receives the chunk's CSM in pair space, (c, layer, head, P) float32, 0 at
-    invalid pairs. ``attention``: the chunk's attention probabilities, (c, layer * head, T, T) float32,
-    query-major (row i holds query i)."""
-
-    def __init__(self, view: "PairView") -> None:
-        pass
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        """Fold windows ``start..stop-1`` (``chunk``, see :attr:`source`) into the reducer's sums."""
-        raise NotImplementedError
-
-    def finish(self, view: "PairView") -> None:
-        """Called once after the last chunk of the walk (nothing by default)."""
-
-
-class _ClassSums(ChunkReducer):
-    """CSM summed over the pairs of each class of :data:`PAIR_CLASSES`: (B, L*H, 5) float32."""
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, len(PAIR_CLASSES), device=view.device)
-        self.rows: Optional[List[torch.Tensor]] = None  # made on first use: the compiled walk sums in its kernel
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view._kernel_walk is not None:  # summed (float64) by the kernel that computed the chunk
-            self.sums[start:stop] = view._kernel_walk.class_sums
-            return
-        flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
-        if not view.on_accelerator():
-            if self.rows is None:
-                # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
-                # products (several times faster on a CPU than (L*H, P) @ (P, 5))
-                self.rows = [w.t().contiguous() for w in view.pair_weights]
-            for window in range(start, stop):
-                # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
-                # rounds a product differently with the operands' alignment and batch layout, so a
-                # window's sums would depend on its batch-mates, which ratios of near-cancelling sums
-                # (e.g. the repetition statistics' CSM ratio) amplify. Only windows after the first
-                # of a chunk need the copy (a chunk is one window for the usual model sizes).
-                part = flat[window - start] if window == start else flat[window - start].clone()
-                self.sums[window] = (self.rows[window] @ part.t()).t()
-        else:  # one batched product for the whole chunk (the batch) on an accelerator
-            self.sums[start:stop] = torch.bmm(flat, view.pair_weights[start:stop])
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart (:class:`~attnsim.stats.pairs.blocks.BlockPairView`): ``sums`` from its CSM walk."""
-        return _BlockResults(sums=view.walk("csm")["class_sums"])
-
-
-class PairSums(ChunkReducer):
-    """Per-batch CSM sums by pair, folded in the view's CSM walk (the ``csm`` statistics read them).
-
-    The variance sums are *shifted*: per window, layer and head, a shift ``K`` near the window's mean, the sum of the
-    valid values' deviations from it and of their squares. The dense walk holds a window's values at once and takes
-    ``K`` = their own mean (two passes); the blockwise walk takes ``K`` from the vectors
-    (:func:`~attnsim.stats.pairs.geometry.csm_window_mean`) before its blocks. Either way no E[x²] - E[x]² on raw
-    values: a sink head's CSM (mean about 100 spreads) keeps its standard deviation to float64 precision.
-
-    Attributes:
-        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0);
-            None on the blockwise path for pooled windows (longer than :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE`).
-        pool_sum: (layer, head, G, G) float64 the same summed by cells of
-            :func:`~attnsim.stats.pairs.geometry.pool_cell` tokens (pair (i, j) in cell (i // c, j // c)), and
-            pool_count: (G, G) float64 the valid pairs of each cell over the windows; both None up to
-            :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE` tokens.
-        distance_sum: (layer, head, T) CSM summed over the valid pairs at each distance (float32 dense, float64
-            blockwise).
-        shift: (batch, layer, head) float64 ``K`` of each window.
-        shifted: (batch, layer, head) float64 sum of ``x - K`` over each window's valid pairs.
-        squares: (batch, layer, head) float64 sum of ``(x - K)²`` over each window's valid pairs.
-    """
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
-        lead = (view.batch_size, view.n_layers, view.n_heads)
-        self.shift = torch.zeros(lead, dtype=torch.float64, device=view.device)
-        self.shifted = torch.zeros(lead, dtype=torch.float64, device=view.device)
-        self.squares = torch.empty(lead, dtype=torch.float64, device=view.device)
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        count = view.pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
-        if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair, and centred the squares
-            walked = view._kernel_walk
-            sums = walked.class_sums[..., 0].reshape(walked.squares.shape).to(self.shift.device)  # (c, L, H) float64
-            self.shift[start:stop] = torch.where(count > 0, sums / count.clamp_min(1), 0.0)
-            self.squares[start:stop] = walked.squares.to(self.squares.device)
-            return  # shifted: 0 (the shift is the window's own mean)
-        self.by_pair += chunk.sum(0)
-        values = chunk.double()  # (c, L, H, P), 0 at invalid pairs
-        shift = torch.where(count > 0, values.sum(-1) / count.clamp_min(1), 0.0)  # the window's mean (first pass)
-        deviation = (values - shift[..., None]) * view.pair_weights[start:stop, None, None, :, 0].double()
-        self.shift[start:stop] = shift
-        self.shifted[start:stop] = deviation.sum(-1)
-        self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
-
-    def finish(self, view: "PairView") -> None:
-        """The sums by distance, and by cells of tokens for long windows, from the sums by pair."""
-        self.distance_sum = self.by_pair @ view.distance_onehot  # (L, H, P) @ (P, T)
-        self.pool_sum = self.pool_count = None
-        cell = pool_cell(view.seq_len)
-        if cell > 1:
-            self.pool_sum = pool_pairs(self.by_pair, view.pairs, view.seq_len, cell)
-            self.pool_count = pool_pairs(view.pair_weights[..., 0].sum(0), view.pairs, view.seq_len, cell)
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> "PairSums":
-        """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
-        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``shift``, ``shifted``, ``squares`` and
-        ``distance_sum`` (L, H, T)."""
-        walked = view.walk("csm")
-        out = cls.__new__(cls)
-        out.by_pair, out.squares = walked["by_pair"], walked["squares"]
-        out.shift, out.shifted = walked["shift"], walked["shifted"]
-        out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
-        return out
-
-
-class TieCounts(ChunkReducer):
-    """How many of each window's high pairs ties decided, per layer and head (:attr:`decided`), from the CSM walk.
-
-    Attributes:
-        decided: (batch, layer, head) int64, :func:`~attnsim.stats.pairs.selection.tie_decided` of each window's CSM
-            with the float32 bound of its products (:func:`~attnsim.stats.pairs.geometry.product_error`) as the
-            tolerance; 0 under the z-score rule (a threshold keeps every tied pair).
-    """
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.decided = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.long, device=view.device)
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view.high_rule != "top_fraction":
-            return
-        if view._kernel_walk is not None:  # the kernel counted them beside its choice
-            self.decided[start:stop] = view._kernel_walk.tie_decided.to(self.decided.device)
-            return
-        error = product_error(view._vector_chunk(start, stop))  # (c, L, H)
-        valid = view.pair_mask[start:stop]
-        for window in range(stop - start):
-            k = view.host["k"][start + window]
-            self.decided[start + window] = tie_decided(chunk[window], valid[window], k, error[window])
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> "TieCounts":
-        """The blockwise view's counterpart, from its streaming top-k (which keeps the (k+1)-th value for it)."""
-        out = cls.__new__(cls)
-        out.decided = view.walk("csm")["tie_decided"]
-        return out
-
-
-class _HighPairs(ChunkReducer):
-    """Indices of the high-CSM pairs (:attr:`index`)."""
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.zscore = view.high_rule == "zscore"
-        self.sentinel = view.n_pairs
-        slots = 0 if self.zscore else max(view.host["k"], default=0)
-        self.selected = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
-        self.parts: List[torch.Tensor] = []  # zscore rule: each chunk's (c, L, H, S_chunk) indices
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if self.zscore:
-            valid = view.pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
-            self.parts.append(mask_index(zscore_pairs(chunk, valid, view.zscore), view.n_pairs))
-            return
-        k, valid = view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim())
-        if view.narrow_csm:
-            chosen = self._certified(view, start, stop, chunk, k, valid)
-        else:
-            chosen = select_top(chunk, k, valid, view.n_pairs)
-        self.selected[start:stop, ..., : chosen.shape[-1]] = chosen
-
-    def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
-        # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
-        # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
-        # exceeds every other one); the kernel chose rows without that margin again from float64 products
-        # (kernels.compiled_csm_walk). Rows it left (NaN), and chunks it declined, are chosen here from the float64
-        # CSM, so the high pairs are always those of the float64 CSM.
-        if view._kernel_walk is None:
-            return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
-        index = view._kernel_walk.index  # chosen by the kernel that computed the chunk
-        unsure = view._kernel_walk.status == UNCHOSEN  # (c, L, H)
-        for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
-            rows = torch.zeros_like(unsure)
-            rows[window] = unsure[window]
-            values = view.wide_pair_values(start, stop, rows)  # (R, P)
-            row_valid = valid.expand_as(chunk)[rows] if valid is not None else None
-            chosen = select_top(values[:, None], [k[window]], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
-            index[rows] = torch.nn.functional.pad(chosen, (0, index.shape[-1] - chosen.shape[-1]), value=view.n_pairs)
-        return index
-
-    @property
-    def index(self) -> torch.Tensor:
-        """(B, L, H, S) int64 ascending, P in unused slots (under the zscore rule S is the batch's most high pairs)."""
-        return pad_slots(self.parts, self.sentinel) if self.zscore else self.selected
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart: ``index`` from the streaming top-k of the CSM walk."""
-        return _BlockResults(index=view.walk("csm")["high_index"])
-
-
-class _HighAttentionPairs(ChunkReducer):
-    """Indices of the high-attention pairs: (B, L, H, S) int64, ascending, P in unused slots."""
-
-    source = "attention"
-
-    def __init__(self, view: "PairView") -> None:
-        slots = max(view.host["k"], default=0)
-        self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
-        self.backward = view.pairs[1] * view.seq_len + view.pairs[0]  # A[j, i] of pair (i, j)
-        self.done = self._by_layer(view)
-
-    def _by_layer(self, view: "PairView") -> bool:
-        # The compiled kernel reads each layer's (batch, head, T, T) maps as captured, whole batch at once (one
-        # call per layer, no pair values gathered, no windows stacked); False where the chunks are needed
-        layers = view.captured_attention_layers
-        if layers is None or not compiled_available():
-            return False
-        for layer, maps in enumerate(layers):
-            chosen = compiled_pair_top(maps.float(), view.tokens, view.host["k"], symmetric=True)
-            if chosen is None:
-                return False
-            self.index[:, layer, :, : chosen.shape[-1]] = chosen
-        return True
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if self.done:
-            return
-        count = stop - start
-        chosen = compiled_pair_top(chunk, view.tokens[start:stop], view.host["k"][start:stop], symmetric=True)  # the square maps read
-        if chosen is not None:
-            self.index[start:stop, ..., : chosen.shape[-1]] = chosen.view(count, view.n_layers, view.n_heads, -1)
-            return
-        pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
-        pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
-        valid = view.valid_chunk(start, stop, 4)
-        if valid is not None:  # a temporary: mask it in place rather than in a copy
-            pair_values.masked_fill_(~valid, float("-inf"))
-        chosen = select_top(pair_values, view.host["k"][start:stop], None, view.n_pairs)
-        self.index[start:stop, ..., : chosen.shape[-1]] = chosen
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart: ``index`` from the streaming top-k of the recomputed attention."""
-        return _BlockResults(index=view.walk("attention")["attention_index"])
-
-
-class _BlockResults(ChunkReducer):
-    """A reducer's results as the blockwise view's walks computed them (attributes given as keywords)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-
-_SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}
 
 
 class PairView:
@@ -469,7 +145,7 @@ class PairView:
         self.batch_size, self.n_heads, self.seq_len = self._vector_layers[0].shape[:3]
         self.n_pairs = self.seq_len * (self.seq_len - 1) // 2
         self.device = self._vector_layers[0].device
-        self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(_SHARED[source]) for source in SOURCES}
+        self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(SHARED[source]) for source in SOURCES}
         self._reduced: Dict[Type[ChunkReducer], ChunkReducer] = {}
         self._walked: set = set()
         self._kernel_walk: Optional[CSMWalk] = None  # the kernel's results for the running CSM walk's chunk, for its reducers
@@ -527,15 +203,16 @@ class PairView:
             self._need_attention()
         self._walked.add(source)
         reducers = [kind(self) for kind in kinds]
-        heads = self.n_layers * self.n_heads
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
+        T = self.seq_len
         for start, stop in self._chunks():
             if source == "csm":
                 chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
             else:
-                chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
+                chunk = self._attention_chunk(start, stop)  # (c, L, H, T, T)
+            piece = Piece(start, stop, 0, (0, T), (0, self.n_pairs), T, chunk)  # every layer and query row of the chunk
             for reducer in reducers:
-                reducer.update(self, start, stop, chunk)
+                reducer.update(self, piece)
         for reducer in reducers:
             reducer.finish(self)
         self._reduced.update(zip(kinds, reducers))
@@ -894,4 +571,4 @@ class PairView:
         return (self.high_in_attention_index < self.n_pairs).sum(-1).float()
 
 
-__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "TieCounts", "indexed_sums", "head_sums"]
+__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "CLASS_TABLES", "SOURCES", "ChunkReducer", "PairSums", "PairView", "Piece", "TieCounts"]
