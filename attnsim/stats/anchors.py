@@ -80,10 +80,11 @@ def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: An
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
     if not callable(pairs):
+        n_pairs = pairs.shape[1]
         table = torch.cat([pairs, pairs.new_zeros(2, 1)], 1)  # (2, P + 1): the sentinel slot reads pair 0, unlisted
 
         def ends(index: torch.Tensor) -> tuple:
-            return table[0][index], table[1][index], index < pairs.shape[1]
+            return table[0][index], table[1][index], index < n_pairs
 
         pairs = ends
     # one layer's k pairs per head at a time (bounded memory at long T)

@@ -19,9 +19,13 @@ walks each window one block of ``block_rows`` query rows at a time instead:
 - **Pair classes**: counted by distance per window ((window, class, T) tables) from the token arrays;
   the classes of listed pairs (high pairs) are decoded from their indices (:meth:`BlockPairView.pair_features`).
 
-Each reducer of the dense view has a blockwise counterpart filled from the same two walks; a reducer
-class without one (``from_blocks``) is refused with a clear error. Results equal the dense view's
-to float32 rounding (sums) and exactly (high pairs, up to float32 near-ties of recomputed attention).
+The view publishes the same members as :class:`~attnsim.stats.pairs.PairView` (the contract, see
+:mod:`attnsim.stats.pairs.view`), so every statistic runs unchanged: its own reducers receive one
+:class:`~attnsim.stats.pairs.reducers.Piece` per window, layer and block of rows of the walk of their source, and
+the view's own shared quantities (high pairs, class sums, :class:`~attnsim.stats.pairs.PairSums`,
+:class:`~attnsim.stats.pairs.TieCounts`) come from the block walks below. This module computes no statistic's sums.
+Results equal the dense view's to float32 rounding (sums) and exactly (high pairs, up to float32 near-ties of
+recomputed attention).
 """
 
 from __future__ import annotations
@@ -183,8 +187,6 @@ class BlockPairView(PairView):
         ValueError: the ``zscore`` high rule, or image positions (the blockwise view serves text windows).
     """
 
-    blockwise = True
-
     def __init__(self, vectors: Layers, batch: Dict[str, torch.Tensor], query_keys: Optional[Sequence[Any]] = None, block_rows: int = 256, **settings: Any):
         super().__init__(vectors, batch, None, **settings)
         if self.high_rule == "zscore":
@@ -226,7 +228,7 @@ class BlockPairView(PairView):
         return torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))
 
     @cached_property
-    def host(self) -> Dict[str, list]:
+    def _host(self) -> Dict[str, list]:
         real = self.batch["attention_mask"].bool()
         position = torch.arange(self.seq_len, device=real.device)
         first = torch.where(real, position, self.seq_len).amin(-1)
@@ -280,19 +282,19 @@ class BlockPairView(PairView):
 
     # -- quantities the dense view builds in pair space ------------------------------------------
     @property
-    def pair_mask(self):  # noqa: D102
+    def _pair_mask(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (batch, P) pair mask; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
-    def pair_weights(self):  # noqa: D102
+    def _pair_weights(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (batch, P, 5) pair weights; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
-    def distance(self):  # noqa: D102
+    def _distance(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (P,) distances; use pair_features.")
 
     @property
-    def pairs(self):  # noqa: D102
+    def _pairs(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (2, P) pair table; use pair_ends.")
 
     @property
@@ -301,7 +303,7 @@ class BlockPairView(PairView):
         return self.seq_len <= POOL_ABOVE
 
     def csm_windows(self, stop: int) -> torch.Tensor:
-        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows (figures; up to :data:`POOL_ABOVE` tokens).
+        """(stop, layer, head, T, T) float32 CSM of the first ``stop`` windows (figures; up to :data:`POOL_ABOVE` tokens).
 
         Raises:
             ValueError: the windows are longer (their T x T matrices are what the blockwise view avoids).
@@ -311,7 +313,7 @@ class BlockPairView(PairView):
         return super().csm_windows(stop)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
-        """(layer, stop, head, T, T) float32 recomputed attention of the first ``stop`` windows, or None (figures;
+        """(stop, layer, head, T, T) float32 recomputed attention of the first ``stop`` windows, or None (figures;
         up to :data:`POOL_ABOVE` tokens).
 
         Raises:
@@ -323,7 +325,7 @@ class BlockPairView(PairView):
             raise ValueError(f"The blockwise view makes no T x T example matrices above {POOL_ABOVE} tokens.")
         from attnsim.stats.pairs.scores import attention_rows
 
-        return torch.stack([attention_rows(qk, 0, self.seq_len)[:stop] for qk in self.query_keys])
+        return torch.stack([attention_rows(qk, 0, self.seq_len)[:stop] for qk in self.query_keys], 1)
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
@@ -413,7 +415,7 @@ class BlockPairView(PairView):
             top.push(row[chosen], positions[chosen])
 
     def _index(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
-        slots = max(self.host["k"], default=0)
+        slots = max(self._host["k"], default=0)
         # int32 (pair indices stay below 2^31 up to T = 65,536): the k indices per head are the one store
         # quadratic in T, and statistics decode them one layer at a time (decode_pairs widens to int64)
         out = torch.full((self.batch_size, self.n_layers, self.n_heads, slots), self.n_pairs, dtype=torch.int32)
@@ -436,7 +438,7 @@ class BlockPairView(PairView):
         shift = torch.stack([csm_window_mean(v, self.tokens, self.normalise) for v in self._vector_layers], 1)  # (B, L, H)
         class_sums = torch.zeros(B, L, H, 5, device=self.device)
         distance_sum = torch.zeros(L, H, T, dtype=torch.float64, device=self.device)
-        tops = [[[StreamingTop(self.host["k"][b], spare=1) for _ in range(H)] for _ in range(L)] for b in range(B)]
+        tops = [[[StreamingTop(self._host["k"][b], spare=1) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             for start, stop in self._blocks():
                 weights = self._weights(b, start, stop)  # (5, rows, T)
@@ -500,7 +502,7 @@ class BlockPairView(PairView):
     def _attention_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
         # the high-attention pairs, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
-        tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
+        tops = [[[StreamingTop(self._host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             # SDPA's own causal rule (a decoder window without padding): keys after the block's last row are
             # masked for every row, and A[j, i] of a key i of the block is 0 for queries j before the block, so

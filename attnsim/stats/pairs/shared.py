@@ -9,6 +9,17 @@ walked). The blockwise view computes the same quantities in its own block walk
 (:mod:`attnsim.stats.pairs.blocks`); :class:`PairSums` and :class:`TieCounts` name the records both paths return.
 Statistics read them through the view (:attr:`~attnsim.stats.pairs.PairView.high_index`,
 ``view.reduced(PairSums)``, ...), never from these classes' code.
+
+How a dense batch is walked (why the view is built the way it is): the (batch, layer, head, T, T) CSM and attention
+tensors of a batch are ~150 MB each for 32 windows of MiniLM, far beyond the CPU cache, and every statistic would
+read them again from memory. The view therefore walks the batch a few windows at a time (a *chunk*, a few MB), once
+for the CSM and once for the attention: it computes a window's CSM and gathers its pair values (on the compiled path
+one kernel pass per matrix computes them as float32 products straight into pair space, chooses the high pairs and
+makes the view's own sums), or assembles its attention from the layers, while they are in cache, and hands each
+chunk, as one :class:`~attnsim.stats.pairs.reducers.Piece`, to every reducer of that walk: these and the
+statistics' own, so that one walk serves every statistic. Neither batch-wide tensor is materialised unless a caller
+asks for it (:attr:`~attnsim.stats.pairs.PairView.attention`). High pairs and high-attention pairs are kept as their
+pair indices per window and head (2% of the pairs, padded with the sentinel index P).
 """
 
 from __future__ import annotations
@@ -41,11 +52,11 @@ class _ClassSums(ChunkReducer):
             self.sums[start:stop] = view._kernel_walk.class_sums
             return
         flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
-        if not view.on_accelerator():
+        if not view._on_accelerator():
             if self.rows is None:
                 # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
                 # products (several times faster on a CPU than (L*H, P) @ (P, 5))
-                self.rows = [w.t().contiguous() for w in view.pair_weights]
+                self.rows = [w.t().contiguous() for w in view._pair_weights]
             for window in range(start, stop):
                 # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
                 # rounds a product differently with the operands' alignment and batch layout, so a
@@ -55,7 +66,7 @@ class _ClassSums(ChunkReducer):
                 part = flat[window - start] if window == start else flat[window - start].clone()
                 self.sums[window] = (self.rows[window] @ part.t()).t()
         else:  # one batched product for the whole chunk (the batch) on an accelerator
-            self.sums[start:stop] = torch.bmm(flat, view.pair_weights[start:stop])
+            self.sums[start:stop] = torch.bmm(flat, view._pair_weights[start:stop])
 
 
 
@@ -93,7 +104,7 @@ class PairSums(ChunkReducer):
 
     def update(self, view: "PairView", piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
-        count = view.pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
+        count = view._pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
         if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair, and centred the squares
             walked = view._kernel_walk
             sums = walked.class_sums[..., 0].reshape(walked.squares.shape).to(self.shift.device)  # (c, L, H) float64
@@ -103,19 +114,19 @@ class PairSums(ChunkReducer):
         self.by_pair += chunk.sum(0)
         values = chunk.double()  # (c, L, H, P), 0 at invalid pairs
         shift = torch.where(count > 0, values.sum(-1) / count.clamp_min(1), 0.0)  # the window's mean (first pass)
-        deviation = (values - shift[..., None]) * view.pair_weights[start:stop, None, None, :, 0].double()
+        deviation = (values - shift[..., None]) * view._pair_weights[start:stop, None, None, :, 0].double()
         self.shift[start:stop] = shift
         self.shifted[start:stop] = deviation.sum(-1)
         self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
 
     def finish(self, view: "PairView") -> None:
         """The sums by distance, and by cells of tokens for long windows, from the sums by pair."""
-        self.distance_sum = self.by_pair @ view.distance_onehot  # (L, H, P) @ (P, T)
+        self.distance_sum = self.by_pair @ view._distance_onehot  # (L, H, P) @ (P, T)
         self.pool_sum = self.pool_count = None
         cell = pool_cell(view.seq_len)
         if cell > 1:
-            self.pool_sum = pool_pairs(self.by_pair, view.pairs, view.seq_len, cell)
-            self.pool_count = pool_pairs(view.pair_weights[..., 0].sum(0), view.pairs, view.seq_len, cell)
+            self.pool_sum = pool_pairs(self.by_pair, view._pairs, view.seq_len, cell)
+            self.pool_count = pool_pairs(view._pair_weights[..., 0].sum(0), view._pairs, view.seq_len, cell)
 
 
 
@@ -141,9 +152,9 @@ class TieCounts(ChunkReducer):
             self.decided[start:stop] = view._kernel_walk.tie_decided.to(self.decided.device)
             return
         error = product_error(view._vector_chunk(start, stop))  # (c, L, H)
-        valid = view.pair_mask[start:stop]
+        valid = view._pair_mask[start:stop]
         for window in range(stop - start):
-            k = view.host["k"][start + window]
+            k = view._host["k"][start + window]
             self.decided[start + window] = tie_decided(chunk[window], valid[window], k, error[window])
 
 
@@ -156,18 +167,18 @@ class _HighPairs(ChunkReducer):
     def __init__(self, view: "PairView") -> None:
         self.zscore = view.high_rule == "zscore"
         self.sentinel = view.n_pairs
-        slots = 0 if self.zscore else max(view.host["k"], default=0)
+        slots = 0 if self.zscore else max(view._host["k"], default=0)
         self.selected = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
         self.parts: List[torch.Tensor] = []  # zscore rule: each chunk's (c, L, H, S_chunk) indices
 
     def update(self, view: "PairView", piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
         if self.zscore:
-            valid = view.pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
+            valid = view._pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
             self.parts.append(mask_index(zscore_pairs(chunk, valid, view.zscore), view.n_pairs))
             return
-        k, valid = view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim())
-        if view.narrow_csm:
+        k, valid = view._host["k"][start:stop], view._valid_chunk(start, stop, chunk.dim())
+        if view._narrow_csm:
             chosen = self._certified(view, start, stop, chunk, k, valid)
         else:
             chosen = select_top(chunk, k, valid, view.n_pairs)
@@ -180,13 +191,13 @@ class _HighPairs(ChunkReducer):
         # (kernels.compiled_csm_walk). Rows it left (NaN), and chunks it declined, are chosen here from the float64
         # CSM, so the high pairs are always those of the float64 CSM.
         if view._kernel_walk is None:
-            return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
+            return select_top(view._wide_pair_values(start, stop), k, valid, view.n_pairs)
         index = view._kernel_walk.index  # chosen by the kernel that computed the chunk
         unsure = view._kernel_walk.status == UNCHOSEN  # (c, L, H)
         for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
             rows = torch.zeros_like(unsure)
             rows[window] = unsure[window]
-            values = view.wide_pair_values(start, stop, rows)  # (R, P)
+            values = view._wide_pair_values(start, stop, rows)  # (R, P)
             row_valid = valid.expand_as(chunk)[rows] if valid is not None else None
             chosen = select_top(values[:, None], [k[window]], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
             index[rows] = torch.nn.functional.pad(chosen, (0, index.shape[-1] - chosen.shape[-1]), value=view.n_pairs)
@@ -205,19 +216,19 @@ class _HighAttentionPairs(ChunkReducer):
     source = "attention"
 
     def __init__(self, view: "PairView") -> None:
-        slots = max(view.host["k"], default=0)
+        slots = max(view._host["k"], default=0)
         self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
-        self.backward = view.pairs[1] * view.seq_len + view.pairs[0]  # A[j, i] of pair (i, j)
+        self.backward = view._pairs[1] * view.seq_len + view._pairs[0]  # A[j, i] of pair (i, j)
         self.done = self._by_layer(view)
 
     def _by_layer(self, view: "PairView") -> bool:
         # The compiled kernel reads each layer's (batch, head, T, T) maps as captured, whole batch at once (one
         # call per layer, no pair values gathered, no windows stacked); False where the chunks are needed
-        layers = view.captured_attention_layers
+        layers = view._captured_attention_layers
         if layers is None or not compiled_available():
             return False
         for layer, maps in enumerate(layers):
-            chosen = compiled_pair_top(maps.float(), view.tokens, view.host["k"], symmetric=True)
+            chosen = compiled_pair_top(maps.float(), view.tokens, view._host["k"], symmetric=True)
             if chosen is None:
                 return False
             self.index[:, layer, :, : chosen.shape[-1]] = chosen
@@ -228,16 +239,16 @@ class _HighAttentionPairs(ChunkReducer):
         if self.done:
             return
         count = stop - start
-        chosen = compiled_pair_top(chunk, view.tokens[start:stop], view.host["k"][start:stop], symmetric=True)  # the square maps read
+        chosen = compiled_pair_top(chunk, view.tokens[start:stop], view._host["k"][start:stop], symmetric=True)  # the square maps read
         if chosen is not None:
             self.index[start:stop, ..., : chosen.shape[-1]] = chosen.view(count, view.n_layers, view.n_heads, -1)
             return
-        pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
+        pair_values = torch.maximum(view._pair_values(chunk), view._pair_values(chunk, self.backward))  # (c, L*H, P)
         pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
-        valid = view.valid_chunk(start, stop, 4)
+        valid = view._valid_chunk(start, stop, 4)
         if valid is not None:  # a temporary: mask it in place rather than in a copy
             pair_values.masked_fill_(~valid, float("-inf"))
-        chosen = select_top(pair_values, view.host["k"][start:stop], None, view.n_pairs)
+        chosen = select_top(pair_values, view._host["k"][start:stop], None, view.n_pairs)
         self.index[start:stop, ..., : chosen.shape[-1]] = chosen
 
 

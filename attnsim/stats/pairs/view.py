@@ -1,49 +1,40 @@
-"""The per-batch view of the token-pair quantities shared by several findings, and its window pass.
+"""The per-batch view of the token-pair quantities every statistic reads: the statistics' one contract.
 
-Source: Halevi et al., "Self-attention vector output similarities reveal how
-machines pay attention", arXiv:2512.21956. For layer l, head h and one window
-of T tokens with per-head outputs Z (T x d_head), the Context Similarity
-Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0
-(:func:`~attnsim.stats.pairs.geometry.context_similarity`). Pair space, pair
-classes and distances: :mod:`attnsim.stats.pairs.geometry`; the high-pair
-rules and their tie rule: :mod:`attnsim.stats.pairs.selection`.
+Source: Halevi et al., "Self-attention vector output similarities reveal how machines pay attention",
+arXiv:2512.21956. For layer l, head h and one window of T tokens with per-head outputs Z (T x d_head), the
+Context Similarity Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0
+(:func:`~attnsim.stats.pairs.geometry.context_similarity`). Pair space, pair classes and distances:
+:mod:`attnsim.stats.pairs.geometry`; the high-pair rules and their tie rule: :mod:`attnsim.stats.pairs.selection`.
 
-Shared quantities (:class:`PairView`, each computed once per batch on first use):
+**The contract.** Every statistic is written once, as a function of the members below, which three views offer
+alike: the dense :class:`PairView` (a batch of windows), the blockwise
+:class:`~attnsim.stats.pairs.blocks.BlockPairView` (long windows, ``capture.path=blockwise``), and the
+*single-window view* :meth:`PairView.single_window` (a dense view of one window, for the live explorer). Published
+members, all batch-first: (batch, layer, head, ...), or (layer, head, ...) for sums over the batch:
 
-- pair masks: valid pairs, the pair classes (same-sentence, cross-sentence,
-  identical-token, other) and each pair's distance;
-- *high* pairs: per window, layer and head, the top ``k = max(1, floor(top_fraction
-  * n + 0.5))`` (rounded half up) valid pairs by CSM (``top_fraction`` rule; ties at
-  the k-th value to the lowest pair index), or the valid pairs whose CSM z-score
-  within the window exceeds ``zscore`` (``zscore`` rule);
-- *high-attention* pairs: per window, layer and head, the top ``k`` valid pairs
-  (the same ``k`` as the ``top_fraction`` rule, whatever ``high_rule`` is) by
-  ``max(A[i, j], A[j, i])``, the attention probability between the two tokens in
-  either direction (ties at the k-th value to the lowest pair index);
-- CSM sums over each pair class, the high pairs that are also high-attention
-  pairs, and high pairs by distance with their chance value. Weighted counts
-  of any set of pairs kept as indices are :func:`head_sums`.
+- shape and settings: ``batch``, ``batch_size``, ``n_layers``, ``n_heads``, ``seq_len``, ``n_pairs`` (P = T(T-1)/2),
+  ``device``, ``top_fraction``, ``high_rule``, ``zscore``, ``include_special``, ``normalise``, ``positions``,
+  ``capture``, :attr:`~PairView.sum_dtype`;
+- tokens and pairs: :attr:`~PairView.tokens`, :attr:`~PairView.max_token_id`, :meth:`~PairView.real_span`,
+  :meth:`~PairView.pair_ends`, :meth:`~PairView.pair_features`, :meth:`~PairView.high_sums`,
+  :attr:`~PairView.class_counts`, :attr:`~PairView.class_counts_by_distance` (rows :data:`CLASS_TABLES`);
+- *high* pairs (per window, layer and head the top ``k = max(1, floor(top_fraction * n + 0.5))`` valid pairs by
+  CSM, ties at the k-th value to the lowest pair index; or the pairs whose z-score exceeds ``zscore``):
+  :attr:`~PairView.high_index`, :attr:`~PairView.high_count`, :attr:`~PairView.high_by_distance`,
+  :attr:`~PairView.chance_by_distance`;
+- *high-attention* pairs (the top k valid pairs by ``max(A[i, j], A[j, i])``): :attr:`~PairView.has_attention`,
+  :attr:`~PairView.attention_index`, :attr:`~PairView.high_attention_count`,
+  :attr:`~PairView.high_in_attention_index`, :attr:`~PairView.high_in_attention`;
+- CSM sums: :attr:`~PairView.class_value_sums`, ``reduced(PairSums)`` and ``reduced(TieCounts)``
+  (:mod:`attnsim.stats.pairs.shared`);
+- per-batch shared work of a statistic: its :class:`~attnsim.stats.pairs.reducers.ChunkReducer` s,
+  :meth:`~PairView.register` ed up front and read with :meth:`~PairView.reduced`; each receives the
+  :class:`~attnsim.stats.pairs.reducers.Piece` s of one walk, on every path;
+- whole maps, dense only (figures, rollout): :attr:`~PairView.attention`, :meth:`~PairView.csm_windows`,
+  :meth:`~PairView.attention_windows`, :meth:`~PairView.layer_vectors`, :attr:`~PairView.draws_examples`.
 
-How a batch is computed (why the view is built the way it is): the (layer,
-batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
-32 windows of MiniLM, far beyond the CPU cache, and every statistic would
-read them again from memory. The view therefore walks the batch a few windows
-at a time (a *chunk*, a few MB), once for the CSM and once for the attention:
-it computes a window's CSM and gathers its pair values (on the compiled path
-one kernel pass per matrix computes them as float32 products straight into pair
-space, chooses the high pairs and makes the view's own sums,
-:func:`~attnsim.stats.pairs.kernels.compiled_csm_walk`), or assembles its
-attention from the layers, while they are in cache, and hands each chunk to
-every :class:`ChunkReducer` of that walk: the view's own (the high pairs, the
-high-attention pairs, the CSM sums per pair class, the CSM sums by pair of
-:class:`PairSums`) and those that findings
-register for their own sums (e.g. the separators' attention mass and entropy,
-:mod:`attnsim.stats.separators`), so that one walk serves every statistic.
-Neither batch-wide tensor is materialised unless a caller asks for it
-(:attr:`PairView.attention`). High pairs and high-attention pairs are kept as
-their pair indices per window and head (2% of the pairs, padded with the
-sentinel index P); counting them against a pair weighting gathers k weights
-instead of reading all P.
+Everything else (leading underscore) is the dense path's own machinery: pair-space masks, the chunked walks,
+the compiled kernels. How the dense walk works and why: :mod:`attnsim.stats.pairs.shared`.
 """
 
 from __future__ import annotations
@@ -101,7 +92,7 @@ class PairView:
             (batch, head, T, T) tensors, or None.
         top_fraction, high_rule, zscore, include_special, normalise: see :class:`attnsim.config.StatsConfig`.
         positions: optional (T, 2) (row, col) of each token on an image's patch grid, NaN for tokens
-            without one (a ViT's extra tokens); when given, :attr:`distance` is the grid distance
+            without one (a ViT's extra tokens); when given, :attr:`_distance` is the grid distance
             (:func:`~attnsim.stats.pairs.geometry.grid_distance`) instead of j - i.
         reducers: :class:`ChunkReducer` classes to run in the window walks (see :meth:`register`).
         capture: the raw capture the view was built from, kept for findings that read more than
@@ -112,8 +103,8 @@ class PairView:
     converted chunk by chunk); accumulators sum batches in float64.
     """
 
-    blockwise = False
-    """True for :class:`~attnsim.stats.pairs.blocks.BlockPairView` (no pair-space tensors; statistics read its blockwise forms)."""
+    draws_examples = True
+    """Whether :meth:`csm_windows` and :meth:`attention_windows` make T x T matrices (the blockwise view: up to 512 tokens)."""
 
     def __init__(
         self,
@@ -163,6 +154,30 @@ class PairView:
                 ``include_special``, ``normalise``, ``reducers``).
         """
         return cls(capture.vectors, batch, capture.attention, positions=batch.get("positions"), capture=capture, **settings)
+
+    @classmethod
+    def single_window(cls, vectors: Layers, window: Dict[str, Any], attention: Optional[Layers] = None, **settings: Any) -> "PairView":
+        """The single-window view: the dense view of one window (a batch of one), for statistics of a single text
+        (e.g. the live explorer), computed by the same statistics' code as corpus runs.
+
+        Args:
+            vectors: per-head vectors of the window: a (layer, head, T, d) tensor or L (head, T, d) tensors.
+            window: the window's (T,) tensors ``attention_mask``, ``special_mask``, ``sentence_ids``, ``input_ids``
+                (optionally ``unknown_mask``), and optionally ``positions`` (T, 2); other entries are kept as given.
+            attention: attention probabilities, a (layer, head, T, T) tensor or L (head, T, T) tensors, or None.
+            settings: keyword arguments of the constructor (``top_fraction``, ``reducers``, ...).
+
+        Returns:
+            A :class:`PairView` with ``batch_size`` 1: every published member keeps its batch axis of length 1.
+
+        Example::
+
+            view = PairView.single_window(z, {"attention_mask": mask, "special_mask": special, "sentence_ids": sid, "input_ids": ids})
+            view.high_index[0]  # (layer, head, S) the window's high pairs
+        """
+        batch = {k: v[None] if isinstance(v, torch.Tensor) and k != "positions" else v for k, v in window.items()}
+        maps = None if attention is None else [a[None] for a in _layers(attention)]
+        return cls([v[None] for v in _layers(vectors)], batch, maps, positions=window.get("positions"), **settings)
 
     def release(self) -> None:
         """Drop every tensor the view holds (the captured layers, the batch, the raw capture and every
@@ -220,16 +235,19 @@ class PairView:
     # -- the captured tensors, stacked only on request -------------------------------------
     @cached_property
     def attention(self) -> Optional[torch.Tensor]:
-        """(layer, batch, head, T, T) attention probabilities, or None (stacked on first use when given by layer)."""
-        if self._attention_layers is None or self._stacked_attention is not None:
-            return self._stacked_attention
-        return torch.stack(self._attention_layers, 1).transpose(0, 1)
+        """(batch, layer, head, T, T) attention probabilities, query-major, or None (stacked on first use when given by
+        layer; the dense path only: the blockwise view keeps no T x T maps)."""
+        if self._attention_layers is None:
+            return None
+        if self._stacked_attention is not None:
+            return self._stacked_attention.transpose(0, 1)
+        return torch.stack(self._attention_layers, 1)
 
     @property
-    def captured_attention_layers(self) -> Optional[Tuple[torch.Tensor, ...]]:
+    def _captured_attention_layers(self) -> Optional[Tuple[torch.Tensor, ...]]:
         """The L captured (batch, head, T, T) attention tensors on the CPU, None when the attention is
         recomputed, stacked or on an accelerator (the high-attention pairs then read the walk's chunks)."""
-        if self._attention_layers is None or self._stacked_attention is not None or self.on_accelerator():
+        if self._attention_layers is None or self._stacked_attention is not None or self._on_accelerator():
             return None
         return self._attention_layers
 
@@ -256,9 +274,9 @@ class PairView:
         # (c, L, H, T, T) float32 CSM of windows start..stop-1; with narrow_csm (where the kernel declined the chunk) a
         # float32 product, whose vectors are kept so that _HighPairs chooses from the float64 CSM
         vectors = self._vector_chunk(start, stop)
-        if self.narrow_csm:
+        if self._narrow_csm:
             self._walk_vectors = vectors  # (c, L, H, T, d)
-        return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
+        return context_similarity(vectors, self.normalise, wide=not self._narrow_csm)
 
     def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
         # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
@@ -267,16 +285,16 @@ class PairView:
         # _ClassSums and PairSums) and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel
         # declines (k out of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
         self._kernel_walk = None
-        if self.narrow_csm:
+        if self._narrow_csm:
             vectors = self._vector_chunk(start, stop)  # (c, L, H, T, d)
-            k = self.host["k"][start:stop] if select else [0] * (stop - start)
+            k = self._host["k"][start:stop] if select else [0] * (stop - start)
             walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
             if walked is not None:
                 self._walk_vectors, self._kernel_walk = vectors, walked
                 return walked.pairs
         square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
-        chunk = self.pair_values(square)
-        valid = self.valid_chunk(start, stop, chunk.dim())
+        chunk = self._pair_values(square)
+        valid = self._valid_chunk(start, stop, chunk.dim())
         if valid is not None:
             chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
         return chunk
@@ -284,51 +302,53 @@ class PairView:
     @cached_property
     def _class_rows(self) -> torch.Tensor:
         # (batch, 5, P) float32 the pair-class masks, one contiguous row per class (the compiled walk's weights)
-        return self.pair_weights.transpose(1, 2).contiguous()
+        return self._pair_weights.transpose(1, 2).contiguous()
 
-    def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1, the chunk of the
-        running CSM walk (with :attr:`narrow_csm`): (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
+        running CSM walk (with :attr:`_narrow_csm`): (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
         Invalid pairs are not masked."""
         vectors = self._walk_vectors if rows is None else self._walk_vectors[rows]
-        return self.pair_values(context_similarity(vectors, self.normalise))
+        return self._pair_values(context_similarity(vectors, self.normalise))
 
     @cached_property
-    def narrow_csm(self) -> bool:
+    def _narrow_csm(self) -> bool:
         """Whether the CSM walk takes float32 products (CPU, compiled kernel available, top-fraction rule, no
         normalisation), with the high pairs certified against the float64 CSM; else float64 products throughout."""
-        return not self.on_accelerator() and self.high_rule == "top_fraction" and self.normalise == "none" and compiled_available()
+        return not self._on_accelerator() and self.high_rule == "top_fraction" and self.normalise == "none" and compiled_available()
 
     def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
         # (c, L, H, T, T) float32 attention of windows start..stop-1
-        stacked = self.__dict__.get("attention", self._stacked_attention)
+        stacked = self.__dict__.get("attention")  # (B, L, H, T, T) when a finding read it whole
         if stacked is not None:
-            return stacked.transpose(0, 1)[start:stop].float()
+            return stacked[start:stop].float()
+        if self._stacked_attention is not None:
+            return self._stacked_attention.transpose(0, 1)[start:stop].float()
         return torch.stack([a[start:stop] for a in self._attention_layers], 1).float()
 
-    def on_accelerator(self) -> bool:
+    def _on_accelerator(self) -> bool:
         """Whether the batch lives on an accelerator: it then takes the whole batch as one chunk and
         batched products (few, large kernels); a CPU walks cache-sized chunks with per-window products."""
         return self.device.type != "cpu"
 
     def _chunks(self) -> List[Tuple[int, int]]:
         # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
-        budget = CHUNK_ELEMENTS_ACCELERATOR if self.on_accelerator() else CHUNK_ELEMENTS_CPU
+        budget = CHUNK_ELEMENTS_ACCELERATOR if self._on_accelerator() else CHUNK_ELEMENTS_CPU
         step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
     def csm_windows(self, stop: int) -> torch.Tensor:
-        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
+        """(stop, layer, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
         always from float64 products rounded once (the values :func:`context_similarity` gives)."""
-        if self.narrow_csm:
-            return context_similarity(self._vector_chunk(0, stop), self.normalise).transpose(0, 1)
-        return self._csm_chunk(0, stop).transpose(0, 1)
+        if self._narrow_csm:
+            return context_similarity(self._vector_chunk(0, stop), self.normalise)
+        return self._csm_chunk(0, stop)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
-        """(layer, stop, head, T, T) float32 attention of the first ``stop`` windows only, or None."""
-        return self._attention_chunk(0, stop).transpose(0, 1) if self.has_attention else None
+        """(stop, layer, head, T, T) float32 attention of the first ``stop`` windows only, query-major, or None."""
+        return self._attention_chunk(0, stop) if self.has_attention else None
 
-    def pair_values(self, matrices: torch.Tensor, index: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _pair_values(self, matrices: torch.Tensor, index: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(..., T, T) -> (..., P): the entries (i, j), i < j, of each matrix (or the flat cells ``index``, (P,)).
 
         index_select on a 2-D (rows, T*T) view is several times faster than advanced indexing.
@@ -343,46 +363,46 @@ class PairView:
         return token_mask(self.batch["attention_mask"], self.batch["special_mask"], self.include_special)
 
     @cached_property
-    def pairs(self) -> torch.Tensor:
+    def _pairs(self) -> torch.Tensor:
         """(2, P) rows and columns of the pairs i < j."""
         return pair_indices(self.seq_len, self.device)
 
     @cached_property
     def _flat_pairs(self) -> torch.Tensor:
         # (P,) int64, index i * T + j of each pair in a flattened T x T matrix
-        return self.pairs[0] * self.seq_len + self.pairs[1]
+        return self._pairs[0] * self.seq_len + self._pairs[1]
 
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
         whether the slot holds a pair."""
         listed = index < self.n_pairs
         safe = torch.where(listed, index, torch.zeros_like(index))
-        return self.pairs[0][safe], self.pairs[1][safe], listed
+        return self._pairs[0][safe], self._pairs[1][safe], listed
 
     @cached_property
-    def distance(self) -> torch.Tensor:
+    def _distance(self) -> torch.Tensor:
         """(P,) int64, distance j - i of each pair (1..T-1); with ``positions``, the rounded Euclidean
         distance on the patch grid in patches, -1 for pairs holding a token without a grid position."""
-        return pair_distance(self.pairs, self.positions)
+        return pair_distance(self._pairs, self.positions)
 
     @cached_property
-    def pair_mask(self) -> torch.Tensor:
+    def _pair_mask(self) -> torch.Tensor:
         """(batch, P) bool, valid pairs."""
-        return valid_pairs(self.tokens, self.pairs)
+        return valid_pairs(self.tokens, self._pairs)
 
     @cached_property
-    def distance_onehot(self) -> torch.Tensor:
+    def _distance_onehot(self) -> torch.Tensor:
         """(P, T) float32, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``.
 
-        A pair without a distance (-1, see :attr:`distance`) has an all-zero row: it enters no distance statistic.
+        A pair without a distance (-1, see :attr:`_distance`) has an all-zero row: it enters no distance statistic.
         """
-        return distance_onehot(self.distance, self.seq_len)
+        return distance_onehot(self._distance, self.seq_len)
 
     @cached_property
-    def pair_weights(self) -> torch.Tensor:
+    def _pair_weights(self) -> torch.Tensor:
         """(batch, P, 5) float32 0/1 masks of the pair classes :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`:
         valid, same-sentence, cross-sentence, identical-token and other (valid, not identical) pairs."""
-        return pair_classes(self.batch, self.pair_mask, self.pairs)
+        return pair_classes(self.batch, self._pair_mask, self._pairs)
 
     sum_dtype = torch.float32
     """Precision of the view's pair counts (:attr:`class_counts`, :attr:`class_counts_by_distance`) and of the
@@ -393,7 +413,7 @@ class PairView:
     @cached_property
     def _table_rows(self) -> torch.Tensor:
         # (batch, 5, P) float32 0/1 masks of CLASS_TABLES, one contiguous row per class
-        w = self.pair_weights  # valid, same, cross, identical, other
+        w = self._pair_weights  # valid, same, cross, identical, other
         neither = w[..., 0] - torch.maximum(w[..., 1], w[..., 3])  # valid, neither same-sentence nor identical
         return torch.stack([w[..., 0], w[..., 1], w[..., 2], w[..., 3], neither], 1)
 
@@ -406,8 +426,8 @@ class PairView:
     @cached_property
     def class_counts_by_distance(self) -> torch.Tensor:
         """(batch, 5, T) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row at each distance
-        (index 0 unused; pairs without a distance, see :attr:`distance`, are in no column)."""
-        return self._table_rows @ self.distance_onehot
+        (index 0 unused; pairs without a distance, see :attr:`_distance`, are in no column)."""
+        return self._table_rows @ self._distance_onehot
 
     def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Pair classes and distance of listed pairs, from their indices.
@@ -442,7 +462,7 @@ class PairView:
         if self.positions is None:
             distance = torch.where(listed, cols - rows, torch.zeros_like(rows))
         else:  # grid distance, -1 without one
-            distance = torch.cat([self.distance, self.distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
+            distance = torch.cat([self._distance, self._distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
         return {"valid": valid, "same": same, "cross": cross, "identical": identical, "distance": distance}
 
     def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
@@ -462,10 +482,10 @@ class PairView:
     def _top_k(self) -> torch.Tensor:
         # (batch,) int64 number of pairs per window chosen by the top-fraction rule (high pairs
         # under that rule, and high-attention pairs under either rule)
-        return top_fraction_counts(self.pair_mask, self.top_fraction)
+        return top_fraction_counts(self._pair_mask, self.top_fraction)
 
     @cached_property
-    def host(self) -> Dict[str, list]:
+    def _host(self) -> Dict[str, list]:
         """The numbers that set shapes and loop bounds, read from the device in one transfer (each read
         waits for the device to finish its queued work): per window its ``k`` (pairs chosen by the top-fraction rule), whether it
         has invalid pairs (``partial``), the span of its real tokens ``first`` .. ``last`` - 1 (an empty
@@ -476,7 +496,7 @@ class PairView:
         last = torch.where(real, position + 1, 0).amax(-1)  # 0 then: an empty span
         ids = self.batch.get("input_ids")
         max_id = ids.max().reshape(1).long() if ids is not None and ids.numel() else torch.full((1,), -1, device=real.device)
-        partial = (~self.pair_mask).any(-1).long()
+        partial = (~self._pair_mask).any(-1).long()
         numbers = torch.cat([self._top_k, partial, first, last, max_id.to(real.device)]).tolist()
         b = self.batch_size
         return {
@@ -490,18 +510,18 @@ class PairView:
     @property
     def max_token_id(self) -> int:
         """The largest token id of the batch (-1 without ``input_ids``)."""
-        return self.host["max_token_id"]
+        return self._host["max_token_id"]
 
     def real_span(self, start: int, stop: int) -> Tuple[int, int]:
         """(first, last): positions first .. last - 1 hold every real token of windows start..stop-1 (last <= first: none)."""
-        return min(self.host["first"][start:stop]), max(self.host["last"][start:stop])
+        return min(self._host["first"][start:stop]), max(self._host["last"][start:stop])
 
-    def valid_chunk(self, start: int, stop: int, dims: int) -> Optional[torch.Tensor]:
+    def _valid_chunk(self, start: int, stop: int, dims: int) -> Optional[torch.Tensor]:
         """(c, 1, ..., P) bool valid pairs of windows start..stop-1 with ``dims`` dimensions, to broadcast
         against a chunk's pair values; None when every pair of those windows is valid."""
-        if not any(self.host["partial"][start:stop]):
+        if not any(self._host["partial"][start:stop]):
             return None
-        return self.pair_mask[start:stop].view(stop - start, *[1] * (dims - 2), self.n_pairs)
+        return self._pair_mask[start:stop].view(stop - start, *[1] * (dims - 2), self.n_pairs)
 
     # -- CSM -------------------------------------------------------------------------------------
     @property
@@ -526,7 +546,7 @@ class PairView:
     def high_by_distance(self) -> torch.Tensor:
         """(layer, head, T) float32 number of high pairs at each distance, summed over the batch's windows
         (pairs without a distance are left out)."""
-        distance = torch.cat([self.distance, self.distance.new_full((1,), -1)])[self.high_index]  # (B, L, H, S); sentinel -> -1
+        distance = torch.cat([self._distance, self._distance.new_full((1,), -1)])[self.high_index]  # (B, L, H, S); sentinel -> -1
         counts = torch.zeros(*distance.shape[:-1], self.seq_len + 1, device=self.device)
         counts.scatter_add_(-1, torch.where(distance >= 0, distance, self.seq_len), torch.ones_like(distance, dtype=torch.float32))
         return counts[..., : self.seq_len].sum(0)
