@@ -97,6 +97,8 @@ class PairView:
         reducers: :class:`ChunkReducer` classes to run in the window walks (see :meth:`register`).
         capture: the raw capture the view was built from, kept for findings that read more than
             the shared quantities (e.g. a classifier's gradients); None when built from tensors.
+        sum_dtype: the precision of the pair counts and of the statistics' per-batch arithmetic on them
+            (:attr:`sum_dtype`; None: the path's own, float32 here).
 
     Shapes below use B windows, L layers, H heads, T tokens, P = T(T-1)/2 pairs and S slots
     (the batch's largest number of high pairs). Statistics are float32 (the model's dtype is
@@ -119,7 +121,10 @@ class PairView:
         positions: Optional[torch.Tensor] = None,
         reducers: Sequence[Type[ChunkReducer]] = (),
         capture: Any = None,
+        sum_dtype: Optional[torch.dtype] = None,
     ):
+        if sum_dtype is not None:
+            self.sum_dtype = sum_dtype
         self.positions = positions
         self._stacked_vectors = vectors if isinstance(vectors, torch.Tensor) else None
         self._vector_layers = _layers(vectors)
@@ -421,13 +426,13 @@ class PairView:
     def class_counts(self) -> torch.Tensor:
         """(batch, 5) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row in each window (every pair,
         with or without a distance)."""
-        return self._table_rows.sum(-1)
+        return self._table_rows.sum(-1).to(self.sum_dtype)
 
     @cached_property
     def class_counts_by_distance(self) -> torch.Tensor:
         """(batch, 5, T) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row at each distance
         (index 0 unused; pairs without a distance, see :attr:`_distance`, are in no column)."""
-        return self._table_rows @ self._distance_onehot
+        return (self._table_rows @ self._distance_onehot).to(self.sum_dtype)
 
     def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Pair classes and distance of listed pairs, from their indices.
