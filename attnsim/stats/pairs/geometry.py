@@ -255,6 +255,39 @@ def pair_classes(batch: Dict[str, torch.Tensor], pair_mask: torch.Tensor, pairs:
     return torch.stack([pair_mask, same, cross, identical, pair_mask & ~identical], -1).float()
 
 
+def listed_pair_classes(batch: Dict[str, torch.Tensor], tokens: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """The classes of :func:`pair_classes` of listed pairs, from their two tokens (no pair-space tensor).
+
+    Args:
+        batch: dict with ``sentence_ids``, ``input_ids``, ``attention_mask``, ``special_mask`` (batch, pos) and
+            optionally ``unknown_mask``.
+        tokens: (batch, pos) bool tokens that enter statistics (:func:`token_mask`).
+        rows, cols: (batch, ...) int64 the two tokens i < j of each listed pair (0 at unused slots); listed: (batch, ...)
+            bool, whether the slot holds a pair.
+
+    Returns:
+        ``valid``, ``same``, ``cross`` and ``identical`` (bool), each shaped like ``rows``; unused slots are in no class.
+    """
+    lead = rows.shape[0]
+    flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
+
+    def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: shaped like rows each
+        return values.gather(1, flat_r).view_as(rows), values.gather(1, flat_c).view_as(rows)
+
+    t_i, t_j = at(tokens)
+    valid = t_i & t_j & listed
+    s_i, s_j = at(batch["sentence_ids"])
+    same = (s_i == s_j) & (s_i >= 0) & valid
+    cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
+    content = batch["attention_mask"].bool() & ~batch["special_mask"].bool()
+    if batch.get("unknown_mask") is not None:
+        content = content & ~batch["unknown_mask"].bool()
+    c_i, c_j = at(content)
+    id_i, id_j = at(batch["input_ids"])
+    identical = (id_i == id_j) & c_i & c_j & valid
+    return {"valid": valid, "same": same, "cross": cross, "identical": identical}
+
+
 POOL_ABOVE = 512
 """Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
 
@@ -281,6 +314,7 @@ def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: in
 
 
 __all__ = [
+    "listed_pair_classes",
     "POOL_ABOVE",
     "pool_cell",
     "pool_pairs",

@@ -47,6 +47,7 @@ import torch
 from attnsim.stats.pairs.geometry import (
     context_similarity,
     distance_onehot,
+    listed_pair_classes,
     pair_classes,
     pair_distance,
     pair_indices,
@@ -286,9 +287,9 @@ class PairView:
     def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
         # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
         # (narrow_csm) one kernel pass per matrix computes them (float32 products), and with them the high pairs when
-        # ``select``, the class sums and squares, kept in _kernel_walk for the walk's _HighPairs, _ClassSums and PairSums, and
-        # _ClassSums and PairSums) and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel
-        # declines (k out of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
+        # ``select``, the class sums and squares, kept in _kernel_walk for the walk's _HighPairs, _ClassSums and
+        # PairSums, and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel declines (k out
+        # of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
         self._kernel_walk = None
         if self._narrow_csm:
             vectors = self._vector_chunk(start, stop)  # (c, L, H, T, d)
@@ -447,28 +448,12 @@ class PairView:
             unused slots are in no class. The classes are those of :func:`~attnsim.stats.pairs.geometry.pair_classes`.
         """
         rows, cols, listed = self.pair_ends(index)
-        lead = index.shape[0]
-        flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
-
-        def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: shaped like index each
-            return values.gather(1, flat_r).view_as(index), values.gather(1, flat_c).view_as(index)
-
-        t_i, t_j = at(self.tokens)
-        valid = t_i & t_j & listed
-        s_i, s_j = at(self.batch["sentence_ids"])
-        same = (s_i == s_j) & (s_i >= 0) & valid
-        cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
-        content = self.batch["attention_mask"].bool() & ~self.batch["special_mask"].bool()
-        if self.batch.get("unknown_mask") is not None:
-            content = content & ~self.batch["unknown_mask"].bool()
-        c_i, c_j = at(content)
-        id_i, id_j = at(self.batch["input_ids"])
-        identical = (id_i == id_j) & c_i & c_j & valid
+        features = listed_pair_classes(self.batch, self.tokens, rows, cols, listed)
         if self.positions is None:
-            distance = torch.where(listed, cols - rows, torch.zeros_like(rows))
+            features["distance"] = torch.where(listed, cols - rows, torch.zeros_like(rows))
         else:  # grid distance, -1 without one
-            distance = torch.cat([self._distance, self._distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
-        return {"valid": valid, "same": same, "cross": cross, "identical": identical, "distance": distance}
+            features["distance"] = torch.cat([self._distance, self._distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
+        return features
 
     def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
         """Per-head sums of weights of listed pairs: ``sum_s weigh(features)[b, l, h, s, k]``, one layer at a time.
