@@ -23,12 +23,9 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Tuple
+from typing import Any, Tuple
 
 import torch
-
-if TYPE_CHECKING:  # the view imports this module
-    from attnsim.stats.pairs.view import PairView
 
 SOURCES = ("csm", "attention")
 """The two window walks of a view: what a :class:`ChunkReducer` receives per :class:`Piece`."""
@@ -79,20 +76,22 @@ class ChunkReducer:
     own (correct, only slower).
 
     Subclasses set :attr:`source` and implement ``__init__(view)`` (allocate per-batch results on
-    ``view.device``, zero where :meth:`update` adds), :meth:`update` and, if needed, :meth:`finish`.
+    ``view.device``, zero where :meth:`update` adds), :meth:`update` and, if needed, :meth:`finish`. ``view`` is
+    the batch's :class:`~attnsim.stats.pairs.PairView` (annotated ``Any``: the view module imports this one), read
+    through its published members only.
     """
 
     source: str = "csm"
     """``csm`` or ``attention``: which walk hands its pieces to :meth:`update` (see :class:`Piece`)."""
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         pass
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         """Fold one piece of the walk into the reducer's sums (every piece is handed over exactly once)."""
         raise NotImplementedError
 
-    def finish(self, view: "PairView") -> None:
+    def finish(self, view: Any) -> None:
         """Called once after the last piece of the walk (nothing by default)."""
 
 

@@ -24,7 +24,7 @@ pair indices per window and head (2% of the pairs, padded with the sentinel inde
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import torch
 
@@ -33,20 +33,17 @@ from attnsim.stats.pairs.kernels import UNCHOSEN, compiled_available, compiled_p
 from attnsim.stats.pairs.reducers import ChunkReducer, Piece
 from attnsim.stats.pairs.selection import mask_index, pad_slots, select_top, tie_decided, zscore_pairs
 
-if TYPE_CHECKING:
-    from attnsim.stats.pairs.view import PairView
-
 
 class _ClassSums(ChunkReducer):
     """CSM summed over the pairs of each class of :data:`PAIR_CLASSES`: (B, L*H, 5) float32."""
 
     source = "csm"
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, len(PAIR_CLASSES), device=view.device)
         self.rows: Optional[List[torch.Tensor]] = None  # made on first use: the compiled walk sums in its kernel
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
         if view._kernel_walk is not None:  # summed (float64) by the kernel that computed the chunk
             self.sums[start:stop] = view._kernel_walk.class_sums
@@ -95,14 +92,14 @@ class PairSums(ChunkReducer):
 
     source = "csm"
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
         lead = (view.batch_size, view.n_layers, view.n_heads)
         self.shift = torch.zeros(lead, dtype=torch.float64, device=view.device)
         self.shifted = torch.zeros(lead, dtype=torch.float64, device=view.device)
         self.squares = torch.empty(lead, dtype=torch.float64, device=view.device)
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
         count = view._pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
         if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair, and centred the squares
@@ -119,7 +116,7 @@ class PairSums(ChunkReducer):
         self.shifted[start:stop] = deviation.sum(-1)
         self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
 
-    def finish(self, view: "PairView") -> None:
+    def finish(self, view: Any) -> None:
         """The sums by distance, and by cells of tokens for long windows, from the sums by pair."""
         self.distance_sum = self.by_pair @ view._distance_onehot  # (L, H, P) @ (P, T)
         self.pool_sum = self.pool_count = None
@@ -141,10 +138,10 @@ class TieCounts(ChunkReducer):
 
     source = "csm"
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         self.decided = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.long, device=view.device)
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
         if view.high_rule != "top_fraction":
             return
@@ -164,14 +161,14 @@ class _HighPairs(ChunkReducer):
 
     source = "csm"
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         self.zscore = view.high_rule == "zscore"
         self.sentinel = view.n_pairs
         slots = 0 if self.zscore else max(view._host["k"], default=0)
         self.selected = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
         self.parts: List[torch.Tensor] = []  # zscore rule: each chunk's (c, L, H, S_chunk) indices
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values
         if self.zscore:
             valid = view._pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
@@ -184,7 +181,7 @@ class _HighPairs(ChunkReducer):
             chosen = select_top(chunk, k, valid, view.n_pairs)
         self.selected[start:stop, ..., : chosen.shape[-1]] = chosen
 
-    def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
+    def _certified(self, view: Any, start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
         # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
         # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
         # exceeds every other one); the kernel chose rows without that margin again from float64 products
@@ -215,13 +212,13 @@ class _HighAttentionPairs(ChunkReducer):
 
     source = "attention"
 
-    def __init__(self, view: "PairView") -> None:
+    def __init__(self, view: Any) -> None:
         slots = max(view._host["k"], default=0)
         self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
         self.backward = view._pairs[1] * view.seq_len + view._pairs[0]  # A[j, i] of pair (i, j)
         self.done = self._by_layer(view)
 
-    def _by_layer(self, view: "PairView") -> bool:
+    def _by_layer(self, view: Any) -> bool:
         # The compiled kernel reads each layer's (batch, head, T, T) maps as captured, whole batch at once (one
         # call per layer, no pair values gathered, no windows stacked); False where the chunks are needed
         layers = view._captured_attention_layers
@@ -234,7 +231,7 @@ class _HighAttentionPairs(ChunkReducer):
             self.index[:, layer, :, : chosen.shape[-1]] = chosen
         return True
 
-    def update(self, view: "PairView", piece: Piece) -> None:
+    def update(self, view: Any, piece: Piece) -> None:
         start, stop, chunk = piece.start, piece.stop, piece.values.flatten(1, 2)  # (c, L*H, T, T)
         if self.done:
             return
