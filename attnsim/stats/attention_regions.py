@@ -69,9 +69,19 @@ class RegionInsideSums(ChunkReducer):
         (p0, p1), values = piece.pairs, piece.values  # values (c, l, H, p1 - p0)
         if p1 <= p0:
             return
-        local = self.region[piece.windows, piece.layers].long() - p0  # (c, l, H, S): slots in the piece's range
-        held = (local >= 0) & (local < p1 - p0)
-        picked = values.gather(-1, local.clamp(0, p1 - p0 - 1))
+        region = self.region[piece.windows, piece.layers]  # (c, l, H, S) ascending, the sentinel P after the pairs
+        # the region's pairs in the piece's range are one run of slots per head, found by bisection: a blockwise
+        # walk reads each listed pair once over its blocks (bounded memory at long T), the dense walk every slot
+        ends = torch.tensor([p0, p1], dtype=region.dtype, device=region.device).expand(*region.shape[:-1], 2).contiguous()
+        first, last = torch.searchsorted(region.contiguous(), ends).unbind(-1)  # (c, l, H)
+        width = int((last - first).max())
+        if width == 0:
+            return
+        run = torch.arange(width, device=region.device)
+        slots = (first[..., None] + run).clamp_max(region.shape[-1] - 1)  # (c, l, H, width)
+        held = run < (last - first)[..., None]
+        local = (region.gather(-1, slots).long() - p0).clamp(0, p1 - p0 - 1)
+        picked = values.gather(-1, local)
         self.inside[piece.windows, piece.layers] += torch.where(held, picked, 0.0).sum(-1, dtype=torch.float64)
 
 

@@ -2,8 +2,13 @@
 
 - :mod:`attnsim.stats.pairs.geometry`: pair space, distances, the CSM, pair masks and classes.
 - :mod:`attnsim.stats.pairs.selection`: the high-pair rules (top fraction, z-score) and their tie rule.
-- :mod:`attnsim.stats.pairs.view`: :class:`PairView`, the quantities several findings share, computed
-  in one walk over the batch that also runs the findings' own :class:`ChunkReducer` s.
+- :mod:`attnsim.stats.pairs.view`: :class:`PairView`, the statistics' one contract: the published quantities
+  every statistic reads, alike on the dense path, the blockwise path (:mod:`attnsim.stats.pairs.blocks`) and a
+  single window (:meth:`PairView.single_window`).
+- :mod:`attnsim.stats.pairs.reducers`: the reducer protocol (:class:`ChunkReducer`, :class:`Piece`): a statistic's
+  per-batch sums, folded in the view's window walks on every path.
+- :mod:`attnsim.stats.pairs.shared`: the dense walk's own reducers (high pairs, class sums, :class:`PairSums`,
+  :class:`TieCounts`).
 """
 
 from attnsim.stats.pairs.geometry import (

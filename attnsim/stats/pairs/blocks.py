@@ -194,10 +194,10 @@ class BlockPairView(PairView):
         if self.positions is not None:
             raise ValueError("The blockwise path serves text windows; image tokens (positions) use capture.path=dense.")
         self.query_keys = tuple(query_keys) if query_keys is not None else None
-        self.cell = pool_cell(self.seq_len)
+        self._cell = pool_cell(self.seq_len)
         # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (16 MB): fewer rows for long windows
         rows = max(1, min(block_rows, BLOCK_ELEMENTS // max(1, self.n_heads * self.seq_len)))
-        self.block_rows = max(self.cell, rows // self.cell * self.cell)
+        self.block_rows = max(self._cell, rows // self._cell * self._cell)
         self._results: Dict[str, Dict[str, Any]] = {}
 
     @classmethod
@@ -211,7 +211,7 @@ class BlockPairView(PairView):
         return self.query_keys is not None
 
     @cached_property
-    def offsets(self) -> torch.Tensor:
+    def _offsets(self) -> torch.Tensor:
         """(T + 1,) int64 :func:`pair_offsets`."""
         return pair_offsets(self.seq_len, self.device)
 
@@ -365,14 +365,14 @@ class BlockPairView(PairView):
         """
         if kind not in self._reduced:
             if kind in _OWN:
-                self._reduced[kind] = _record(kind, self.walk(kind.source))
+                self._reduced[kind] = _record(kind, self._walk_results(kind.source))
             else:
                 self.register(kind)
                 late = kind.source in self._results  # walked before it was registered: a walk of its own
                 self._walk_with(kind.source, [kind] if late else [k for k in self._registered[kind.source] if k not in _OWN])
         return self._reduced[kind]
 
-    def walk(self, source: str) -> Dict[str, Any]:
+    def _walk_results(self, source: str) -> Dict[str, Any]:
         """The view's own results of the ``csm`` or ``attention`` walk (each walked once per batch, with every
         registered statistic's reducer of that source)."""
         if source not in self._results:
@@ -396,7 +396,7 @@ class BlockPairView(PairView):
     def _upper_positions(self, start: int, stop: int) -> torch.Tensor:
         """(rows, T) int64 pair index of cell (i, j) for i in start..stop-1 (meaningful where j > i)."""
         rows = torch.arange(start, stop, device=self.device)
-        base = self.offsets[start:stop] - rows - 1  # pair (i, j) = off(i) + j - i - 1
+        base = self._offsets[start:stop] - rows - 1  # pair (i, j) = off(i) + j - i - 1
         return base[:, None] + torch.arange(self.seq_len, device=self.device)[None, :]
 
     def _push(self, tops: List[StreamingTop], values: torch.Tensor, start: int, stop: int) -> None:
@@ -428,8 +428,8 @@ class BlockPairView(PairView):
     def _csm_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
         # the view's own sums, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
-        pooled = self.cell > 1
-        cells = -(-T // self.cell)
+        pooled = self._cell > 1
+        cells = -(-T // self._cell)
         by_pair = None if pooled else torch.zeros(L, H, self.n_pairs, device=self.device)
         pool_sum = torch.zeros(L, H, cells, cells, dtype=torch.float64, device=self.device) if pooled else None
         pool_count = torch.zeros(cells, cells, dtype=torch.float64, device=self.device) if pooled else None
@@ -446,7 +446,7 @@ class BlockPairView(PairView):
                 # PAIR_CLASSES: valid, same, cross, identical, other (= valid - identical)
                 class_masks = torch.stack([weights[0], weights[1], weights[2], weights[3], weights[0] - weights[3]]).reshape(5, -1)
                 if pooled:
-                    pool_count[start // self.cell : -(-stop // self.cell)] += self._pool(valid[None])[0].double()
+                    pool_count[start // self._cell : -(-stop // self._cell)] += self._pool(valid[None])[0].double()
                 upper = torch.arange(T, device=self.device)[None, :] > torch.arange(start, stop, device=self.device)[:, None]
                 for layer in range(L):
                     z = self._vector_layers[layer][b].float()  # (H, T, d)
@@ -457,10 +457,10 @@ class BlockPairView(PairView):
                     shifted[b, layer] += deviation.sum((-1, -2))
                     class_sums[b, layer] += (class_masks @ masked.reshape(H, -1).t()).t()  # (H, 5)
                     distance_sum[layer] += _diagonal_sums(masked, start).double()
-                    pairs = (int(self.offsets[start]), int(self.offsets[stop]))  # the block's pairs (i, j), j > i
+                    pairs = (int(self._offsets[start]), int(self._offsets[stop]))  # the block's pairs (i, j), j > i
                     in_pairs = masked[:, upper] if reducers or not pooled else None  # (H, p) float32, 0 at invalid pairs
                     if pooled:
-                        pool_sum[layer, :, start // self.cell : -(-stop // self.cell)] += self._pool(masked).double()
+                        pool_sum[layer, :, start // self._cell : -(-stop // self._cell)] += self._pool(masked).double()
                     else:
                         by_pair[layer, :, pairs[0] : pairs[1]] += in_pairs
                     if reducers:
@@ -494,7 +494,7 @@ class BlockPairView(PairView):
     def _pool(self, block: torch.Tensor) -> torch.Tensor:
         """(..., rows, T) -> (..., rows / cell, cells) sums over cells of ``cell`` x ``cell`` tokens (rows: whole cells but the last)."""
         *lead, rows, width = block.shape
-        c = self.cell
+        c = self._cell
         pad_r, pad_c = (-rows) % c, (-width) % c
         block = torch.nn.functional.pad(block, (0, pad_c, 0, pad_r))
         return block.reshape(*lead, (rows + pad_r) // c, c, (width + pad_c) // c, c).sum((-3, -1))
