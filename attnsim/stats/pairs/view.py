@@ -31,7 +31,8 @@ members, all batch-first: (batch, layer, head, ...), or (layer, head, ...) for s
   :meth:`~PairView.register` ed up front and read with :meth:`~PairView.reduced`; each receives the
   :class:`~attnsim.stats.pairs.reducers.Piece` s of one walk, on every path;
 - whole maps, dense only (figures, rollout): :attr:`~PairView.attention`, :meth:`~PairView.csm_windows`,
-  :meth:`~PairView.attention_windows`, :meth:`~PairView.layer_vectors`, :attr:`~PairView.draws_examples`.
+  :meth:`~PairView.attention_windows`, :meth:`~PairView.layer_vectors`, :attr:`~PairView.draws_examples`;
+- life cycle: :meth:`~PairView.from_capture`, :meth:`~PairView.single_window`, :meth:`~PairView.release`.
 
 Everything else (leading underscore) is the dense path's own machinery: pair-space masks, the chunked walks,
 the compiled kernels. How the dense walk works and why: :mod:`attnsim.stats.pairs.shared`.
