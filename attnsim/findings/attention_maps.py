@@ -30,7 +30,7 @@ class AttentionMapsFinding(Finding):
         return {"maps": AttentionMapAccumulator(self.n_layers, self.n_heads, self.seq_len, causal=bool(getattr(self.context.model, "causal", False)))}
 
     def update(self, view: PairView) -> None:
-        self.accumulators["maps"].update(view.attention, view.tokens)
+        self.accumulators["maps"].update(view.attention.transpose(0, 1), view.tokens)  # (L, B, H, T, T)
         self.windows += view.batch_size
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:

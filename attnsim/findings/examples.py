@@ -120,9 +120,9 @@ class ExampleRecorder(pl.Callback):
 
         if full:
             # only the windows kept are computed or stacked: the view never builds the batch's CSM or attention
-            ex.csm = cat(ex.csm, outputs.csm_windows(take), 1)
+            ex.csm = cat(ex.csm, outputs.csm_windows(take).transpose(0, 1), 1)  # (L, n, H, T, T)
             if outputs.has_attention:
-                ex.attention = cat(ex.attention, outputs.attention_windows(take), 1)
+                ex.attention = cat(ex.attention, outputs.attention_windows(take).transpose(0, 1), 1)
         else:  # long blockwise windows: pooled block by block, no T x T map held
             pooled = pooled_example_maps(outputs, take, self.max_tokens)
             ex.csm = cat(ex.csm, pooled["csm"], 1)

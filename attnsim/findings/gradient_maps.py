@@ -81,7 +81,7 @@ class GradientMapsFinding(Finding):
             raise RuntimeError("gradient_maps needs the gradient capture (GradientModule); the runner selects it for findings with needs_gradients")
         batch = view.batch
         valid = batch["attention_mask"].bool()
-        relevance = gradient_weighted_attention(view.attention, grads.attention_gradients, valid)  # (L, B, H, T, T)
+        relevance = gradient_weighted_attention(view.attention.transpose(0, 1), grads.attention_gradients, valid)  # (L, B, H, T, T)
         rollout = gradient_rollout(relevance)  # (L, B, T, T)
         index = torch.arange(view.batch_size, device=valid.device)
         readout = self.categories.readout(batch)

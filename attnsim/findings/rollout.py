@@ -79,7 +79,7 @@ class RolloutFinding(Finding):
         batch = view.batch
         valid = batch["attention_mask"].bool()  # rollout runs over every real token, specials included
         keep = self.categories.keep(batch)
-        rollout = attention_rollout(view.attention, valid, self._fusion, self._discard, keep)  # (L, B, T, T)
+        rollout = attention_rollout(view.attention.transpose(0, 1), valid, self._fusion, self._discard, keep)  # (L, B, T, T)
         readout = self.categories.readout(batch)
         self.accumulators["rollout"].update(rollout, valid, self.categories.masks(batch), readout)
         self._record(view, rollout, valid, keep, readout)
@@ -104,7 +104,7 @@ class RolloutFinding(Finding):
             if "images" in view.batch:
                 example["image"] = view.batch["images"][b].cpu().numpy()
             if 0 < length <= flow_max:
-                attention = view.attention[:, b : b + 1, :, :length, :length]
+                attention = view.attention.transpose(0, 1)[:, b : b + 1, :, :length, :length]
                 example["residual"] = residual_attention(attention, None, self._fusion, self._discard, keep[b : b + 1, :length])[:, 0].detach().cpu()
             self.examples.append(example)
 

@@ -63,33 +63,40 @@ def degree_from_ends(rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tenso
 
 
 def window_anchors(high_index: torch.Tensor, high_count: torch.Tensor, pairs: Any, input_ids: torch.Tensor) -> tuple:
-    """Each window's anchor per layer and head.
+    """Each window's anchor per layer and head: the token that takes part in the most of its high pairs
+    (arXiv:2512.21956, the "most common" token).
 
     Args:
-        high_index: (batch, layer, head, S) int64 pair indices of the high pairs, P in unused slots.
-        high_count: (layer, batch, head) number of high pairs k.
-        pairs: (2, P) rows and columns of the pairs i < j, or a function of the index returning
-            ``(rows, cols, listed)`` (:meth:`~attnsim.stats.pairs.PairView.pair_ends`).
+        high_index: (batch, layer, head, S) int pair indices of the high pairs, P in unused slots.
+        high_count: (batch, layer, head) number of high pairs k.
+        pairs: a function of pair indices returning ``(rows, cols, listed)``
+            (:meth:`~attnsim.stats.pairs.PairView.pair_ends`, on every path), or a (2, P) table of the pairs' rows
+            and columns (hand-made cases).
         input_ids: (batch, T) token ids.
 
     Returns:
-        (position, token_id, share, has_anchor), each (layer, batch, head): the
+        (position, token_id, share, has_anchor), each (batch, layer, head): the
         anchor's position (int64), its token id (int64), its degree / k
         (float32, NaN without high pairs) and whether the window has high pairs.
     """
-    if callable(pairs):  # the view's pair_ends (the blockwise view has no (2, P) table), one layer at a time
-        layers = [degree_from_ends(*pairs(high_index[:, layer]), input_ids.shape[-1]) for layer in range(high_index.shape[1])]
-        degree = torch.stack(layers)  # (L, B, H, T)
-    else:
-        degree = token_degree(high_index, pairs, input_ids.shape[-1]).transpose(0, 1)  # (L, B, H, T)
+    if not callable(pairs):
+        n_pairs = pairs.shape[1]
+        table = torch.cat([pairs, pairs.new_zeros(2, 1)], 1)  # (2, P + 1): the sentinel slot reads pair 0, unlisted
+
+        def ends(index: torch.Tensor) -> tuple:
+            return table[0][index], table[1][index], index < n_pairs
+
+        pairs = ends
+    # one layer's k pairs per head at a time (bounded memory at long T)
+    degree = torch.stack([degree_from_ends(*pairs(high_index[:, layer]), input_ids.shape[-1]) for layer in range(high_index.shape[1])], 1)  # (B, L, H, T)
     top_degree, position = degree.max(-1)  # first maximum: ties go to the lowest position
-    k = high_count.float()  # (L, B, H)
-    token = input_ids[torch.arange(input_ids.shape[0], device=input_ids.device)[None, :, None], position]  # (L, B, H)
+    k = high_count.float()  # (B, L, H)
+    token = input_ids[torch.arange(input_ids.shape[0], device=input_ids.device)[:, None, None], position]  # (B, L, H)
     has = k > 0
     return position, token, safe_divide(top_degree, k), has
 
 
-def _anchor_update(high_index: torch.Tensor, high_count: torch.Tensor, pairs: torch.Tensor, input_ids: torch.Tensor, vocab_size: int) -> Dict[str, torch.Tensor]:
+def _anchor_update(high_index: torch.Tensor, high_count: torch.Tensor, pairs: Any, input_ids: torch.Tensor, vocab_size: int) -> Dict[str, torch.Tensor]:
     """One batch's increments of the :class:`AnchorAccumulator` states.
 
     Args: as :func:`window_anchors`; ``vocab_size`` is the number of token ids counted (every id must be below it).
@@ -101,11 +108,11 @@ def _anchor_update(high_index: torch.Tensor, high_count: torch.Tensor, pairs: to
         would be a (L, H, vocab) tensor per batch).
     """
     _, token, share, has = window_anchors(high_index, high_count, pairs, input_ids)
-    n_layers, _, n_heads = token.shape
-    layer = torch.arange(n_layers, device=token.device)[:, None, None]
+    _, n_layers, n_heads = token.shape
+    layer = torch.arange(n_layers, device=token.device)[None, :, None]
     head = torch.arange(n_heads, device=token.device)[None, None, :]
     cells = ((layer * n_heads + head) * vocab_size + token)[has]  # (windows with an anchor,)
-    return {"share_sum": share.nan_to_num(0.0).sum(1).double(), "windows": has.sum(1).double(), "anchor_cells": cells}
+    return {"share_sum": share.nan_to_num(0.0).sum(0).double(), "windows": has.sum(0).double(), "anchor_cells": cells}
 
 
 def _anchor_compute(share_sum: torch.Tensor, windows: torch.Tensor, token_counts: torch.Tensor) -> Dict[str, torch.Tensor]:
@@ -170,8 +177,7 @@ class AnchorAccumulator(Accumulator):
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)
             raise ValueError(f"token id {view.max_token_id} is outside the vocabulary of {self.vocab_size} ids given to the anchors accumulator")
-        pairs = view.pair_ends if view.blockwise else view.pairs
-        increments = _anchor_update(view.high_index, view.high_count, pairs, view.batch["input_ids"], self.vocab_size)
+        increments = _anchor_update(view.high_index, view.high_count, view.pair_ends, view.batch["input_ids"], self.vocab_size)
         cells = increments.pop("anchor_cells")
         self.fold(increments)
         self.token_counts.view(-1).index_add_(0, cells, torch.ones_like(cells, dtype=self.token_counts.dtype))

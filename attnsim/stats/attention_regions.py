@@ -31,7 +31,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs import ChunkReducer, PairView, Piece
 
 SCALARS = (
     "jaccard",
@@ -44,7 +44,10 @@ SCALARS = (
 
 
 class RegionInsideSums(ChunkReducer):
-    """CSM summed over each window's high-attention region, folded in the view's CSM walk.
+    """CSM summed over each window's high-attention region, folded piece by piece in the view's CSM walk.
+
+    Written once for every path: a piece holds the CSM of one contiguous range of pairs (all of them on the dense
+    path, those of one block of rows on the blockwise path); the region's pairs in that range are gathered from it.
 
     Attributes:
         inside: (batch, layer, head) float64 sum of the (float32) CSM over the high-attention pairs (valid pairs
@@ -60,39 +63,26 @@ class RegionInsideSums(ChunkReducer):
 
     def __init__(self, view: PairView) -> None:
         self.region = view.attention_index  # (B, L, H, S) with the sentinel P in unused slots
-        self.inside = torch.empty(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
+        self.inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
 
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        n_pairs = view.n_pairs
-        part = self.region[start:stop]  # (c, L, H, S)
-        picked = chunk.gather(-1, part.clamp_max(max(n_pairs - 1, 0))) if n_pairs else chunk[..., :0]
-        self.inside[start:stop] = torch.where(part < n_pairs, picked, 0.0).sum(-1, dtype=torch.float64)
-
-    @classmethod
-    def from_blocks(cls, view: PairView) -> "RegionInsideSums":
-        """The blockwise view's counterpart: the CSM of each high-attention pair recomputed from its two tokens'
-        vectors (``z_i · z_j``, over the k listed pairs only)."""
-        out = cls.__new__(cls)
-        region = view.attention_index  # (B, L, H, S)
-        inside = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.float64, device=view.device)
-        step = 1 << 16  # pairs per gather: (B, 1, step, d) float64 at a time
-        for layer in range(view.n_layers):
-            z = view.layer_vectors(layer).double()  # (B, H, T, d), float64 as the CSM (similarity_rows)
-            if view.normalise == "cosine":
-                z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-            d = z.shape[-1]
-            rows, cols, listed = view.pair_ends(region[:, layer : layer + 1])  # one layer's pairs at a time: (B, 1, H, S)
-            for head in range(view.n_heads):
-                zh = z[:, head : head + 1]  # (B, 1, T, d)
-                for start in range(0, region.shape[-1], step):
-                    r = rows[:, 0, head : head + 1, start : start + step]  # (B, 1, s)
-                    c = cols[:, 0, head : head + 1, start : start + step]
-                    first = zh.gather(2, r[..., None].expand(-1, -1, -1, d))
-                    second = zh.gather(2, c[..., None].expand(-1, -1, -1, d))
-                    values = torch.linalg.vecdot(first, second).float()  # each pair's CSM value, rounded as the CSM's
-                    inside[:, layer, head] += torch.where(listed[:, 0, head : head + 1, start : start + step], values, 0.0).sum(-1, dtype=torch.float64)[:, 0]
-        out.inside = inside
-        return out
+    def update(self, view: PairView, piece: Piece) -> None:
+        (p0, p1), values = piece.pairs, piece.values  # values (c, l, H, p1 - p0)
+        if p1 <= p0:
+            return
+        region = self.region[piece.windows, piece.layers]  # (c, l, H, S) ascending, the sentinel P after the pairs
+        # the region's pairs in the piece's range are one run of slots per head, found by bisection: a blockwise
+        # walk reads each listed pair once over its blocks (bounded memory at long T), the dense walk every slot
+        ends = torch.tensor([p0, p1], dtype=region.dtype, device=region.device).expand(*region.shape[:-1], 2).contiguous()
+        first, last = torch.searchsorted(region.contiguous(), ends).unbind(-1)  # (c, l, H)
+        width = int((last - first).max())
+        if width == 0:
+            return
+        run = torch.arange(width, device=region.device)
+        slots = (first[..., None] + run).clamp_max(region.shape[-1] - 1)  # (c, l, H, width)
+        held = run < (last - first)[..., None]
+        local = (region.gather(-1, slots).long() - p0).clamp(0, p1 - p0 - 1)
+        picked = values.gather(-1, local)
+        self.inside[piece.windows, piece.layers] += torch.where(held, picked, 0.0).sum(-1, dtype=torch.float64)
 
 
 def _region_update(
@@ -106,30 +96,30 @@ def _region_update(
     """One batch's increments of the :class:`AttentionRegionAccumulator` states.
 
     Args:
-        both: (L, B, H) number of pairs both high-CSM and high-attention.
-        high_count: (L, B, H) number of high-CSM pairs; region_count: (L, B, H) of high-attention pairs.
-        valid: (B, P) float 0/1 valid pairs.
-        inside: (L, B, H) CSM summed over the high-attention pairs (float64); valid_sums: (L, B, H) over all valid pairs.
+        both: (B, L, H) number of pairs both high-CSM and high-attention.
+        high_count: (B, L, H) number of high-CSM pairs; region_count: (B, L, H) of high-attention pairs.
+        valid: (B,) number of valid pairs of each window.
+        inside: (B, L, H) CSM summed over the high-attention pairs (float64); valid_sums: (B, L, H) over all valid pairs.
 
     Returns:
-        State name -> float64 increment.
+        State name -> float64 increment, each (L, H).
     """
-    k_csm = high_count.float()  # (L, B, H)
-    n = valid.sum(-1)  # (B,) valid pairs
+    k_csm = high_count.float()  # (B, L, H)
+    n = valid.float()  # (B,) valid pairs
     union = k_csm + region_count - both
     counted = union > 0
-    expected = safe_divide(k_csm * region_count, n[None, :, None].expand_as(k_csm)).nan_to_num(0.0)
+    expected = safe_divide(k_csm * region_count, n[:, None, None].expand_as(k_csm)).nan_to_num(0.0)
     return {
         # per-window values summed over the batch in float64, so that the sums do not depend on how windows are batched
-        "jaccard_sum": safe_divide(both, union).nan_to_num(0.0).double().sum(1),
-        "jaccard_chance_sum": safe_divide(expected, k_csm + region_count - expected).nan_to_num(0.0).double().sum(1),
-        "windows": counted.sum(1).double(),
-        "high_inside": both.sum(1).double(),
-        "high": k_csm.sum(1).double(),
-        "csm_inside_sum": inside.sum(1),
-        "csm_outside_sum": (valid_sums.double() - inside).sum(1),
-        "n_inside": region_count.sum(1).double(),
-        "n_outside": (n[None, :, None] - region_count).sum(1).double(),
+        "jaccard_sum": safe_divide(both, union).nan_to_num(0.0).double().sum(0),
+        "jaccard_chance_sum": safe_divide(expected, k_csm + region_count - expected).nan_to_num(0.0).double().sum(0),
+        "windows": counted.sum(0).double(),
+        "high_inside": both.sum(0).double(),
+        "high": k_csm.sum(0).double(),
+        "csm_inside_sum": inside.sum(0),
+        "csm_outside_sum": (valid_sums.double() - inside).sum(0),
+        "n_inside": region_count.sum(0).double(),
+        "n_outside": (n[:, None, None] - region_count).sum(0).double(),
     }
 
 
@@ -166,11 +156,9 @@ class AttentionRegionAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        inside = view.reduced(RegionInsideSums).inside.transpose(0, 1)  # (L, B, H)
-        total = view.class_value_sums[..., 0]  # (L, B, H) CSM summed over valid pairs, shared with other statistics
-        # only the number of valid pairs per window is read from the pair mask: (B, 1) on the blockwise path
-        valid = view.by_distance[:, 0].sum(-1, keepdim=True).float() if view.blockwise else view.pair_weights[..., 0]
-        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, valid, inside, total))
+        inside = view.reduced(RegionInsideSums).inside  # (B, L, H)
+        total = view.class_value_sums[..., 0]  # (B, L, H) CSM summed over valid pairs, shared with other statistics
+        self.fold(_region_update(view.high_in_attention, view.high_count, view.high_attention_count, view.class_counts[:, 0], inside, total))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined."""

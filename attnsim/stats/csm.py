@@ -45,7 +45,9 @@ import torch
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import PairSums, PairView, TieCounts
-from attnsim.stats.pairs.blocks import POOL_ABOVE  # windows longer than this keep the mean matrix pooled
+from attnsim.stats.pairs.geometry import (  # windows longer than POOL_ABOVE keep the mean matrix pooled
+    pool_cell,
+)
 
 SCALARS = ("mean", "std", "tie_share", "degenerate_share", "degenerate")
 
@@ -56,21 +58,6 @@ DEGENERATE_TIE_SHARE = 0.1
 CSMPairSums = PairSums
 """The ``csm`` statistics' per-batch sums by pair (``by_pair``, ``squares``): the view's
 :class:`~attnsim.stats.pairs.PairSums`, which its compiled CSM walk folds in its kernel."""
-
-
-def pool_cell(seq_len: int) -> int:
-    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`POOL_ABOVE` tokens, else ``ceil(T / 512)``."""
-    return 1 if seq_len <= POOL_ABOVE else -(-seq_len // POOL_ABOVE)
-
-
-def _pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: int) -> torch.Tensor:
-    """(..., P) pair values summed into (..., G, G) cells of ``cell`` tokens (pair (i, j) in cell (i // c, j // c))."""
-    cells = -(-seq_len // cell)
-    target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
-    flat = values.reshape(-1, values.shape[-1]).double()
-    out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
-    out.index_add_(1, target, flat)
-    return out.reshape(*values.shape[:-1], cells, cells)
 
 
 def _moment_update(shift: torch.Tensor, shifted: torch.Tensor, squares: torch.Tensor, count: torch.Tensor) -> Dict[str, torch.Tensor]:
@@ -118,58 +105,53 @@ def _tie_update(decided: torch.Tensor, selected: torch.Tensor) -> Dict[str, torc
     }
 
 
-def _csm_update(
-    by_pair: torch.Tensor,
-    sums: PairSums,
-    valid: torch.Tensor,
-    distance_onehot: torch.Tensor,
-    high_by_distance: torch.Tensor,
-    chance_by_distance: torch.Tensor,
-) -> Dict[str, torch.Tensor]:
-    """One batch's increments of the :class:`CSMAccumulator` states.
+def pair_windows(tokens: torch.Tensor) -> torch.Tensor:
+    """(P,) float64 number of windows in which each pair i < j is valid (both its tokens enter statistics).
 
     Args:
-        by_pair: (L, H, P) CSM of each pair summed over the batch's windows (invalid pairs 0).
-        sums: the batch's :class:`~attnsim.stats.pairs.PairSums` (its shifted sums: ``shift``, ``shifted``, ``squares``,
-            each (B, L, H)).
-        valid: (B, P) float 0/1 valid pairs.
-        distance_onehot: (P, T) one-hot of each pair's distance.
+        tokens: (batch, T) bool tokens that enter statistics (:attr:`~attnsim.stats.pairs.PairView.tokens`).
+    """
+    both = tokens.double().t() @ tokens.double()  # (T, T) windows with both positions valid
+    rows, cols = torch.triu_indices(tokens.shape[-1], tokens.shape[-1], 1, device=both.device)
+    return both[rows, cols]
+
+
+def _csm_update(
+    sums: PairSums,
+    class_counts: torch.Tensor,
+    class_counts_by_distance: torch.Tensor,
+    tokens: torch.Tensor,
+    high_by_distance: torch.Tensor,
+    chance_by_distance: torch.Tensor,
+    cell: int = 1,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`CSMAccumulator` states (arXiv:2512.21956, Sec. 3).
+
+    Args:
+        sums: the batch's :class:`~attnsim.stats.pairs.PairSums`: ``by_pair`` (L, H, P) (or ``pool_sum`` (L, H, G, G)
+            and ``pool_count`` (G, G) when ``cell`` > 1), ``distance_sum`` (L, H, T) and the shifted sums ``shift``,
+            ``shifted``, ``squares`` (B, L, H).
+        class_counts: (B, 5) pairs of each :data:`~attnsim.stats.pairs.CLASS_TABLES` row (row 0: valid pairs);
+            class_counts_by_distance: (B, 5, T) the same at each distance.
+        tokens: (B, T) bool tokens that enter statistics (:func:`pair_windows`).
         high_by_distance, chance_by_distance: (L, H, T) high pairs by distance and their chance value.
+        cell: tokens per side of a cell of the corpus-mean matrix (:func:`~attnsim.stats.pairs.geometry.pool_cell`).
 
     Returns:
         State name -> float64 increment.
     """
-    return {
+    valid = class_counts[:, 0]  # (B,) valid pairs of each window
+    out = {
         "pair_count": valid.sum().double(),
-        "matrix_sum": by_pair.double(),
-        "matrix_count": valid.sum(0).double(),
-        **_moment_update(sums.shift, sums.shifted, sums.squares, valid.sum(-1)),
-        "distance_sum": (by_pair @ distance_onehot).double(),  # (L, H, P) @ (P, T)
-        "distance_count": (valid.sum(0) @ distance_onehot).double(),  # valid pairs at each distance
+        **_moment_update(sums.shift, sums.shifted, sums.squares, valid),
+        "distance_sum": sums.distance_sum.double(),
+        "distance_count": class_counts_by_distance[:, 0].sum(0).double(),  # valid pairs at each distance
         "high_by_distance": high_by_distance.double(),
         "chance_by_distance": chance_by_distance.double(),
     }
-
-
-def _csm_update_blocks(view: PairView, sums: CSMPairSums, cell: int) -> Dict[str, torch.Tensor]:
-    """:func:`_csm_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView`: the same increments, from its
-    walk's sums and its valid pairs counted by distance (no pair-space tensor unless the matrix is kept per pair)."""
-    valid_by_distance = view.by_distance[:, 0]  # (B, T) float64
-    out = {
-        "pair_count": valid_by_distance.sum(),
-        **_moment_update(sums.shift, sums.shifted, sums.squares, valid_by_distance.sum(-1)),
-        "distance_sum": sums.distance_sum,
-        "distance_count": valid_by_distance.sum(0),
-        "high_by_distance": view.high_by_distance.double(),
-        "chance_by_distance": view.chance_by_distance.double(),
-    }
     if cell == 1:
-        tokens = view.tokens.double()  # (B, T): a pair is valid in a window where both its tokens are
-        both = tokens.t() @ tokens  # (T, T) windows with both positions valid
-        rows, cols = torch.triu_indices(view.seq_len, view.seq_len, 1, device=both.device)
-        out["matrix_sum"] = sums.by_pair.double()
-        out["matrix_count"] = both[rows, cols]
-    else:
+        out["matrix_sum"], out["matrix_count"] = sums.by_pair.double(), pair_windows(tokens)
+    else:  # long windows: the matrix by cells of tokens
         out["pool_sum"], out["pool_count"] = sums.pool_sum, sums.pool_count
     return out
 
@@ -249,16 +231,8 @@ class CSMAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         sums = view.reduced(CSMPairSums)
-        self.fold(_tie_update(view.reduced(TieCounts).decided, view.high_count.transpose(0, 1)))
-        if view.blockwise:
-            self.fold(_csm_update_blocks(view, sums, self.cell))
-            return
-        valid = view.pair_weights[..., 0]  # (B, P)
-        increments = _csm_update(sums.by_pair, sums, valid, view.distance_onehot, view.high_by_distance, view.chance_by_distance)
-        if self.cell > 1:  # a long window on the dense path: pool its pair-space sums
-            increments["pool_sum"] = _pool_pairs(increments.pop("matrix_sum"), view.pairs, view.seq_len, self.cell)
-            increments["pool_count"] = _pool_pairs(increments.pop("matrix_count"), view.pairs, view.seq_len, self.cell)
-        self.fold(increments)
+        self.fold(_tie_update(view.reduced(TieCounts).decided, view.high_count))
+        self.fold(_csm_update(sums, view.class_counts, view.class_counts_by_distance, view.tokens, view.high_by_distance, view.chance_by_distance, self.cell))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Statistics as float64 tensors (see :func:`_csm_compute`); for pooled windows ``matrix`` is (L, H, G, G) by cells of tokens."""

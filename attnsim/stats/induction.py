@@ -48,7 +48,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs import ChunkReducer, PairView, Piece
 
 SCALARS = (
     "induction_score",
@@ -183,7 +183,8 @@ def view_earlier(view: PairView) -> torch.Tensor:
 
 
 class InductionAttentionSums(ChunkReducer):
-    """Attention sums of the induction and previous-token scores, folded in the view's attention walk.
+    """Attention sums of the induction and previous-token scores (Olsson et al. 2022), folded piece by piece in the
+    view's attention walk (written once: a piece's query rows and keys select the cells it holds).
 
     Attributes:
         mass: (batch, layer * head, 2) float32 attention summed over [induction targets, previous token].
@@ -197,21 +198,28 @@ class InductionAttentionSums(ChunkReducer):
     def __init__(self, view: PairView) -> None:
         weights = induction_weights(view_earlier(view), view.batch["attention_mask"].bool(), view.tokens)
         self.cells, self.window_chance, self.counts = weights["cells"], weights["chance"], weights["counts"]
-        heads = view.n_layers * view.n_heads
-        self.mass = torch.empty(view.batch_size, heads, 2, device=view.device)
-        self.chance = torch.empty(view.batch_size, heads, 2, device=view.device)
+        self.seq_len, self.n_heads = view.seq_len, view.n_heads
+        # (B, L*H, 3): attention on [induction targets, previous token, cells after the query]
+        self.sums = torch.zeros(view.batch_size, view.n_layers * view.n_heads, 3, device=view.device)
 
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        count, heads = stop - start, chunk.shape[1]
-        sums = torch.bmm(chunk.reshape(count, heads, -1), self.cells[start:stop])  # (c, L*H, 3)
-        self.mass[start:stop] = sums[..., :2]
-        causal = (sums[..., 2] == 0)[..., None]  # (c, L*H, 1): no attention after the query
-        chance = self.window_chance[start:stop]  # (c, 2, 2) [statistic, encoder/causal]
-        self.chance[start:stop] = torch.where(causal, chance[:, None, :, 1], chance[:, None, :, 0])
+    def update(self, view: PairView, piece: Piece) -> None:
+        values, (r0, r1), keys = piece.values, piece.rows, piece.keys  # values (c, l, H, rows, K)
+        count, heads = piece.stop - piece.start, values.shape[1] * values.shape[2]
+        cells = self.cells[piece.windows].view(count, self.seq_len, self.seq_len, 3)[:, r0:r1, :keys]  # (c, rows, K, 3)
+        sums = torch.bmm(values.reshape(count, heads, -1), cells.reshape(count, -1, 3))  # (c, l*H, 3)
+        self.sums[piece.windows, piece.layer * self.n_heads : piece.layer * self.n_heads + heads] += sums
+
+    def finish(self, view: PairView) -> None:
+        """The masses, and the chance of each head from whether it attends after the query (causal or not)."""
+        self.mass = self.sums[..., :2]
+        causal = (self.sums[..., 2] == 0)[..., None]  # (B, L*H, 1): no attention after the query
+        chance = self.window_chance  # (B, 2, 2) [statistic, encoder/causal]
+        self.chance = torch.where(causal, chance[:, None, :, 1], chance[:, None, :, 0])
 
 
 class EarlierCSMSums(ChunkReducer):
-    """CSM sums at earlier occurrences and of their rows, folded in the view's CSM walk.
+    """CSM sums at earlier occurrences and of their rows, folded piece by piece in the view's CSM walk (written once:
+    a piece's pair range selects the pair weights it meets).
 
     Attributes:
         sums: (batch, layer * head, 2) float32 CSM summed over [earlier-occurrence pairs, row-mean weights].
@@ -221,13 +229,19 @@ class EarlierCSMSums(ChunkReducer):
     source = "csm"
 
     def __init__(self, view: PairView) -> None:
-        self.weights = earlier_pair_weights(view_earlier(view), view.pair_mask, view.pairs)  # (B, P, 2)
+        rows, cols, _ = view.pair_ends(torch.arange(view.n_pairs, device=view.device))  # (P,) each: the pair table
+        valid = view.tokens[:, rows] & view.tokens[:, cols]  # (B, P) valid pairs
+        self.weights = earlier_pair_weights(view_earlier(view), valid, torch.stack([rows, cols]))  # (B, P, 2)
         self.pairs = self.weights[..., 0].sum(-1)
-        self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, 2, device=view.device)
+        self.n_heads = view.n_heads
+        self.sums = torch.zeros(view.batch_size, view.n_layers * view.n_heads, 2, device=view.device)
 
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        flat = chunk.reshape(stop - start, view.n_layers * view.n_heads, view.n_pairs)
-        self.sums[start:stop] = torch.bmm(flat, self.weights[start:stop])
+    def update(self, view: PairView, piece: Piece) -> None:
+        (p0, p1), values = piece.pairs, piece.values  # values (c, l, H, p1 - p0)
+        count, heads = piece.stop - piece.start, values.shape[1] * values.shape[2]
+        flat = values.reshape(count, heads, p1 - p0)
+        first = piece.layer * self.n_heads
+        self.sums[piece.windows, first : first + heads] += torch.bmm(flat, self.weights[piece.windows, p0:p1])
 
 
 def _induction_update(

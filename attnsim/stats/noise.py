@@ -22,7 +22,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView, head_sums
+from attnsim.stats.pairs import PairView
 
 SCALARS = (
     "explained_short",
@@ -34,88 +34,64 @@ SCALARS = (
 )
 
 
+def rule_counts(view: PairView, index: torch.Tensor, short_range: int) -> torch.Tensor:
+    """Per-head numbers of listed pairs meeting each static rule: short distance (d <= ``short_range``), same
+    sentence, identical tokens, and none of the three (the *rest*).
+
+    Args:
+        view: the batch's view (dense, blockwise or single-window); reads :meth:`~attnsim.stats.pairs.PairView.pair_features`.
+        index: (batch, layer, head, S) pair indices, P in unused slots (high pairs, high-attention pairs, or both).
+        short_range: largest distance counted as short (tokens); a pair without a distance (-1) is never short.
+
+    Returns:
+        (batch, layer, head, 4) in the view's ``sum_dtype``: short, same-sentence, identical, rest.
+    """
+
+    def weigh(f: Dict[str, torch.Tensor]) -> torch.Tensor:  # (B, 1, H, S) -> (B, 1, H, S, 4)
+        short = f["valid"] & (f["distance"] >= 0) & (f["distance"] <= short_range)
+        rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
+        return torch.stack([short, f["same"], f["identical"], rest], -1).to(view.sum_dtype)
+
+    return view.high_sums(index, weigh)
+
+
 def _noise_update(
-    high_index: torch.Tensor,
+    high_rules: torch.Tensor,
+    both_rest: torch.Tensor,
+    region_rest: torch.Tensor,
     high_count: torch.Tensor,
-    attention_index: torch.Tensor,
-    both_index: torch.Tensor,
     both_count: torch.Tensor,
-    pair_weights: torch.Tensor,
-    distance: torch.Tensor,
+    class_counts: torch.Tensor,
+    class_counts_by_distance: torch.Tensor,
     short_range: int,
 ) -> Dict[str, torch.Tensor]:
     """One batch's increments of the :class:`NoiseAccumulator` states.
 
     Args:
-        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
-        high_count: (L, B, H) number of high pairs k.
-        attention_index: (B, L, H, S') pair indices of the high-attention pairs, P in unused slots.
-        both_index: (B, L, H, S) the high pairs that are also high-attention pairs, P elsewhere.
-        both_count: (L, B, H) their number.
-        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
-        distance: (P,) int64 distance of each pair (-1: none, never short).
+        high_rules: (B, L, H, 4) :func:`rule_counts` of the high pairs.
+        both_rest: (B, L, H) high pairs in the rest that are also high-attention pairs; region_rest: (B, L, H)
+            high-attention pairs in the rest (the last column of :func:`rule_counts`).
+        high_count: (B, L, H) number of high pairs k; both_count: (B, L, H) of pairs both high and high-attention.
+        class_counts: (B, 5) pairs of each :data:`~attnsim.stats.pairs.CLASS_TABLES` row;
+            class_counts_by_distance: (B, 5, T) the same at each distance. Their dtype sets the arithmetic's.
         short_range: largest distance counted as short (tokens).
 
     Returns:
-        State name -> float64 increment.
+        State name -> float64 increment, each (L, H).
     """
-    valid, same, identical = pair_weights[..., 0], pair_weights[..., 1], pair_weights[..., 3]
-    short = valid * ((distance >= 0) & (distance <= short_range)).float()  # (B, P); -1: pair without a distance
-    static = torch.maximum(torch.maximum(short, same), identical)  # (B, P): explained without attention
-    # not explained by the static rules: (1 - static) on valid pairs
-    rest = valid - static  # (B, P) 0/1
-    counts = head_sums(high_index, torch.stack([short, same, identical, rest], -1))  # (L, B, H, 4)
-    # high pairs in the rest that are also high-attention; high-attention pairs in the rest
-    high_rest_region = head_sums(both_index, rest[..., None])[..., 0]  # (L, B, H)
-    region_rest = head_sums(attention_index, rest[..., None])[..., 0]  # (L, B, H)
-    k = high_count.float()  # (L, B, H)
-    n = valid.sum(-1)  # (B,)
-    unexplained_pairs = rest.sum(-1)[None, :, None] - region_rest  # (L, B, H): u
+    k = high_count.to(class_counts.dtype)  # (B, L, H)
+    n = class_counts[:, 0]  # (B,)
+    # valid pairs explained by no static rule: neither same-sentence nor identical, and not short
+    rest = class_counts[:, 4] - class_counts_by_distance[:, 4, : short_range + 1].sum(-1)  # (B,)
+    unexplained_pairs = rest[:, None, None] - region_rest  # (B, L, H): u
     return {
-        "high": k.sum(1).double(),
-        "short": counts[..., 0].sum(1).double(),
-        "sentence": counts[..., 1].sum(1).double(),
-        "identical": counts[..., 2].sum(1).double(),
-        "attention": both_count.sum(1).double(),
-        "unexplained": (counts[..., 3] - high_rest_region).sum(1).double(),
-        "unexplained_chance": (k * safe_divide(unexplained_pairs, n[None, :, None].expand_as(k)).nan_to_num(0.0)).sum(1).double(),
-    }
-
-
-def _noise_update_blocks(view: PairView, short_range: int) -> Dict[str, torch.Tensor]:
-    """:func:`_noise_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView` (same increments)."""
-    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
-
-    def classes(index: torch.Tensor) -> Dict[str, torch.Tensor]:
-        # (B, L, H, S) -> each class's count (B, L, H), one layer at a time (bounded memory at long T)
-        out: Dict[str, list] = {"short": [], "same": [], "identical": [], "rest": []}
-        for layer in range(index.shape[1]):
-            f = view.pair_features(index[:, layer : layer + 1])
-            short = f["valid"] & (f["distance"] <= short_range)
-            rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
-            for name, mask in (("short", short), ("same", f["same"]), ("identical", f["identical"]), ("rest", rest)):
-                out[name].append(mask.sum(-1).double())
-        return {name: torch.cat(values, 1) for name, values in out.items()}
-
-    def total(counts: torch.Tensor) -> torch.Tensor:  # (B, L, H) -> (L, B, H)
-        return counts.transpose(0, 1)
-
-    high = classes(view.high_index)
-    high_rest_region = total(classes(view.high_in_attention_index)["rest"])
-    region_rest = total(classes(view.attention_index)["rest"])
-    k = view.high_count.double()
-    n = table[:, 0].sum(-1)
-    far = (torch.arange(view.seq_len, device=table.device) > short_range).double()
-    rest_pairs = (table[:, 4] * far).sum(-1)  # (B,) valid pairs neither short, same-sentence nor identical
-    unexplained_pairs = rest_pairs[None, :, None] - region_rest
-    return {
-        "high": k.sum(1),
-        "short": total(high["short"]).sum(1),
-        "sentence": total(high["same"]).sum(1),
-        "identical": total(high["identical"]).sum(1),
-        "attention": view.high_in_attention.double().sum(1),
-        "unexplained": (total(high["rest"]) - high_rest_region).sum(1),
-        "unexplained_chance": (k * safe_divide(unexplained_pairs, n[None, :, None].expand_as(k)).nan_to_num(0.0)).sum(1),
+        "high": k.sum(0).double(),
+        "short": high_rules[..., 0].sum(0).double(),
+        "sentence": high_rules[..., 1].sum(0).double(),
+        "identical": high_rules[..., 2].sum(0).double(),
+        "attention": both_count.sum(0).double(),
+        "unexplained": (high_rules[..., 3] - both_rest).sum(0).double(),
+        "unexplained_chance": (k * safe_divide(unexplained_pairs, n[:, None, None].expand_as(k)).nan_to_num(0.0)).sum(0).double(),
     }
 
 
@@ -150,14 +126,10 @@ class NoiseAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        if view.blockwise:
-            self.fold(_noise_update_blocks(view, self.short_range))
-            return
-        self.fold(
-            _noise_update(
-                view.high_index, view.high_count, view.attention_index, view.high_in_attention_index, view.high_in_attention, view.pair_weights, view.distance, self.short_range
-            )
-        )
+        both_rest = rule_counts(view, view.high_in_attention_index, self.short_range)[..., 3]
+        region_rest = rule_counts(view, view.attention_index, self.short_range)[..., 3]
+        high = rule_counts(view, view.high_index, self.short_range)
+        self.fold(_noise_update(high, both_rest, region_rest, view.high_count, view.high_in_attention, view.class_counts, view.class_counts_by_distance, self.short_range))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN without high pairs."""

@@ -29,7 +29,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView, head_sums
+from attnsim.stats.pairs import PairView
 
 SCALARS = (
     "identical_high_share",
@@ -43,72 +43,62 @@ SCALARS = (
 )
 
 
-def _repetition_update(
-    high_index: torch.Tensor,
-    high_count: torch.Tensor,
-    pair_weights: torch.Tensor,
-    distance: torch.Tensor,
-    seq_len: int,
-    class_value_sums: torch.Tensor,
-) -> Dict[str, torch.Tensor]:
-    """One batch's increments of the :class:`RepetitionAccumulator` states.
+def high_identical_counts(view: PairView) -> torch.Tensor:
+    """Per-head numbers of identical and of long identical pairs (d >= T/2) among each window's high pairs.
 
     Args:
-        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
-        high_count: (L, B, H) number of high pairs k.
-        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
-        distance: (P,) int64 distance of each pair; long identical pairs have distance >= seq_len / 2.
-        seq_len: T, the window length (also for a padded tail window).
-        class_value_sums: (L, B, H, 5) CSM summed over the pairs of each class.
+        view: the batch's view (dense, blockwise or single-window); reads
+            :attr:`~attnsim.stats.pairs.PairView.high_index` and :meth:`~attnsim.stats.pairs.PairView.pair_features`.
 
     Returns:
-        State name -> float64 increment.
+        (batch, layer, head, 2) in the view's ``sum_dtype``.
     """
-    valid, identical, other = pair_weights[..., 0], pair_weights[..., 3], pair_weights[..., 4]
-    long = identical * (distance >= seq_len / 2).float()  # (B, P)
-    counts = head_sums(high_index, torch.stack([identical, long], -1))  # (L, B, H, 2)
-    k = high_count.float()  # (L, B, H)
-    rate = safe_divide(k, valid.sum(-1)[:, None].expand_as(k)).nan_to_num(0.0)  # (L, B, H): k / n
-    return {
-        "high_identical": counts[..., 0].sum(1).double(),
-        "high_long": counts[..., 1].sum(1).double(),
-        "chance_identical": (rate * identical.sum(-1)[:, None]).sum(1).double(),
-        "chance_long": (rate * long.sum(-1)[:, None]).sum(1).double(),
-        "csm_identical_sum": class_value_sums[..., 3].sum(1).double(),
-        "csm_other_sum": class_value_sums[..., 4].sum(1).double(),
-        "n_identical": identical.sum().double(),
-        "n_long": long.sum().double(),
-        "n_other": other.sum().double(),
-    }
+
+    def weigh(f: Dict[str, torch.Tensor]) -> torch.Tensor:  # one layer's high pairs (B, 1, H, S) -> (B, 1, H, S, 2)
+        identical = f["identical"].to(view.sum_dtype)
+        return torch.stack([identical, identical * (f["distance"] >= view.seq_len / 2).to(view.sum_dtype)], -1)
+
+    return view.high_sums(view.high_index, weigh)
 
 
-def _repetition_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
-    """:func:`_repetition_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView` (same increments)."""
-    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
-    far = (torch.arange(view.seq_len, device=table.device) >= view.seq_len / 2).double()  # (T,)
-    parts = []
-    for layer in range(view.n_layers):  # one layer at a time (bounded memory at long T)
-        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
-        identical = f["identical"].double()
-        long = identical * (f["distance"] >= view.seq_len / 2).double()
-        parts.append(torch.stack([identical.sum(-1), long.sum(-1)], -1))
-    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 2)
-    k = view.high_count.double()
-    n = table[:, 0].sum(-1)
-    n_identical = table[:, 3].sum(-1)  # (B,)
-    n_long = (table[:, 3] * far).sum(-1)
-    rate = safe_divide(k, n[:, None].expand_as(k)).nan_to_num(0.0)
-    class_sums = view.class_value_sums.double()
+def _repetition_update(
+    high_counts: torch.Tensor,
+    high_count: torch.Tensor,
+    class_counts: torch.Tensor,
+    class_counts_by_distance: torch.Tensor,
+    class_value_sums: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`RepetitionAccumulator` states (arXiv:2512.21956, repetition heads).
+
+    Args:
+        high_counts: (B, L, H, 2) :func:`high_identical_counts`.
+        high_count: (B, L, H) number of high pairs k.
+        class_counts: (B, 5) pairs of each :data:`~attnsim.stats.pairs.CLASS_TABLES` row;
+            class_counts_by_distance: (B, 5, T) the same at each distance (long identical pairs: d >= T/2, T the
+            window length, also for a padded tail window). Their dtype sets the arithmetic's.
+        class_value_sums: (B, L, H, 5) CSM summed over the pairs of each class of
+            :data:`~attnsim.stats.pairs.PAIR_CLASSES`.
+
+    Returns:
+        State name -> float64 increment, (L, H) or () for the pair counts.
+    """
+    dtype = class_counts.dtype
+    seq_len = class_counts_by_distance.shape[-1]
+    far = (torch.arange(seq_len, device=class_counts.device) >= seq_len / 2).to(dtype)  # (T,)
+    n, n_identical = class_counts[:, 0], class_counts[:, 3]  # (B,)
+    n_long = (class_counts_by_distance[:, 3] * far).sum(-1)  # (B,)
+    k = high_count.to(dtype)  # (B, L, H)
+    rate = safe_divide(k, n[:, None, None].expand_as(k)).nan_to_num(0.0)  # (B, L, H): k / n
     return {
-        "high_identical": counts[..., 0].sum(1),
-        "high_long": counts[..., 1].sum(1),
-        "chance_identical": (rate * n_identical[:, None]).sum(1),
-        "chance_long": (rate * n_long[:, None]).sum(1),
-        "csm_identical_sum": class_sums[..., 3].sum(1),
-        "csm_other_sum": class_sums[..., 4].sum(1),
-        "n_identical": n_identical.sum(),
-        "n_long": n_long.sum(),
-        "n_other": (n - n_identical).sum(),
+        "high_identical": high_counts[..., 0].sum(0).double(),
+        "high_long": high_counts[..., 1].sum(0).double(),
+        "chance_identical": (rate * n_identical[:, None, None]).sum(0).double(),
+        "chance_long": (rate * n_long[:, None, None]).sum(0).double(),
+        "csm_identical_sum": class_value_sums[..., 3].sum(0).double(),
+        "csm_other_sum": class_value_sums[..., 4].sum(0).double(),
+        "n_identical": n_identical.sum().double(),
+        "n_long": n_long.sum().double(),
+        "n_other": (n - n_identical).sum().double(),
     }
 
 
@@ -155,10 +145,7 @@ class RepetitionAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         # the class sums are shared with the sentence and region statistics
-        if view.blockwise:
-            self.fold(_repetition_update_blocks(view))
-            return
-        self.fold(_repetition_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.seq_len, view.class_value_sums))
+        self.fold(_repetition_update(high_identical_counts(view), view.high_count, view.class_counts, view.class_counts_by_distance, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined (e.g. no identical pairs)."""

@@ -38,7 +38,7 @@ from typing import Dict, Mapping
 import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView, head_sums
+from attnsim.stats.pairs import PairView
 
 SCALARS = (
     "same_sentence_share",
@@ -53,83 +53,68 @@ SCALARS = (
 )
 
 
-def _sentence_update(
-    high_index: torch.Tensor,
-    high_count: torch.Tensor,
-    pair_weights: torch.Tensor,
-    distance: torch.Tensor,
-    distance_onehot: torch.Tensor,
-    class_value_sums: torch.Tensor,
-) -> Dict[str, torch.Tensor]:
-    """One batch's increments of the :class:`SentenceAccumulator` states.
+def high_sentence_counts(view: PairView) -> torch.Tensor:
+    """Per-head sums over each window's high pairs: same-sentence pairs, their distances, and the distance-matched
+    chance of each high pair (``n_s,d / n_d`` at its distance d).
 
     Args:
-        high_index: (B, L, H, S) int64 pair indices of the high pairs, P in unused slots.
-        high_count: (L, B, H) number of high pairs k.
-        pair_weights: (B, P, 5) 0/1 pair classes: valid, same, cross, identical, other.
-        distance: (P,) int64 distance of each pair; distance_onehot: (P, T) its one-hot.
-        class_value_sums: (L, B, H, 5) CSM summed over the pairs of each class.
+        view: the batch's view (dense, blockwise or single-window); reads :attr:`~attnsim.stats.pairs.PairView.high_index`,
+            :meth:`~attnsim.stats.pairs.PairView.pair_features` and
+            :attr:`~attnsim.stats.pairs.PairView.class_counts_by_distance`.
 
     Returns:
-        State name -> float64 increment.
+        (batch, layer, head, 3) in the view's ``sum_dtype``: same-sentence high pairs, the sum of their distances
+        (tokens), and the distance-matched chance summed over the high pairs.
     """
-    valid, same, cross = pair_weights[..., 0], pair_weights[..., 1], pair_weights[..., 2]
-    length = distance.float()  # (P,)
-    # share of same-sentence pairs among valid pairs at each distance, per window: (B, T)
-    same_at = safe_divide(same @ distance_onehot, valid @ distance_onehot).nan_to_num(0.0)
-    matched = same_at[:, distance] * valid  # (B, P): n_s,d / n_d at the pair's distance
-    counts = head_sums(high_index, torch.stack([same, same * length, matched], -1))  # (L, B, H, 3)
-    k = high_count.float()  # (L, B, H)
-    n = valid.sum(-1)  # (B,)
-    n_same = same.sum(-1)  # (B,)
+    table = view.class_counts_by_distance  # (B, 5, T): valid, same, cross, identical, neither
+    same_at = safe_divide(table[:, 1], table[:, 0]).nan_to_num(0.0)  # (B, T): share of same-sentence pairs at each distance
+
+    def weigh(f: Dict[str, torch.Tensor]) -> torch.Tensor:  # one layer's high pairs (B, 1, H, S) -> (B, 1, H, S, 3)
+        same = f["same"].to(view.sum_dtype)
+        distance = f["distance"].clamp_min(0)  # a pair without a distance (-1) is in no sentence (image patches)
+        matched = same_at[:, None, None, :].expand(*distance.shape[:-1], -1).gather(-1, distance) * f["valid"].to(view.sum_dtype)
+        return torch.stack([same, same * distance.to(view.sum_dtype), matched], -1)
+
+    return view.high_sums(view.high_index, weigh)
+
+
+def _sentence_update(
+    high_counts: torch.Tensor,
+    high_count: torch.Tensor,
+    class_counts: torch.Tensor,
+    class_counts_by_distance: torch.Tensor,
+    class_value_sums: torch.Tensor,
+) -> Dict[str, torch.Tensor]:
+    """One batch's increments of the :class:`SentenceAccumulator` states (arXiv:2512.21956, same-sentence preference).
+
+    Args:
+        high_counts: (B, L, H, 3) :func:`high_sentence_counts`.
+        high_count: (B, L, H) number of high pairs k.
+        class_counts: (B, 5) pairs of each :data:`~attnsim.stats.pairs.CLASS_TABLES` row;
+            class_counts_by_distance: (B, 5, T) the same at each distance. Their dtype sets the arithmetic's.
+        class_value_sums: (B, L, H, 5) CSM summed over the pairs of each class of
+            :data:`~attnsim.stats.pairs.PAIR_CLASSES`.
+
+    Returns:
+        State name -> float64 increment, (L, H) or () for ``n_same`` and ``n_cross``.
+    """
+    dtype = class_counts.dtype
+    k = high_count.to(dtype)  # (B, L, H)
+    n, n_same = class_counts[:, 0], class_counts[:, 1]  # (B,)
     share = safe_divide(n_same, n).nan_to_num(0.0)  # (B,)
-    mean_same_distance = safe_divide((same * length).sum(-1), n_same).nan_to_num(0.0)  # (B,)
+    length = torch.arange(class_counts_by_distance.shape[-1], dtype=dtype, device=class_counts.device)
+    mean_same_distance = safe_divide((class_counts_by_distance[:, 1] * length).sum(-1), n_same).nan_to_num(0.0)  # (B,)
     return {
-        "high": k.sum(1).double(),
-        "high_same": counts[..., 0].sum(1).double(),
-        "chance_same": (k * share[:, None]).sum(1).double(),
-        "matched_same": counts[..., 2].sum(1).double(),
-        "high_same_distance": counts[..., 1].sum(1).double(),
-        "chance_same_distance": (counts[..., 0] * mean_same_distance[:, None]).sum(1).double(),
-        "csm_same_sum": class_value_sums[..., 1].sum(1).double(),
-        "csm_cross_sum": class_value_sums[..., 2].sum(1).double(),
+        "high": k.sum(0).double(),
+        "high_same": high_counts[..., 0].sum(0).double(),
+        "chance_same": (k * share[:, None, None]).sum(0).double(),
+        "matched_same": high_counts[..., 2].sum(0).double(),
+        "high_same_distance": high_counts[..., 1].sum(0).double(),
+        "chance_same_distance": (high_counts[..., 0] * mean_same_distance[:, None, None]).sum(0).double(),
+        "csm_same_sum": class_value_sums[..., 1].sum(0).double(),
+        "csm_cross_sum": class_value_sums[..., 2].sum(0).double(),
         "n_same": n_same.sum().double(),
-        "n_cross": cross.sum().double(),
-    }
-
-
-def _sentence_update_blocks(view: PairView) -> Dict[str, torch.Tensor]:
-    """:func:`_sentence_update` from a :class:`~attnsim.stats.pairs.blocks.BlockPairView`: the high pairs' classes
-    decoded from their indices, the windows' pair counts from its tables by distance (the same increments)."""
-    table = view.by_distance  # (B, 5, T) float64: valid, same, cross, identical, neither
-    valid_at, same_at_count = table[:, 0], table[:, 1]
-    same_at = safe_divide(same_at_count, valid_at).nan_to_num(0.0)  # (B, T)
-    parts = []
-    for layer in range(view.n_layers):  # one layer's k pairs per head at a time (bounded memory at long T)
-        f = view.pair_features(view.high_index[:, layer : layer + 1])  # (B, 1, H, S)
-        same = f["same"].double()
-        distance = f["distance"]
-        matched = same_at[:, None, None, :].expand(*distance.shape[:-1], -1).gather(-1, distance) * f["valid"].double()
-        parts.append(torch.stack([same.sum(-1), (same * distance.double()).sum(-1), matched.sum(-1)], -1))
-    counts = torch.cat(parts, 1).transpose(0, 1)  # (L, B, H, 3)
-    k = view.high_count.double()
-    n = valid_at.sum(-1)
-    n_same = same_at_count.sum(-1)
-    share = safe_divide(n_same, n).nan_to_num(0.0)
-    length = torch.arange(view.seq_len, dtype=torch.float64, device=table.device)
-    mean_same_distance = safe_divide((same_at_count * length).sum(-1), n_same).nan_to_num(0.0)
-    class_sums = view.class_value_sums.double()
-    return {
-        "high": k.sum(1),
-        "high_same": counts[..., 0].sum(1),
-        "chance_same": (k * share[:, None]).sum(1),
-        "matched_same": counts[..., 2].sum(1),
-        "high_same_distance": counts[..., 1].sum(1),
-        "chance_same_distance": (counts[..., 0] * mean_same_distance[:, None]).sum(1),
-        "csm_same_sum": class_sums[..., 1].sum(1),
-        "csm_cross_sum": class_sums[..., 2].sum(1),
-        "n_same": n_same.sum(),
-        "n_cross": table[:, 2].sum(),
+        "n_cross": class_counts[:, 2].sum().double(),
     }
 
 
@@ -173,10 +158,7 @@ class SentenceAccumulator(Accumulator):
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         # the class sums are shared with the repetition and region statistics
-        if view.blockwise:
-            self.fold(_sentence_update_blocks(view))
-            return
-        self.fold(_sentence_update(view.high_index, view.high_count, view.pair_weights, view.distance, view.distance_onehot, view.class_value_sums))
+        self.fold(_sentence_update(high_sentence_counts(view), view.high_count, view.class_counts, view.class_counts_by_distance, view.class_value_sums))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN where undefined (no high pairs, no same-sentence pairs)."""

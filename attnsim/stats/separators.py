@@ -44,7 +44,7 @@ import torch
 
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
-from attnsim.stats.pairs import ChunkReducer, PairView
+from attnsim.stats.pairs import ChunkReducer, PairView, Piece
 
 CATEGORIES = ("cls", "sep", "period", "comma")  # attention_separators is the mass on their union
 EXTRA_CATEGORIES = ("newline",)  # reported on their own, outside the union
@@ -103,15 +103,18 @@ def visible_keys(keys: torch.Tensor, causal: bool) -> torch.Tensor:
 
 
 class SeparatorSums(ChunkReducer):
-    """Per-window attention sums of the separator statistics, folded in the view's attention walk.
+    """Per-window attention sums of the separator statistics, folded piece by piece in the view's attention walk
+    (Clark et al. 2019, "What does BERT look at?": attention to [CLS], [SEP] and punctuation, entropy, distance).
 
-    Queries are the tokens that enter statistics, keys every real token (see the module docstring).
+    Queries are the tokens that enter statistics, keys every real token (see the module docstring). Written once
+    for every path: a dense piece holds every query row of a chunk of windows, a blockwise piece one block of rows
+    of one window and layer; every sum below is a sum over rows.
 
     Attributes:
-        key_mass: (batch, layer * head, T) float32 attention each key receives, summed over the queries:
+        key_mass: (batch, layer, head, T) float32 attention each key receives, summed over the queries:
             ``sum_i query[i] A[i, j]``.
-        distance: (batch, layer * head) float32 ``sum_i sum_j A[i, j] |i - j|`` over queries i and keys j (tokens).
-        entropy: (batch, layer * head) float32 ``-sum_i sum_j A[i, j] ln A[i, j]`` over queries i and keys j
+        distance: (batch, layer, head) float32 ``sum_i sum_j A[i, j] |i - j|`` over queries i and keys j (tokens).
+        entropy: (batch, layer, head) float32 ``-sum_i sum_j A[i, j] ln A[i, j]`` over queries i and keys j
             (nats; 0 ln 0 = 0: probabilities are clamped to :data:`TINY` inside the log).
 
     Raises:
@@ -121,42 +124,35 @@ class SeparatorSums(ChunkReducer):
     source = "attention"
 
     def __init__(self, view: PairView) -> None:
-        heads = view.n_layers * view.n_heads
-        self.key_mass = torch.empty(view.batch_size, heads, view.seq_len, device=view.device)
-        self.distance = torch.empty(view.batch_size, heads, device=view.device)
-        self.entropy = torch.zeros(view.batch_size, heads, device=view.device)
+        lead = (view.batch_size, view.n_layers, view.n_heads)
+        self.key_mass = torch.zeros(*lead, view.seq_len, device=view.device)
+        self.distance = torch.zeros(lead, device=view.device)
+        self.entropy = torch.zeros(lead, device=view.device)
         self.queries = view.tokens.float()  # (B, T)
         self.keys = view.batch["attention_mask"].float()  # (B, T)
         self.whole = ((self.queries > 0) & (self.keys > 0)).all(-1).tolist()  # per window: every position a query and a key
         position = torch.arange(view.seq_len, device=view.device, dtype=torch.float32)
         self.gap = (position[:, None] - position[None, :]).abs()  # (T, T) |i - j|
 
-    def update(self, view: PairView, start: int, stop: int, chunk: torch.Tensor) -> None:
-        count, heads, seq_len = stop - start, chunk.shape[1], view.seq_len
-        q, k = self.queries[start:stop], self.keys[start:stop]
-        self.key_mass[start:stop] = (q[:, None, None, :] @ chunk)[..., 0, :]  # (c, L*H, T): sum_i q_i A[i, j]
-        query_key = q[:, :, None] * k[:, None, :]  # (c, T, T): statistic query i, real key j
-        cells = chunk.view(count, heads, seq_len * seq_len)  # query-major cells i * T + j
+    def update(self, view: PairView, piece: Piece) -> None:
+        windows, layers, values = piece.windows, piece.layers, piece.values  # values (c, l, H, rows, K)
+        (r0, r1), keys = piece.rows, piece.keys
+        q = self.queries[windows, r0:r1]  # (c, rows)
+        self.key_mass[windows, layers, :, :keys] += (q[:, None, None, None, :] @ values)[..., 0, :]  # sum_i q_i A[i, j]
+        query_key = q[:, :, None] * self.keys[windows, None, :keys]  # (c, rows, K): statistic query i, real key j
         # summed by torch's cascade sum, not a float32 matrix-vector product: BLAS accumulates the T x T cells
         # one after the other (4e-5 relative error at T = 256, growing with T), the cascade sum stays near 1e-7
-        self.distance[start:stop] = (cells * (query_key * self.gap).reshape(count, 1, -1)).sum(-1)
+        self.distance[windows, layers] += (values * (query_key * self.gap[r0:r1, :keys])[:, None, None]).sum((-1, -2))
         # the entropy's log is the costliest step: only the span of real tokens is taken (outside it
         # every query or key weight is 0)
-        first, last = view.real_span(start, stop)
-        if last > first:
-            span = chunk[..., first:last, first:last]  # (c, L*H, n, n)
-            plogp = span.clamp_min(TINY).log_().mul_(span).reshape(count, heads, -1)
-            if not all(self.whole[start:stop]):  # some position is not a query or key: weigh each cell
-                plogp = plogp * query_key[:, first:last, first:last].reshape(count, 1, -1)
-            self.entropy[start:stop] = -plogp.sum(-1)  # else every weight is 1: no product
-
-    @classmethod
-    def from_blocks(cls, view: PairView) -> "SeparatorSums":
-        """The blockwise view's counterpart: the same sums from its recomputed attention blocks."""
-        walked = view.walk("attention")
-        out = cls.__new__(cls)
-        out.key_mass, out.distance, out.entropy = walked["key_mass"], walked["distance"], walked["entropy"]
-        return out
+        first, last = view.real_span(piece.start, piece.stop)
+        top, bottom, right = max(first, r0), min(last, r1), min(last, keys)
+        if bottom > top and right > first:
+            span = values[..., top - r0 : bottom - r0, first:right]  # (c, l, H, n, m)
+            plogp = span.clamp_min(TINY).log_().mul_(span)
+            if not all(self.whole[windows]):  # some position is not a query or key: weigh each cell
+                plogp = plogp * query_key[:, None, None, top - r0 : bottom - r0, first:right]
+            self.entropy[windows, layers] -= plogp.sum((-1, -2))  # else every weight is 1: no product
 
 
 def _separator_update(
@@ -260,10 +256,9 @@ class SeparatorAccumulator(Accumulator):
         if not view.has_attention:
             raise ValueError("The separators statistics need attention probabilities; the finding must set needs_attention = True.")
         sums = view.reduced(SeparatorSums)
-        shape = (view.batch_size, view.n_layers, view.n_heads)
-        key_mass = sums.key_mass.reshape(*shape, -1).transpose(0, 1)  # (L, B, H, T)
-        entropy = sums.entropy.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
-        distance = sums.distance.reshape(*shape, 1).transpose(0, 1)[..., 0]  # (L, B, H)
+        key_mass = sums.key_mass.transpose(0, 1)  # (L, B, H, T)
+        entropy = sums.entropy.transpose(0, 1)  # (L, B, H)
+        distance = sums.distance.transpose(0, 1)  # (L, B, H)
         self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids, self.first, self.union, self.causal))
         if self.seq_len is not None:
             keys = view.batch["attention_mask"].double()  # (B, T) real keys

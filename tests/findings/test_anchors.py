@@ -27,16 +27,16 @@ def hand_view():
 
 
 def anchors_of(view):
-    return window_anchors(view.high_index, view.high_count, view.pairs, view.batch["input_ids"])
+    return window_anchors(view.high_index, view.high_count, view.pair_ends, view.batch["input_ids"])
 
 
 def test_window_anchors_by_hand():
     position, token, share, has = anchors_of(hand_view())
     # window 0: head 0 token 1 in 3 pairs; head 1 token 5 in 2; head 2 as head 0
     # window 1: head 0 token 3 in 2; head 1 token 0 in 3; head 2 token 4 in 2
-    assert position[0].tolist() == [[1, 5, 1], [3, 0, 4]]
-    assert token[0].tolist() == [[7, SEP, 7], [7, CLS, 9]]
-    assert torch.allclose(share[0], torch.tensor([[1.0, 2 / 3, 1.0], [2 / 3, 1.0, 2 / 3]]))
+    assert position[:, 0].tolist() == [[1, 5, 1], [3, 0, 4]]
+    assert token[:, 0].tolist() == [[7, SEP, 7], [7, CLS, 9]]
+    assert torch.allclose(share[:, 0], torch.tensor([[1.0, 2 / 3, 1.0], [2 / 3, 1.0, 2 / 3]]))
     assert has.all()
 
 

@@ -29,7 +29,7 @@ class HandView(PairView):
         super().__init__(torch.zeros(n_layers, batch_size, n_heads, seq_len, 1), batch, attention, **settings)
         self.hand_csm = csm
 
-    narrow_csm = False  # the CSM is given, not a float32 product to certify
+    _narrow_csm = False  # the CSM is given, not a float32 product to certify
 
     def _csm_chunk(self, start: int, stop: int) -> torch.Tensor:
         return self.hand_csm.transpose(0, 1)[start:stop].float()

@@ -66,7 +66,7 @@ def test_cosine_normalisation():
 def test_pair_values_and_top_fraction_high_pairs():
     view = view_of([Z], [4], 4)
     assert pair_values(CSM).tolist() == VALUES
-    assert view.distance.tolist() == [1, 2, 3, 1, 2, 1]
+    assert view.pair_features(torch.arange(6)[None])["distance"][0].tolist() == [1, 2, 3, 1, 2, 1]
     # k = round(0.34 * 6) = 2: the two pairs with CSM 2, (0,3) and (2,3)
     assert view.high_index[0, 0, 0].tolist() == [2, 5]
     assert dense_pairs(view.high_index, 6)[0, 0, 0].tolist() == [False, False, True, False, False, True]
@@ -94,22 +94,28 @@ def test_zscore_rule_through_the_view():
     # window 1: only tokens 0..2 real, pairs (0,1) (0,2) (1,2) = 0, 1, 1 (mean 2/3, std 0.471): z of 1 = 0.71
     view = PairView(torch.stack([Z, Z])[None, :, None], batch_of([4, 3], 4), high_rule="zscore", zscore=0.7)
     assert view.high_index[:, 0, 0].tolist() == [[2, 5], [1, 3]]  # window 1: (0,2) and (1,2); slots padded to 2
-    assert view.high_count[0, :, 0].tolist() == [2, 2]
+    assert view.high_count[:, 0, 0].tolist() == [2, 2]
     strict = PairView(torch.stack([Z, Z])[None, :, None], batch_of([4, 3], 4), high_rule="zscore", zscore=1.0)
     assert strict.high_index[:, 0, 0].tolist() == [[2, 5], [6, 6]]  # window 1 has no pair above 1.0: sentinel P = 6
-    assert strict.high_count[0, :, 0].tolist() == [2, 0]
+    assert strict.high_count[:, 0, 0].tolist() == [2, 0]
 
 
 def test_functional_update_and_compute_with_hand_made_tensors():
     # one layer, one head, T = 3: pairs (0,1) (0,2) (1,2) at distances 1 2 1; one window, all valid
     by_pair = torch.tensor([[[2.0, -1.0, 4.0]]])
     # shifted sums (B, L, H) about K = 1: deviations 1, -2, 3
-    sums = SimpleNamespace(shift=torch.tensor([[[1.0]]]), shifted=torch.tensor([[[2.0]]]), squares=torch.tensor([[[1.0 + 4.0 + 9.0]]]))
-    valid = torch.ones(1, 3)
-    onehot = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    sums = SimpleNamespace(
+        by_pair=by_pair,
+        distance_sum=torch.tensor([[[0.0, 6.0, -1.0]]]),  # by distance: 2 + 4 at d = 1, -1 at d = 2
+        shift=torch.tensor([[[1.0]]]),
+        shifted=torch.tensor([[[2.0]]]),
+        squares=torch.tensor([[[1.0 + 4.0 + 9.0]]]),
+    )
+    class_counts = torch.tensor([[3.0, 0.0, 0.0, 0.0, 3.0]])  # 3 valid pairs, no sentence, none identical
+    by_distance = torch.tensor([[0.0, 2.0, 1.0]])[:, None].expand(1, 5, 3) * torch.tensor([1.0, 0, 0, 0, 1])[None, :, None]
     high = torch.tensor([[[0.0, 1.0, 0.0]]])  # one high pair, at distance 1
     chance = torch.tensor([[[0.0, 2 / 3, 1 / 3]]])
-    state = _csm_update(by_pair, sums, valid, onehot, high, chance)
+    state = _csm_update(sums, class_counts, by_distance, torch.ones(1, 3, dtype=torch.bool), high, chance)
     assert state["pair_count"].item() == 3 and state["csm_window_sum"].tolist() == [[5.0]]
     assert state["csm_centred"].item() == pytest.approx(14 - 4 / 3)  # Σ (x - 5/3)² = 38/3
     assert state["distance_sum"].tolist() == [[[0.0, 6.0, -1.0]]] and state["distance_count"].tolist() == [0.0, 2.0, 1.0]
@@ -224,7 +230,7 @@ def test_specials_excluded_when_configured():
     z = Z.reshape(1, 1, 1, 4, 2)
     view = PairView(z, batch, include_special=False, top_fraction=0.34)
     # only pairs among tokens 1..3 remain: (1,2) (1,3) (2,3)
-    assert view.pair_mask[0].tolist() == [False, False, False, True, True, True]
+    assert view.pair_features(torch.arange(6)[None])["valid"][0].tolist() == [False, False, False, True, True, True]
     acc = CSMAccumulator(1, 1, 4)
     acc.update(view)
     assert acc.compute()["mean"][0, 0].item() == pytest.approx((1 + 0 + 2) / 3)

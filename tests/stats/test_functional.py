@@ -34,9 +34,11 @@ def weights(same=(), cross=(), identical=()) -> torch.Tensor:
     return out
 
 
-def index(*slots) -> torch.Tensor:
-    """(1, 1, 1, S) pair indices of one window, layer and head."""
-    return torch.tensor(slots)[None, None, None]
+def tables(pair_weights: torch.Tensor) -> tuple:
+    """(class_counts (1, 5), class_counts_by_distance (1, 5, T)) of :data:`CLASS_TABLES` from (1, 6, 5) pair classes."""
+    valid, same, cross, identical = (pair_weights[..., i] for i in range(4))
+    rows = torch.stack([valid, same, cross, identical, valid * (1 - same) * (1 - identical)], 1)  # (1, 5, P)
+    return rows.sum(-1), rows @ ONEHOT
 
 
 def approx(out: dict, want: dict) -> None:
@@ -47,7 +49,8 @@ def approx(out: dict, want: dict) -> None:
 def test_repetition():
     # identical pairs (0,3) d=3 and (1,2) d=1; high pairs (0,3) and (2,3); long: d >= T/2 = 2
     class_sums = torch.tensor([0.0, 0.0, 0.0, 5.0, 3.0])[None, None, None]
-    state = _repetition_update(index(2, 5), torch.tensor([[[2]]]), weights(identical=(2, 3)), DISTANCE, 4, class_sums)
+    high_counts = torch.tensor([1.0, 1.0])[None, None, None]  # (B, L, H, 2): high pair 2 is identical and long
+    state = _repetition_update(high_counts, torch.tensor([[[2]]]), *tables(weights(identical=(2, 3))), class_sums)
     approx(state, {"high_identical": 1, "high_long": 1, "chance_identical": 2 / 3, "chance_long": 1 / 3, "n_identical": 2, "n_long": 1, "n_other": 4})
     approx(
         _repetition_compute(state),
@@ -58,7 +61,9 @@ def test_repetition():
 def test_sentences():
     # sentence {0, 1, 2} and token 3 in another; high pairs (0,1) same d=1 and (0,3) cross d=3
     class_sums = torch.tensor([0.0, 6.0, 3.0, 0.0, 0.0])[None, None, None]
-    state = _sentence_update(index(0, 2), torch.tensor([[[2]]]), weights(same=(0, 1, 3), cross=(2, 4, 5)), DISTANCE, ONEHOT, class_sums)
+    # per head: same-sentence high pairs 1, their distance 1, distance-matched chance 2/3 (pair 0 at d = 1) + 0
+    high_counts = torch.tensor([1.0, 1.0, 2 / 3])[None, None, None]
+    state = _sentence_update(high_counts, torch.tensor([[[2]]]), *tables(weights(same=(0, 1, 3), cross=(2, 4, 5))), class_sums)
     # same-sentence share of valid pairs by distance: d1 2/3, d2 1/2, d3 0; mean same-sentence distance 4/3
     approx(state, {"high": 2, "high_same": 1, "chance_same": 1, "matched_same": 2 / 3, "high_same_distance": 1, "chance_same_distance": 4 / 3, "n_same": 3, "n_cross": 3})
     approx(
@@ -70,13 +75,15 @@ def test_sentences():
 def test_noise():
     # short (d <= 1): 0, 3, 5; same sentence: 0, 1, 3; identical: 2 -> unexplained by them: pair 4 only.
     # high pairs 2 (identical) and 4 (none); high-attention pairs 5 and (one slot unused) 6
-    state = _noise_update(index(2, 4), torch.tensor([[[2]]]), index(5, 6), index(6, 6), torch.tensor([[[0.0]]]), weights(same=(0, 1, 3), identical=(2,)), DISTANCE, 1)
+    high_rules = torch.tensor([0.0, 0.0, 1.0, 1.0])[None, None, None]  # short, same, identical, rest of the high pairs
+    no = torch.tensor([[[0.0]]])  # no high pair in the region; the region's pair 5 is short (not in the rest)
+    state = _noise_update(high_rules, no, no, torch.tensor([[[2]]]), no, *tables(weights(same=(0, 1, 3), identical=(2,))), 1)
     approx(state, {"high": 2, "short": 0, "sentence": 0, "identical": 1, "attention": 0, "unexplained": 1, "unexplained_chance": 2 / 6})
     approx(_noise_compute(state), {"explained_identical": 0.5, "explained_attention": 0.0, "unexplained_share": 0.5, "unexplained_share_chance": 1 / 6})
 
 
 def test_attention_regions():
-    state = _region_update(torch.tensor([[[1.0]]]), torch.tensor([[[2]]]), torch.tensor([[[2.0]]]), torch.ones(1, 6), torch.tensor([[[7.0]]]), torch.tensor([[[10.0]]]))
+    state = _region_update(torch.tensor([[[1.0]]]), torch.tensor([[[2]]]), torch.tensor([[[2.0]]]), torch.tensor([6.0]), torch.tensor([[[7.0]]]), torch.tensor([[[10.0]]]))
     # union 3; chance overlap E = 2 * 2 / 6; outside: CSM 3 over 4 pairs
     approx(
         _region_compute(state),

@@ -2,8 +2,13 @@
 
 - :mod:`attnsim.stats.pairs.geometry`: pair space, distances, the CSM, pair masks and classes.
 - :mod:`attnsim.stats.pairs.selection`: the high-pair rules (top fraction, z-score) and their tie rule.
-- :mod:`attnsim.stats.pairs.view`: :class:`PairView`, the quantities several findings share, computed
-  in one walk over the batch that also runs the findings' own :class:`ChunkReducer` s.
+- :mod:`attnsim.stats.pairs.view`: :class:`PairView`, the statistics' one contract: the published quantities
+  every statistic reads, alike on the dense path, the blockwise path (:mod:`attnsim.stats.pairs.blocks`) and a
+  single window (:meth:`PairView.single_window`).
+- :mod:`attnsim.stats.pairs.reducers`: the reducer protocol (:class:`ChunkReducer`, :class:`Piece`): a statistic's
+  per-batch sums, folded in the view's window walks on every path.
+- :mod:`attnsim.stats.pairs.shared`: the dense walk's own reducers (high pairs, class sums, :class:`PairSums`,
+  :class:`TieCounts`).
 """
 
 from attnsim.stats.pairs.geometry import (
@@ -20,11 +25,14 @@ from attnsim.stats.pairs.geometry import (
     token_mask,
     valid_pairs,
 )
+from attnsim.stats.pairs.reducers import SOURCES, ChunkReducer, Piece
 from attnsim.stats.pairs.selection import (
     SELECTION_BLOCK,
     dense_pairs,
     exact_top,
     exact_top_per_row,
+    head_sums,
+    indexed_sums,
     mask_index,
     pad_slots,
     partition_top,
@@ -34,16 +42,12 @@ from attnsim.stats.pairs.selection import (
     top_indices,
     zscore_pairs,
 )
+from attnsim.stats.pairs.shared import PairSums, TieCounts
 from attnsim.stats.pairs.view import (
     CHUNK_ELEMENTS_ACCELERATOR,
     CHUNK_ELEMENTS_CPU,
-    SOURCES,
-    ChunkReducer,
-    PairSums,
+    CLASS_TABLES,
     PairView,
-    TieCounts,
-    head_sums,
-    indexed_sums,
 )
 
 __all__ = [
@@ -74,7 +78,9 @@ __all__ = [
     "CHUNK_ELEMENTS_ACCELERATOR",
     "CHUNK_ELEMENTS_CPU",
     "SOURCES",
+    "CLASS_TABLES",
     "ChunkReducer",
+    "Piece",
     "PairSums",
     "PairView",
     "TieCounts",

@@ -19,9 +19,13 @@ walks each window one block of ``block_rows`` query rows at a time instead:
 - **Pair classes**: counted by distance per window ((window, class, T) tables) from the token arrays;
   the classes of listed pairs (high pairs) are decoded from their indices (:meth:`BlockPairView.pair_features`).
 
-Each reducer of the dense view has a blockwise counterpart filled from the same two walks; a reducer
-class without one (``from_blocks``) is refused with a clear error. Results equal the dense view's
-to float32 rounding (sums) and exactly (high pairs, up to float32 near-ties of recomputed attention).
+The view publishes the same members as :class:`~attnsim.stats.pairs.PairView` (the contract, see
+:mod:`attnsim.stats.pairs.view`), so every statistic runs unchanged: its own reducers receive one
+:class:`~attnsim.stats.pairs.reducers.Piece` per window, layer and block of rows of the walk of their source, and
+the view's own shared quantities (high pairs, class sums, :class:`~attnsim.stats.pairs.PairSums`,
+:class:`~attnsim.stats.pairs.TieCounts`) come from the block walks below. This module computes no statistic's sums.
+Results equal the dense view's to float32 rounding (sums) and exactly (high pairs, up to float32 near-ties of
+recomputed attention).
 """
 
 from __future__ import annotations
@@ -33,16 +37,11 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 import torch
 
-from attnsim.stats.pairs.geometry import csm_window_mean, product_error, similarity_rows
+from attnsim.stats.pairs.geometry import POOL_ABOVE, csm_window_mean, pool_cell, product_error, similarity_rows
+from attnsim.stats.pairs.reducers import ChunkReducer, Piece
 from attnsim.stats.pairs.scores import masked_scores
-from attnsim.stats.pairs.view import ChunkReducer, Layers, PairView
-
-POOL_ABOVE = 512
-"""Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
-
-CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
-"""Rows of :attr:`BlockPairView.by_distance`: valid pairs, same-sentence, cross-sentence, identical-token,
-and valid pairs that are neither same-sentence nor identical (the noise statistic's static rest)."""
+from attnsim.stats.pairs.shared import PairSums, TieCounts, _ClassSums, _HighAttentionPairs, _HighPairs
+from attnsim.stats.pairs.view import CLASS_TABLES, Layers, PairView
 
 BLOCK_ELEMENTS = 1 << 22
 """Largest number of elements of one block's (head, rows, T) tensors (``capture.block_rows`` is lowered to fit)."""
@@ -150,6 +149,29 @@ def _diagonal_sums(block: torch.Tensor, start: int) -> torch.Tensor:
     return out.reshape(*lead, width)
 
 
+_OWN = (_ClassSums, _HighPairs, TieCounts, PairSums, _HighAttentionPairs)
+"""The view's own shared quantities: the dense walk runs these reducers, the block walk computes them itself."""
+
+_FIELDS = {
+    _ClassSums: {"sums": "class_sums"},
+    _HighPairs: {"index": "high_index"},
+    TieCounts: {"decided": "tie_decided"},
+    PairSums: {name: name for name in ("by_pair", "pool_sum", "pool_count", "distance_sum", "shift", "shifted", "squares")},
+    _HighAttentionPairs: {"index": "attention_index"},
+}
+
+
+class _Results(ChunkReducer):
+    """The block walk's results under the attribute names of a dense reducer (given as keywords)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+def _record(kind: Type[ChunkReducer], results: Dict[str, Any]) -> ChunkReducer:
+    return _Results(**{attribute: results[key] for attribute, key in _FIELDS[kind].items()})
+
+
 class BlockPairView(PairView):
     """:class:`PairView` computed one block of query rows at a time (see the module docstring).
 
@@ -165,8 +187,6 @@ class BlockPairView(PairView):
         ValueError: the ``zscore`` high rule, or image positions (the blockwise view serves text windows).
     """
 
-    blockwise = True
-
     def __init__(self, vectors: Layers, batch: Dict[str, torch.Tensor], query_keys: Optional[Sequence[Any]] = None, block_rows: int = 256, **settings: Any):
         super().__init__(vectors, batch, None, **settings)
         if self.high_rule == "zscore":
@@ -174,10 +194,10 @@ class BlockPairView(PairView):
         if self.positions is not None:
             raise ValueError("The blockwise path serves text windows; image tokens (positions) use capture.path=dense.")
         self.query_keys = tuple(query_keys) if query_keys is not None else None
-        self.cell = max(1, -(-self.seq_len // POOL_ABOVE)) if self.seq_len > POOL_ABOVE else 1
+        self._cell = pool_cell(self.seq_len)
         # a block's (head, rows, T) float32 tensors stay within BLOCK_ELEMENTS (16 MB): fewer rows for long windows
         rows = max(1, min(block_rows, BLOCK_ELEMENTS // max(1, self.n_heads * self.seq_len)))
-        self.block_rows = max(self.cell, rows // self.cell * self.cell)
+        self.block_rows = max(self._cell, rows // self._cell * self._cell)
         self._results: Dict[str, Dict[str, Any]] = {}
 
     @classmethod
@@ -191,7 +211,7 @@ class BlockPairView(PairView):
         return self.query_keys is not None
 
     @cached_property
-    def offsets(self) -> torch.Tensor:
+    def _offsets(self) -> torch.Tensor:
         """(T + 1,) int64 :func:`pair_offsets`."""
         return pair_offsets(self.seq_len, self.device)
 
@@ -199,14 +219,16 @@ class BlockPairView(PairView):
         """(rows, cols, listed) of pair indices (:func:`decode_pairs`)."""
         return decode_pairs(index, self.seq_len)
 
+    sum_dtype = torch.float64
+
     @cached_property
     def _top_k(self) -> torch.Tensor:
-        n = self.by_distance[:, 0].sum(-1).round().long()  # (B,) valid pairs
+        n = self.class_counts[:, 0].round().long()  # (B,) valid pairs
         k = torch.floor(self.top_fraction * n.double() + 0.5).long().clamp_min(1)
         return torch.where(n > 0, torch.minimum(k, n), torch.zeros_like(k))
 
     @cached_property
-    def host(self) -> Dict[str, list]:
+    def _host(self) -> Dict[str, list]:
         real = self.batch["attention_mask"].bool()
         position = torch.arange(self.seq_len, device=real.device)
         first = torch.where(real, position, self.seq_len).amin(-1)
@@ -239,7 +261,7 @@ class BlockPairView(PairView):
         return [(start, min(start + self.block_rows, self.seq_len)) for start in range(0, self.seq_len, self.block_rows)]
 
     @cached_property
-    def by_distance(self) -> torch.Tensor:
+    def class_counts_by_distance(self) -> torch.Tensor:
         """(batch, 5, T) float64 number of pairs of each :data:`CLASS_TABLES` row at each distance (index 0 unused)."""
         out = torch.zeros(self.batch_size, len(CLASS_TABLES), self.seq_len, dtype=torch.float64, device=self.device)
         for b in range(self.batch_size):
@@ -247,51 +269,32 @@ class BlockPairView(PairView):
                 out[b] += _diagonal_sums(self._weights(b, start, stop), start).double()
         return out
 
-    def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """Pair classes and distance of listed pairs, decoded from their indices.
+    @cached_property
+    def class_counts(self) -> torch.Tensor:
+        """(batch, 5) float64 number of pairs of each :data:`CLASS_TABLES` row (every pair of a text window has a distance)."""
+        return self.class_counts_by_distance.sum(-1)
 
-        Args:
-            index: (batch, ..., S) int64 pair indices, P in unused slots.
-
-        Returns:
-            ``valid``, ``same``, ``cross``, ``identical`` (bool) and ``distance`` (int64, 0 at unused slots),
-            each shaped like ``index``; unused slots are in no class.
-        """
-        rows, cols, listed = self.pair_ends(index)
-        lead = index.shape[0]
-        flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
-
-        def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: (B, N) each
-            return values.gather(1, flat_r).view_as(index), values.gather(1, flat_c).view_as(index)
-
-        t_i, t_j = at(self.tokens)
-        valid = t_i & t_j & listed
-        s_i, s_j = at(self.batch["sentence_ids"])
-        same = (s_i == s_j) & (s_i >= 0) & valid
-        cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
-        content = self.batch["attention_mask"].bool() & ~self.batch["special_mask"].bool()
-        if self.batch.get("unknown_mask") is not None:
-            content = content & ~self.batch["unknown_mask"].bool()
-        c_i, c_j = at(content)
-        id_i, id_j = at(self.batch["input_ids"])
-        identical = (id_i == id_j) & c_i & c_j & valid
-        return {"valid": valid, "same": same, "cross": cross, "identical": identical, "distance": torch.where(listed, cols - rows, torch.zeros_like(rows))}
+    @property
+    def class_value_sums(self) -> torch.Tensor:
+        """(batch, layer, head, 5) the CSM summed over each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`
+        (summed in float32 block by block, published as float64: :attr:`sum_dtype`)."""
+        return super().class_value_sums.double()
 
     # -- quantities the dense view builds in pair space ------------------------------------------
     @property
-    def pair_mask(self):  # noqa: D102
-        raise ValueError("The blockwise view keeps no (batch, P) pair mask; use by_distance or pair_features.")
+    def _pair_mask(self):  # noqa: D102
+        raise ValueError("The blockwise view keeps no (batch, P) pair mask; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
-    def pair_weights(self):  # noqa: D102
-        raise ValueError("The blockwise view keeps no (batch, P, 5) pair weights; use by_distance or pair_features.")
+    def _pair_weights(self):  # noqa: D102
+        raise ValueError("The blockwise view keeps no (batch, P, 5) pair weights; use class_counts, class_counts_by_distance or pair_features.")
 
     @property
-    def distance(self):  # noqa: D102
+    def _distance(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (P,) distances; use pair_features.")
 
     @property
-    def pairs(self):  # noqa: D102
+    def _pairs(self):  # noqa: D102
         raise ValueError("The blockwise view keeps no (2, P) pair table; use pair_ends.")
 
     @property
@@ -300,7 +303,7 @@ class BlockPairView(PairView):
         return self.seq_len <= POOL_ABOVE
 
     def csm_windows(self, stop: int) -> torch.Tensor:
-        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows (figures; up to :data:`POOL_ABOVE` tokens).
+        """(stop, layer, head, T, T) float32 CSM of the first ``stop`` windows (figures; up to :data:`POOL_ABOVE` tokens).
 
         Raises:
             ValueError: the windows are longer (their T x T matrices are what the blockwise view avoids).
@@ -310,7 +313,7 @@ class BlockPairView(PairView):
         return super().csm_windows(stop)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
-        """(layer, stop, head, T, T) float32 recomputed attention of the first ``stop`` windows, or None (figures;
+        """(stop, layer, head, T, T) float32 recomputed attention of the first ``stop`` windows, or None (figures;
         up to :data:`POOL_ABOVE` tokens).
 
         Raises:
@@ -322,7 +325,7 @@ class BlockPairView(PairView):
             raise ValueError(f"The blockwise view makes no T x T example matrices above {POOL_ABOVE} tokens.")
         from attnsim.stats.pairs.scores import attention_rows
 
-        return torch.stack([attention_rows(qk, 0, self.seq_len)[:stop] for qk in self.query_keys])
+        return torch.stack([attention_rows(qk, 0, self.seq_len)[:stop] for qk in self.query_keys], 1)
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
@@ -335,13 +338,6 @@ class BlockPairView(PairView):
             counts[layer] = part.scatter_add_(-1, distance, listed.float()).sum(0)
         counts[..., 0] = 0
         return counts
-
-    @cached_property
-    def chance_by_distance(self) -> torch.Tensor:
-        by_distance = self.by_distance[:, 0].float()  # (B, T) valid pairs at each distance
-        n = by_distance.sum(-1, keepdim=True)
-        share = by_distance / n.where(n > 0, torch.ones_like(n))
-        return torch.einsum("lbh,bt->lht", self.high_count.float(), share)
 
     @cached_property
     def high_in_attention_index(self) -> torch.Tensor:
@@ -359,27 +355,39 @@ class BlockPairView(PairView):
 
     # -- reducers: each dense reducer's counterpart from the walks ----------------------------------
     def reduced(self, kind: Type[ChunkReducer]) -> ChunkReducer:
-        """The blockwise results of reducer ``kind`` (its ``from_blocks(view)``).
+        """Reducer ``kind`` after it has seen every window of the batch: a statistic's reducer run on the pieces of
+        the block walk of its source (the same code as on the dense path), or one of the view's own shared
+        quantities (:class:`~attnsim.stats.pairs.PairSums`, :class:`~attnsim.stats.pairs.TieCounts`, ...) as the
+        block walk computed it.
 
         Raises:
-            ValueError: ``kind`` has no blockwise counterpart, or reads attention the batch was captured without.
+            ValueError: ``kind`` reads attention the batch was captured without.
         """
         if kind not in self._reduced:
-            maker = getattr(kind, "from_blocks", None)
-            if maker is None:
-                raise ValueError(f"Statistic reducer {kind.__name__} has no blockwise form (from_blocks); run it with capture.path=dense.")
-            self._reduced[kind] = maker(self)
+            if kind in _OWN:
+                self._reduced[kind] = _record(kind, self._walk_results(kind.source))
+            else:
+                self.register(kind)
+                late = kind.source in self._results  # walked before it was registered: a walk of its own
+                self._walk_with(kind.source, [kind] if late else [k for k in self._registered[kind.source] if k not in _OWN])
         return self._reduced[kind]
 
-    def walk(self, source: str) -> Dict[str, Any]:
-        """The results of the ``csm`` or ``attention`` walk (each walked once per batch)."""
+    def _walk_results(self, source: str) -> Dict[str, Any]:
+        """The view's own results of the ``csm`` or ``attention`` walk (each walked once per batch, with every
+        registered statistic's reducer of that source)."""
         if source not in self._results:
-            if source == "attention":
-                self._need_attention()
-                self._results[source] = self._attention_walk()
-            else:
-                self._results[source] = self._csm_walk()
+            self._walk_with(source, [k for k in self._registered[source] if k not in _OWN])
         return self._results[source]
+
+    def _walk_with(self, source: str, kinds: Sequence[Type[ChunkReducer]]) -> None:
+        if source == "attention":
+            self._need_attention()
+        reducers = [kind(self) for kind in kinds]
+        results = self._attention_walk(reducers) if source == "attention" else self._csm_walk(reducers)
+        self._results.setdefault(source, results)
+        for reducer in reducers:
+            reducer.finish(self)
+        self._reduced.update(zip(kinds, reducers))
 
     def _need_attention(self) -> None:
         if self.query_keys is None:
@@ -388,7 +396,7 @@ class BlockPairView(PairView):
     def _upper_positions(self, start: int, stop: int) -> torch.Tensor:
         """(rows, T) int64 pair index of cell (i, j) for i in start..stop-1 (meaningful where j > i)."""
         rows = torch.arange(start, stop, device=self.device)
-        base = self.offsets[start:stop] - rows - 1  # pair (i, j) = off(i) + j - i - 1
+        base = self._offsets[start:stop] - rows - 1  # pair (i, j) = off(i) + j - i - 1
         return base[:, None] + torch.arange(self.seq_len, device=self.device)[None, :]
 
     def _push(self, tops: List[StreamingTop], values: torch.Tensor, start: int, stop: int) -> None:
@@ -407,7 +415,7 @@ class BlockPairView(PairView):
             top.push(row[chosen], positions[chosen])
 
     def _index(self, tops: List[List[List[StreamingTop]]]) -> torch.Tensor:
-        slots = max(self.host["k"], default=0)
+        slots = max(self._host["k"], default=0)
         # int32 (pair indices stay below 2^31 up to T = 65,536): the k indices per head are the one store
         # quadratic in T, and statistics decode them one layer at a time (decode_pairs widens to int64)
         out = torch.full((self.batch_size, self.n_layers, self.n_heads, slots), self.n_pairs, dtype=torch.int32)
@@ -417,10 +425,11 @@ class BlockPairView(PairView):
                     out[b, layer, head] = top.result(slots, self.n_pairs)
         return out.to(self.device)
 
-    def _csm_walk(self) -> Dict[str, Any]:
+    def _csm_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
+        # the view's own sums, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
-        pooled = self.cell > 1
-        cells = -(-T // self.cell)
+        pooled = self._cell > 1
+        cells = -(-T // self._cell)
         by_pair = None if pooled else torch.zeros(L, H, self.n_pairs, device=self.device)
         pool_sum = torch.zeros(L, H, cells, cells, dtype=torch.float64, device=self.device) if pooled else None
         pool_count = torch.zeros(cells, cells, dtype=torch.float64, device=self.device) if pooled else None
@@ -429,7 +438,7 @@ class BlockPairView(PairView):
         shift = torch.stack([csm_window_mean(v, self.tokens, self.normalise) for v in self._vector_layers], 1)  # (B, L, H)
         class_sums = torch.zeros(B, L, H, 5, device=self.device)
         distance_sum = torch.zeros(L, H, T, dtype=torch.float64, device=self.device)
-        tops = [[[StreamingTop(self.host["k"][b], spare=1) for _ in range(H)] for _ in range(L)] for b in range(B)]
+        tops = [[[StreamingTop(self._host["k"][b], spare=1) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             for start, stop in self._blocks():
                 weights = self._weights(b, start, stop)  # (5, rows, T)
@@ -437,7 +446,8 @@ class BlockPairView(PairView):
                 # PAIR_CLASSES: valid, same, cross, identical, other (= valid - identical)
                 class_masks = torch.stack([weights[0], weights[1], weights[2], weights[3], weights[0] - weights[3]]).reshape(5, -1)
                 if pooled:
-                    pool_count[start // self.cell : -(-stop // self.cell)] += self._pool(valid[None])[0].double()
+                    pool_count[start // self._cell : -(-stop // self._cell)] += self._pool(valid[None])[0].double()
+                upper = torch.arange(T, device=self.device)[None, :] > torch.arange(start, stop, device=self.device)[:, None]
                 for layer in range(L):
                     z = self._vector_layers[layer][b].float()  # (H, T, d)
                     csm = similarity_rows(z[:, start:stop], z, self.normalise)  # (H, rows, T), as the dense view's
@@ -447,11 +457,16 @@ class BlockPairView(PairView):
                     shifted[b, layer] += deviation.sum((-1, -2))
                     class_sums[b, layer] += (class_masks @ masked.reshape(H, -1).t()).t()  # (H, 5)
                     distance_sum[layer] += _diagonal_sums(masked, start).double()
+                    pairs = (int(self._offsets[start]), int(self._offsets[stop]))  # the block's pairs (i, j), j > i
+                    in_pairs = masked[:, upper] if reducers or not pooled else None  # (H, p) float32, 0 at invalid pairs
                     if pooled:
-                        pool_sum[layer, :, start // self.cell : -(-stop // self.cell)] += self._pool(masked).double()
+                        pool_sum[layer, :, start // self._cell : -(-stop // self._cell)] += self._pool(masked).double()
                     else:
-                        upper = torch.arange(T, device=self.device)[None, :] > torch.arange(start, stop, device=self.device)[:, None]
-                        by_pair[layer, :, int(self.offsets[start]) : int(self.offsets[stop])] += masked[:, upper]
+                        by_pair[layer, :, pairs[0] : pairs[1]] += in_pairs
+                    if reducers:
+                        piece = Piece(b, b + 1, layer, (start, stop), pairs, T, in_pairs[None, None])
+                        for reducer in reducers:
+                            reducer.update(self, piece)
                     self._push(tops[b][layer], csm.masked_fill(valid == 0, float("-inf")), start, stop)
         return {
             "by_pair": by_pair,
@@ -479,20 +494,15 @@ class BlockPairView(PairView):
     def _pool(self, block: torch.Tensor) -> torch.Tensor:
         """(..., rows, T) -> (..., rows / cell, cells) sums over cells of ``cell`` x ``cell`` tokens (rows: whole cells but the last)."""
         *lead, rows, width = block.shape
-        c = self.cell
+        c = self._cell
         pad_r, pad_c = (-rows) % c, (-width) % c
         block = torch.nn.functional.pad(block, (0, pad_c, 0, pad_r))
         return block.reshape(*lead, (rows + pad_r) // c, c, (width + pad_c) // c, c).sum((-3, -1))
 
-    def _attention_walk(self) -> Dict[str, Any]:
+    def _attention_walk(self, reducers: Sequence[ChunkReducer] = ()) -> Dict[str, Any]:
+        # the high-attention pairs, and every registered reducer fed one piece per window, layer and block of rows
         L, H, T, B = self.n_layers, self.n_heads, self.seq_len, self.batch_size
-        key_mass = torch.zeros(B, L * H, T, device=self.device)
-        distance = torch.zeros(B, L * H, device=self.device)
-        entropy = torch.zeros(B, L * H, device=self.device)
-        queries = self.tokens.float()
-        keys = self.batch["attention_mask"].float()
-        position = torch.arange(T, device=self.device, dtype=torch.float32)
-        tops = [[[StreamingTop(self.host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
+        tops = [[[StreamingTop(self._host["k"][b]) for _ in range(H)] for _ in range(L)] for b in range(B)]
         for b in range(B):
             # SDPA's own causal rule (a decoder window without padding): keys after the block's last row are
             # masked for every row, and A[j, i] of a key i of the block is 0 for queries j before the block, so
@@ -502,21 +512,16 @@ class BlockPairView(PairView):
             lse = [torch.cat([masked_scores(qk, b, start, stop, columns=(0, stop) if causal[layer] else None).logsumexp(-1) for start, stop in self._blocks()], -1) for layer, qk in enumerate(self.query_keys)]
             for start, stop in self._blocks():
                 rows = torch.arange(start, stop, device=self.device)
-                q = queries[b, start:stop]  # (rows,)
-                weight = q[:, None] * keys[b][None, :]  # (rows, T): statistic query i, real key j
-                weighted_gap = weight * (position[start:stop, None] - position[None, :]).abs()
                 invalid = ~((torch.arange(T, device=self.device)[None, :] > rows[:, None]) & self.tokens[b, start:stop, None] & self.tokens[b][None, :])
                 for layer, qk in enumerate(self.query_keys):
-                    heads = slice(layer * H, (layer + 1) * H)
                     last = stop if causal[layer] else T  # keys 0..last-1 of these rows can have probability
                     first = start if causal[layer] else 0  # queries first..T-1 can attend to keys of these rows
                     probs = torch.exp(masked_scores(qk, b, start, stop, columns=(0, last)).sub_(lse[layer][:, start:stop, None]))  # (H, rows, last)
                     back = torch.exp(masked_scores(qk, b, start, stop, transposed=True, columns=(first, T)).sub_(lse[layer][:, None, first:]))  # (H, rows, T - first): A[j, i]
-                    key_mass[b, heads, :last] += (q[None, None, :] @ probs)[:, 0]
-                    distance[b, heads] += (probs * weighted_gap[:, :last]).sum((-1, -2))
-                    plogp = probs.clamp_min(TINY).log_().mul_(probs)
-                    entropy[b, heads] -= plogp.mul_(weight[:, :last]).sum((-1, -2))
-                    del plogp
+                    if reducers:
+                        piece = Piece(b, b + 1, layer, (start, stop), (0, 0), last, probs[None, None])
+                        for reducer in reducers:
+                            reducer.update(self, piece)
                     pair_values = torch.full((H, stop - start, T), float("-inf"), device=self.device)
                     pair_values[..., first:] = back
                     if last > 0:
@@ -524,7 +529,7 @@ class BlockPairView(PairView):
                     pair_values.masked_fill_(invalid, float("-inf"))
                     del probs, back
                     self._push(tops[b][layer], pair_values, start, stop)
-        return {"key_mass": key_mass, "distance": distance, "entropy": entropy, "attention_index": self._index(tops)}
+        return {"attention_index": self._index(tops)}
 
 
 __all__ = ["POOL_ABOVE", "CLASS_TABLES", "BlockPairView", "StreamingTop", "decode_pairs", "pair_offsets"]

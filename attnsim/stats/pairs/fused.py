@@ -120,11 +120,11 @@ class RecomputedPairView(PairView):
 
     @cached_property
     def attention(self) -> Optional[torch.Tensor]:
-        """(layer, batch, head, T, T) recomputed attention probabilities, or None (computed on first use, for
+        """(batch, layer, head, T, T) recomputed attention probabilities, or None (computed on first use, for
         findings that read every map, e.g. rollout; the window walks never stack them)."""
         if self.query_keys is None:
             return None
-        return self._attention_chunk(0, self.batch_size).transpose(0, 1)
+        return self._attention_chunk(0, self.batch_size)
 
 
 __all__ = ["window_probabilities", "RecomputedPairView"]

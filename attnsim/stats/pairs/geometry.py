@@ -255,7 +255,69 @@ def pair_classes(batch: Dict[str, torch.Tensor], pair_mask: torch.Tensor, pairs:
     return torch.stack([pair_mask, same, cross, identical, pair_mask & ~identical], -1).float()
 
 
+def listed_pair_classes(batch: Dict[str, torch.Tensor], tokens: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """The classes of :func:`pair_classes` of listed pairs, from their two tokens (no pair-space tensor).
+
+    Args:
+        batch: dict with ``sentence_ids``, ``input_ids``, ``attention_mask``, ``special_mask`` (batch, pos) and
+            optionally ``unknown_mask``.
+        tokens: (batch, pos) bool tokens that enter statistics (:func:`token_mask`).
+        rows, cols: (batch, ...) int64 the two tokens i < j of each listed pair (0 at unused slots); listed: (batch, ...)
+            bool, whether the slot holds a pair.
+
+    Returns:
+        ``valid``, ``same``, ``cross`` and ``identical`` (bool), each shaped like ``rows``; unused slots are in no class.
+    """
+    lead = rows.shape[0]
+    flat_r, flat_c = rows.reshape(lead, -1), cols.reshape(lead, -1)
+
+    def at(values: torch.Tensor) -> tuple:  # (B, T) token values at both ends: shaped like rows each
+        return values.gather(1, flat_r).view_as(rows), values.gather(1, flat_c).view_as(rows)
+
+    t_i, t_j = at(tokens)
+    valid = t_i & t_j & listed
+    s_i, s_j = at(batch["sentence_ids"])
+    same = (s_i == s_j) & (s_i >= 0) & valid
+    cross = (s_i != s_j) & (s_i >= 0) & (s_j >= 0) & valid
+    content = batch["attention_mask"].bool() & ~batch["special_mask"].bool()
+    if batch.get("unknown_mask") is not None:
+        content = content & ~batch["unknown_mask"].bool()
+    c_i, c_j = at(content)
+    id_i, id_j = at(batch["input_ids"])
+    identical = (id_i == id_j) & c_i & c_j & valid
+    return {"valid": valid, "same": same, "cross": cross, "identical": identical}
+
+
+POOL_ABOVE = 512
+"""Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
+
+
+def pool_cell(seq_len: int) -> int:
+    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`POOL_ABOVE` tokens, else ``ceil(T / 512)``."""
+    return 1 if seq_len <= POOL_ABOVE else -(-seq_len // POOL_ABOVE)
+
+
+def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: int) -> torch.Tensor:
+    """(..., P) pair values summed into (..., G, G) float64 cells of ``cell`` tokens (pair (i, j) in cell (i // c, j // c)).
+
+    Args:
+        values: (..., P) values of the pairs i < j.
+        pairs: (2, P) rows and columns of the pairs (:func:`pair_indices`).
+        seq_len: T; cell: tokens per side of a cell (:func:`pool_cell`); G = ceil(T / cell).
+    """
+    cells = -(-seq_len // cell)
+    target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
+    flat = values.reshape(-1, values.shape[-1]).double()
+    out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
+    out.index_add_(1, target, flat)
+    return out.reshape(*values.shape[:-1], cells, cells)
+
+
 __all__ = [
+    "listed_pair_classes",
+    "POOL_ABOVE",
+    "pool_cell",
+    "pool_pairs",
     "PAIR_CLASSES",
     "context_similarity",
     "token_mask",

@@ -310,7 +310,42 @@ def pad_slots(parts: List[torch.Tensor], sentinel: int) -> torch.Tensor:
     return torch.cat(padded)
 
 
+def indexed_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted counts of a set of pairs given by indices: ``sum_s weights[b, index[b, n, s], k]``.
+
+    Args:
+        index: (batch, N, S) int64 pair indices, P (the sentinel) for slots that hold no pair.
+        weights: (batch, P, K) per-window pair weights.
+
+    Returns:
+        (batch, N, K) float32.
+    """
+    batch, n, slots = index.shape
+    # a zero row P per window takes the sentinel slots: (B, P+1, K) flattened to rows b * (P+1) + p
+    padded = torch.nn.functional.pad(weights.float(), (0, 0, 0, 1))
+    rows = (index + torch.arange(batch, device=index.device)[:, None, None] * padded.shape[1]).reshape(-1)
+    picked = padded.reshape(-1, padded.shape[-1]).index_select(0, rows)  # (B*N*S, K)
+    return picked.reshape(batch, n, slots, -1).sum(-2)
+
+
+def head_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted counts per layer and head of the pairs listed in ``index``: ``sum_s weights[b, index[b, l, h, s], k]``.
+
+    Args:
+        index: (batch, layer, head, S) int64 pair indices (e.g. :attr:`~attnsim.stats.pairs.PairView.high_index`), P in unused slots.
+        weights: (batch, P, K) per-window pair weights, e.g. a stack of pair masks.
+
+    Returns:
+        (layer, batch, head, K) float32.
+    """
+    batch, layers, heads = index.shape[:3]
+    sums = indexed_sums(index.reshape(batch, layers * heads, index.shape[-1]), weights)  # (B, L*H, K)
+    return sums.reshape(batch, layers, heads, -1).transpose(0, 1)
+
+
 __all__ = [
+    "indexed_sums",
+    "head_sums",
     "SELECTION_BLOCK",
     "top_fraction_counts",
     "top_indices",

@@ -1,49 +1,41 @@
-"""The per-batch view of the token-pair quantities shared by several findings, and its window pass.
+"""The per-batch view of the token-pair quantities every statistic reads: the statistics' one contract.
 
-Source: Halevi et al., "Self-attention vector output similarities reveal how
-machines pay attention", arXiv:2512.21956. For layer l, head h and one window
-of T tokens with per-head outputs Z (T x d_head), the Context Similarity
-Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0
-(:func:`~attnsim.stats.pairs.geometry.context_similarity`). Pair space, pair
-classes and distances: :mod:`attnsim.stats.pairs.geometry`; the high-pair
-rules and their tie rule: :mod:`attnsim.stats.pairs.selection`.
+Source: Halevi et al., "Self-attention vector output similarities reveal how machines pay attention",
+arXiv:2512.21956. For layer l, head h and one window of T tokens with per-head outputs Z (T x d_head), the
+Context Similarity Matrix is ``CSM = Z Zᵀ`` with its diagonal set to 0
+(:func:`~attnsim.stats.pairs.geometry.context_similarity`). Pair space, pair classes and distances:
+:mod:`attnsim.stats.pairs.geometry`; the high-pair rules and their tie rule: :mod:`attnsim.stats.pairs.selection`.
 
-Shared quantities (:class:`PairView`, each computed once per batch on first use):
+**The contract.** Every statistic is written once, as a function of the members below, which three views offer
+alike: the dense :class:`PairView` (a batch of windows), the blockwise
+:class:`~attnsim.stats.pairs.blocks.BlockPairView` (long windows, ``capture.path=blockwise``), and the
+*single-window view* :meth:`PairView.single_window` (a dense view of one window, for the live explorer). Published
+members, all batch-first: (batch, layer, head, ...), or (layer, head, ...) for sums over the batch:
 
-- pair masks: valid pairs, the pair classes (same-sentence, cross-sentence,
-  identical-token, other) and each pair's distance;
-- *high* pairs: per window, layer and head, the top ``k = max(1, floor(top_fraction
-  * n + 0.5))`` (rounded half up) valid pairs by CSM (``top_fraction`` rule; ties at
-  the k-th value to the lowest pair index), or the valid pairs whose CSM z-score
-  within the window exceeds ``zscore`` (``zscore`` rule);
-- *high-attention* pairs: per window, layer and head, the top ``k`` valid pairs
-  (the same ``k`` as the ``top_fraction`` rule, whatever ``high_rule`` is) by
-  ``max(A[i, j], A[j, i])``, the attention probability between the two tokens in
-  either direction (ties at the k-th value to the lowest pair index);
-- CSM sums over each pair class, the high pairs that are also high-attention
-  pairs, and high pairs by distance with their chance value. Weighted counts
-  of any set of pairs kept as indices are :func:`head_sums`.
+- shape and settings: ``batch``, ``batch_size``, ``n_layers``, ``n_heads``, ``seq_len``, ``n_pairs`` (P = T(T-1)/2),
+  ``device``, ``top_fraction``, ``high_rule``, ``zscore``, ``include_special``, ``normalise``, ``positions``,
+  ``capture``, :attr:`~PairView.sum_dtype`;
+- tokens and pairs: :attr:`~PairView.tokens`, :attr:`~PairView.max_token_id`, :meth:`~PairView.real_span`,
+  :meth:`~PairView.pair_ends`, :meth:`~PairView.pair_features`, :meth:`~PairView.high_sums`,
+  :attr:`~PairView.class_counts`, :attr:`~PairView.class_counts_by_distance` (rows :data:`CLASS_TABLES`);
+- *high* pairs (per window, layer and head the top ``k = max(1, floor(top_fraction * n + 0.5))`` valid pairs by
+  CSM, ties at the k-th value to the lowest pair index; or the pairs whose z-score exceeds ``zscore``):
+  :attr:`~PairView.high_index`, :attr:`~PairView.high_count`, :attr:`~PairView.high_by_distance`,
+  :attr:`~PairView.chance_by_distance`;
+- *high-attention* pairs (the top k valid pairs by ``max(A[i, j], A[j, i])``): :attr:`~PairView.has_attention`,
+  :attr:`~PairView.attention_index`, :attr:`~PairView.high_attention_count`,
+  :attr:`~PairView.high_in_attention_index`, :attr:`~PairView.high_in_attention`;
+- CSM sums: :attr:`~PairView.class_value_sums`, ``reduced(PairSums)`` and ``reduced(TieCounts)``
+  (:mod:`attnsim.stats.pairs.shared`);
+- per-batch shared work of a statistic: its :class:`~attnsim.stats.pairs.reducers.ChunkReducer` s,
+  :meth:`~PairView.register` ed up front and read with :meth:`~PairView.reduced`; each receives the
+  :class:`~attnsim.stats.pairs.reducers.Piece` s of one walk, on every path;
+- whole maps, dense only (figures, rollout): :attr:`~PairView.attention`, :meth:`~PairView.csm_windows`,
+  :meth:`~PairView.attention_windows`, :meth:`~PairView.layer_vectors`, :attr:`~PairView.draws_examples`;
+- life cycle: :meth:`~PairView.from_capture`, :meth:`~PairView.single_window`, :meth:`~PairView.release`.
 
-How a batch is computed (why the view is built the way it is): the (layer,
-batch, head, T, T) CSM and attention tensors of a batch are ~150 MB each for
-32 windows of MiniLM, far beyond the CPU cache, and every statistic would
-read them again from memory. The view therefore walks the batch a few windows
-at a time (a *chunk*, a few MB), once for the CSM and once for the attention:
-it computes a window's CSM and gathers its pair values (on the compiled path
-one kernel pass per matrix computes them as float32 products straight into pair
-space, chooses the high pairs and makes the view's own sums,
-:func:`~attnsim.stats.pairs.kernels.compiled_csm_walk`), or assembles its
-attention from the layers, while they are in cache, and hands each chunk to
-every :class:`ChunkReducer` of that walk: the view's own (the high pairs, the
-high-attention pairs, the CSM sums per pair class, the CSM sums by pair of
-:class:`PairSums`) and those that findings
-register for their own sums (e.g. the separators' attention mass and entropy,
-:mod:`attnsim.stats.separators`), so that one walk serves every statistic.
-Neither batch-wide tensor is materialised unless a caller asks for it
-(:attr:`PairView.attention`). High pairs and high-attention pairs are kept as
-their pair indices per window and head (2% of the pairs, padded with the
-sentinel index P); counting them against a pair weighting gathers k weights
-instead of reading all P.
+Everything else (leading underscore) is the dense path's own machinery: pair-space masks, the chunked walks,
+the compiled kernels. How the dense walk works and why: :mod:`attnsim.stats.pairs.shared`.
 """
 
 from __future__ import annotations
@@ -54,333 +46,37 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 import torch
 
 from attnsim.stats.pairs.geometry import (
-    PAIR_CLASSES,
     context_similarity,
     distance_onehot,
+    listed_pair_classes,
     pair_classes,
     pair_distance,
     pair_indices,
-    product_error,
     token_mask,
     valid_pairs,
 )
-from attnsim.stats.pairs.kernels import UNCHOSEN, CSMWalk, compiled_available, compiled_csm_walk, compiled_pair_top
-from attnsim.stats.pairs.selection import (
-    mask_index,
-    pad_slots,
-    select_top,
-    tie_decided,
-    top_fraction_counts,
-    zscore_pairs,
-)
+from attnsim.stats.pairs.kernels import CSMWalk, compiled_available, compiled_csm_walk
+from attnsim.stats.pairs.reducers import SOURCES, ChunkReducer, Piece
+from attnsim.stats.pairs.selection import top_fraction_counts
+from attnsim.stats.pairs.shared import SHARED, PairSums, TieCounts, _ClassSums, _HighAttentionPairs, _HighPairs
 
 # Elements of the (chunk, layer, head, T, T) tensors a chunk of windows may hold: 8 MB of float32 on
 # a CPU, about the size of its last-level cache per core; an accelerator takes the whole batch at once.
 CHUNK_ELEMENTS_CPU = 1 << 21
 CHUNK_ELEMENTS_ACCELERATOR = 1 << 28
 
-SOURCES = ("csm", "attention")
-"""The two window walks of a view: what a :class:`ChunkReducer` receives per chunk."""
+CLASS_TABLES = ("valid", "same", "cross", "identical", "neither")
+"""Rows of :attr:`PairView.class_counts` and :attr:`PairView.class_counts_by_distance`: valid pairs, same-sentence,
+cross-sentence, identical-token, and valid pairs that are neither same-sentence nor identical (the noise statistic's
+static rest). (The CSM sums :attr:`PairView.class_value_sums` follow :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`,
+whose last class is *other*: valid and not identical.)"""
 
 Layers = Union[torch.Tensor, Sequence[torch.Tensor]]
-
-
-def indexed_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Weighted counts of a set of pairs given by indices: ``sum_s weights[b, index[b, n, s], k]``.
-
-    Args:
-        index: (batch, N, S) int64 pair indices, P (the sentinel) for slots that hold no pair.
-        weights: (batch, P, K) per-window pair weights.
-
-    Returns:
-        (batch, N, K) float32.
-    """
-    batch, n, slots = index.shape
-    # a zero row P per window takes the sentinel slots: (B, P+1, K) flattened to rows b * (P+1) + p
-    padded = torch.nn.functional.pad(weights.float(), (0, 0, 0, 1))
-    rows = (index + torch.arange(batch, device=index.device)[:, None, None] * padded.shape[1]).reshape(-1)
-    picked = padded.reshape(-1, padded.shape[-1]).index_select(0, rows)  # (B*N*S, K)
-    return picked.reshape(batch, n, slots, -1).sum(-2)
-
-
-def head_sums(index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Weighted counts per layer and head of the pairs listed in ``index``: ``sum_s weights[b, index[b, l, h, s], k]``.
-
-    Args:
-        index: (batch, layer, head, S) int64 pair indices (e.g. :attr:`PairView.high_index`), P in unused slots.
-        weights: (batch, P, K) per-window pair weights, e.g. a stack of pair masks.
-
-    Returns:
-        (layer, batch, head, K) float32.
-    """
-    batch, layers, heads = index.shape[:3]
-    sums = indexed_sums(index.reshape(batch, layers * heads, index.shape[-1]), weights)  # (B, L*H, K)
-    return sums.reshape(batch, layers, heads, -1).transpose(0, 1)
 
 
 def _layers(tensor: Layers) -> Tuple[torch.Tensor, ...]:
     """A (layer, ...) tensor or a sequence of per-layer tensors as a tuple of per-layer tensors."""
     return tuple(tensor.unbind(0)) if isinstance(tensor, torch.Tensor) else tuple(tensor)
-
-
-class ChunkReducer:
-    """Per-batch sums folded chunk by chunk in one of the view's window walks.
-
-    A statistic whose sums need the CSM or the attention of every pair defines a reducer next
-    to it and lists it in its accumulator's ``reducers``; the finding registers it with the view
-    (through the view factory), so that the single walk of :data:`SOURCES` ``source`` serves it
-    along with every other statistic. A reducer not registered in time still gets its sums,
-    from a walk of its own (correct, only slower).
-
-    Subclasses set :attr:`source` and implement ``__init__(view)`` (allocate per-batch results on
-    ``view.device``) and :meth:`update`.
-    """
-
-    source: str = "csm"
-    """``csm``: :meth:`update` receives the chunk's CSM in pair space, (c, layer, head, P) float32, 0 at
-    invalid pairs. ``attention``: the chunk's attention probabilities, (c, layer * head, T, T) float32,
-    query-major (row i holds query i)."""
-
-    def __init__(self, view: "PairView") -> None:
-        pass
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        """Fold windows ``start..stop-1`` (``chunk``, see :attr:`source`) into the reducer's sums."""
-        raise NotImplementedError
-
-
-class _ClassSums(ChunkReducer):
-    """CSM summed over the pairs of each class of :data:`PAIR_CLASSES`: (B, L*H, 5) float32."""
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.sums = torch.empty(view.batch_size, view.n_layers * view.n_heads, len(PAIR_CLASSES), device=view.device)
-        self.rows: Optional[List[torch.Tensor]] = None  # made on first use: the compiled walk sums in its kernel
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view._kernel_walk is not None:  # summed (float64) by the kernel that computed the chunk
-            self.sums[start:stop] = view._kernel_walk.class_sums
-            return
-        flat = chunk.view(stop - start, view.n_layers * view.n_heads, view.n_pairs)
-        if not view.on_accelerator():
-            if self.rows is None:
-                # B separately allocated (5, P) pair-class masks, the narrow left operand of (5, P) @ (P, L*H)
-                # products (several times faster on a CPU than (L*H, P) @ (P, 5))
-                self.rows = [w.t().contiguous() for w in view.pair_weights]
-            for window in range(start, stop):
-                # One 2-D product per window on freshly allocated (64-byte aligned) operands: BLAS
-                # rounds a product differently with the operands' alignment and batch layout, so a
-                # window's sums would depend on its batch-mates, which ratios of near-cancelling sums
-                # (e.g. the repetition statistics' CSM ratio) amplify. Only windows after the first
-                # of a chunk need the copy (a chunk is one window for the usual model sizes).
-                part = flat[window - start] if window == start else flat[window - start].clone()
-                self.sums[window] = (self.rows[window] @ part.t()).t()
-        else:  # one batched product for the whole chunk (the batch) on an accelerator
-            self.sums[start:stop] = torch.bmm(flat, view.pair_weights[start:stop])
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart (:class:`~attnsim.stats.pairs.blocks.BlockPairView`): ``sums`` from its CSM walk."""
-        return _BlockResults(sums=view.walk("csm")["class_sums"])
-
-
-class PairSums(ChunkReducer):
-    """Per-batch CSM sums by pair, folded in the view's CSM walk (the ``csm`` statistics read them).
-
-    The variance sums are *shifted*: per window, layer and head, a shift ``K`` near the window's mean, the sum of the
-    valid values' deviations from it and of their squares. The dense walk holds a window's values at once and takes
-    ``K`` = their own mean (two passes); the blockwise walk takes ``K`` from the vectors
-    (:func:`~attnsim.stats.pairs.geometry.csm_window_mean`) before its blocks. Either way no E[x²] - E[x]² on raw
-    values: a sink head's CSM (mean about 100 spreads) keeps its standard deviation to float64 precision.
-
-    Attributes:
-        by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0).
-        shift: (batch, layer, head) float64 ``K`` of each window.
-        shifted: (batch, layer, head) float64 sum of ``x - K`` over each window's valid pairs.
-        squares: (batch, layer, head) float64 sum of ``(x - K)²`` over each window's valid pairs.
-    """
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.by_pair = torch.zeros(view.n_layers, view.n_heads, view.n_pairs, device=view.device)
-        lead = (view.batch_size, view.n_layers, view.n_heads)
-        self.shift = torch.zeros(lead, dtype=torch.float64, device=view.device)
-        self.shifted = torch.zeros(lead, dtype=torch.float64, device=view.device)
-        self.squares = torch.empty(lead, dtype=torch.float64, device=view.device)
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        count = view.pair_weights[start:stop, :, 0].sum(-1, dtype=torch.float64)[:, None, None]  # (c, 1, 1) valid pairs
-        if view._kernel_walk is not None:  # the kernel that computed the chunk added it to by_pair, and centred the squares
-            walked = view._kernel_walk
-            sums = walked.class_sums[..., 0].reshape(walked.squares.shape).to(self.shift.device)  # (c, L, H) float64
-            self.shift[start:stop] = torch.where(count > 0, sums / count.clamp_min(1), 0.0)
-            self.squares[start:stop] = walked.squares.to(self.squares.device)
-            return  # shifted: 0 (the shift is the window's own mean)
-        self.by_pair += chunk.sum(0)
-        values = chunk.double()  # (c, L, H, P), 0 at invalid pairs
-        shift = torch.where(count > 0, values.sum(-1) / count.clamp_min(1), 0.0)  # the window's mean (first pass)
-        deviation = (values - shift[..., None]) * view.pair_weights[start:stop, None, None, :, 0].double()
-        self.shift[start:stop] = shift
-        self.shifted[start:stop] = deviation.sum(-1)
-        self.squares[start:stop] = torch.linalg.vecdot(deviation, deviation)
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> "PairSums":
-        """The blockwise view's counterpart: ``by_pair`` (None for pooled windows, whose ``pool_sum`` (L, H, G, G)
-        and ``pool_count`` (G, G) hold the sums by cells of tokens), ``shift``, ``shifted``, ``squares`` and
-        ``distance_sum`` (L, H, T)."""
-        walked = view.walk("csm")
-        out = cls.__new__(cls)
-        out.by_pair, out.squares = walked["by_pair"], walked["squares"]
-        out.shift, out.shifted = walked["shift"], walked["shifted"]
-        out.pool_sum, out.pool_count, out.distance_sum = walked["pool_sum"], walked["pool_count"], walked["distance_sum"]
-        return out
-
-
-class TieCounts(ChunkReducer):
-    """How many of each window's high pairs ties decided, per layer and head (:attr:`decided`), from the CSM walk.
-
-    Attributes:
-        decided: (batch, layer, head) int64, :func:`~attnsim.stats.pairs.selection.tie_decided` of each window's CSM
-            with the float32 bound of its products (:func:`~attnsim.stats.pairs.geometry.product_error`) as the
-            tolerance; 0 under the z-score rule (a threshold keeps every tied pair).
-    """
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.decided = torch.zeros(view.batch_size, view.n_layers, view.n_heads, dtype=torch.long, device=view.device)
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if view.high_rule != "top_fraction":
-            return
-        if view._kernel_walk is not None:  # the kernel counted them beside its choice
-            self.decided[start:stop] = view._kernel_walk.tie_decided.to(self.decided.device)
-            return
-        error = product_error(view._vector_chunk(start, stop))  # (c, L, H)
-        valid = view.pair_mask[start:stop]
-        for window in range(stop - start):
-            k = view.host["k"][start + window]
-            self.decided[start + window] = tie_decided(chunk[window], valid[window], k, error[window])
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> "TieCounts":
-        """The blockwise view's counterpart, from its streaming top-k (which keeps the (k+1)-th value for it)."""
-        out = cls.__new__(cls)
-        out.decided = view.walk("csm")["tie_decided"]
-        return out
-
-
-class _HighPairs(ChunkReducer):
-    """Indices of the high-CSM pairs (:attr:`index`)."""
-
-    source = "csm"
-
-    def __init__(self, view: "PairView") -> None:
-        self.zscore = view.high_rule == "zscore"
-        self.sentinel = view.n_pairs
-        slots = 0 if self.zscore else max(view.host["k"], default=0)
-        self.selected = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
-        self.parts: List[torch.Tensor] = []  # zscore rule: each chunk's (c, L, H, S_chunk) indices
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if self.zscore:
-            valid = view.pair_mask[start:stop].view(stop - start, 1, 1, view.n_pairs)
-            self.parts.append(mask_index(zscore_pairs(chunk, valid, view.zscore), view.n_pairs))
-            return
-        k, valid = view.host["k"][start:stop], view.valid_chunk(start, stop, chunk.dim())
-        if view.narrow_csm:
-            chosen = self._certified(view, start, stop, chunk, k, valid)
-        else:
-            chosen = select_top(chunk, k, valid, view.n_pairs)
-        self.selected[start:stop, ..., : chosen.shape[-1]] = chosen
-
-    def _certified(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor, k: Sequence[int], valid: Optional[torch.Tensor]) -> torch.Tensor:
-        # The chunk's CSM is a float32 product: its top k are the float64 CSM's top k wherever the gap between
-        # the k-th and (k+1)-th values exceeds twice the product's error bound (then every chosen float64 value
-        # exceeds every other one); the kernel chose rows without that margin again from float64 products
-        # (kernels.compiled_csm_walk). Rows it left (NaN), and chunks it declined, are chosen here from the float64
-        # CSM, so the high pairs are always those of the float64 CSM.
-        if view._kernel_walk is None:
-            return select_top(view.wide_pair_values(start, stop), k, valid, view.n_pairs)
-        index = view._kernel_walk.index  # chosen by the kernel that computed the chunk
-        unsure = view._kernel_walk.status == UNCHOSEN  # (c, L, H)
-        for window in unsure.any(-1).any(-1).nonzero().flatten().tolist():
-            rows = torch.zeros_like(unsure)
-            rows[window] = unsure[window]
-            values = view.wide_pair_values(start, stop, rows)  # (R, P)
-            row_valid = valid.expand_as(chunk)[rows] if valid is not None else None
-            chosen = select_top(values[:, None], [k[window]], row_valid[:, None] if row_valid is not None else None, view.n_pairs)[:, 0]
-            index[rows] = torch.nn.functional.pad(chosen, (0, index.shape[-1] - chosen.shape[-1]), value=view.n_pairs)
-        return index
-
-    @property
-    def index(self) -> torch.Tensor:
-        """(B, L, H, S) int64 ascending, P in unused slots (under the zscore rule S is the batch's most high pairs)."""
-        return pad_slots(self.parts, self.sentinel) if self.zscore else self.selected
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart: ``index`` from the streaming top-k of the CSM walk."""
-        return _BlockResults(index=view.walk("csm")["high_index"])
-
-
-class _HighAttentionPairs(ChunkReducer):
-    """Indices of the high-attention pairs: (B, L, H, S) int64, ascending, P in unused slots."""
-
-    source = "attention"
-
-    def __init__(self, view: "PairView") -> None:
-        slots = max(view.host["k"], default=0)
-        self.index = torch.full((view.batch_size, view.n_layers, view.n_heads, slots), view.n_pairs, dtype=torch.long, device=view.device)
-        self.backward = view.pairs[1] * view.seq_len + view.pairs[0]  # A[j, i] of pair (i, j)
-        self.done = self._by_layer(view)
-
-    def _by_layer(self, view: "PairView") -> bool:
-        # The compiled kernel reads each layer's (batch, head, T, T) maps as captured, whole batch at once (one
-        # call per layer, no pair values gathered, no windows stacked); False where the chunks are needed
-        layers = view.captured_attention_layers
-        if layers is None or not compiled_available():
-            return False
-        for layer, maps in enumerate(layers):
-            chosen = compiled_pair_top(maps.float(), view.tokens, view.host["k"], symmetric=True)
-            if chosen is None:
-                return False
-            self.index[:, layer, :, : chosen.shape[-1]] = chosen
-        return True
-
-    def update(self, view: "PairView", start: int, stop: int, chunk: torch.Tensor) -> None:
-        if self.done:
-            return
-        count = stop - start
-        chosen = compiled_pair_top(chunk, view.tokens[start:stop], view.host["k"][start:stop], symmetric=True)  # the square maps read
-        if chosen is not None:
-            self.index[start:stop, ..., : chosen.shape[-1]] = chosen.view(count, view.n_layers, view.n_heads, -1)
-            return
-        pair_values = torch.maximum(view.pair_values(chunk), view.pair_values(chunk, self.backward))  # (c, L*H, P)
-        pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
-        valid = view.valid_chunk(start, stop, 4)
-        if valid is not None:  # a temporary: mask it in place rather than in a copy
-            pair_values.masked_fill_(~valid, float("-inf"))
-        chosen = select_top(pair_values, view.host["k"][start:stop], None, view.n_pairs)
-        self.index[start:stop, ..., : chosen.shape[-1]] = chosen
-
-    @classmethod
-    def from_blocks(cls, view: Any) -> Any:
-        """The blockwise counterpart: ``index`` from the streaming top-k of the recomputed attention."""
-        return _BlockResults(index=view.walk("attention")["attention_index"])
-
-
-class _BlockResults(ChunkReducer):
-    """A reducer's results as the blockwise view's walks computed them (attributes given as keywords)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-
-_SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}
 
 
 class PairView:
@@ -398,19 +94,21 @@ class PairView:
             (batch, head, T, T) tensors, or None.
         top_fraction, high_rule, zscore, include_special, normalise: see :class:`attnsim.config.StatsConfig`.
         positions: optional (T, 2) (row, col) of each token on an image's patch grid, NaN for tokens
-            without one (a ViT's extra tokens); when given, :attr:`distance` is the grid distance
+            without one (a ViT's extra tokens); when given, :attr:`_distance` is the grid distance
             (:func:`~attnsim.stats.pairs.geometry.grid_distance`) instead of j - i.
         reducers: :class:`ChunkReducer` classes to run in the window walks (see :meth:`register`).
         capture: the raw capture the view was built from, kept for findings that read more than
             the shared quantities (e.g. a classifier's gradients); None when built from tensors.
+        sum_dtype: the precision of the pair counts and of the statistics' per-batch arithmetic on them
+            (:attr:`sum_dtype`; None: the path's own, float32 here).
 
     Shapes below use B windows, L layers, H heads, T tokens, P = T(T-1)/2 pairs and S slots
     (the batch's largest number of high pairs). Statistics are float32 (the model's dtype is
     converted chunk by chunk); accumulators sum batches in float64.
     """
 
-    blockwise = False
-    """True for :class:`~attnsim.stats.pairs.blocks.BlockPairView` (no pair-space tensors; statistics read its blockwise forms)."""
+    draws_examples = True
+    """Whether :meth:`csm_windows` and :meth:`attention_windows` make T x T matrices (the blockwise view: up to 512 tokens)."""
 
     def __init__(
         self,
@@ -425,7 +123,10 @@ class PairView:
         positions: Optional[torch.Tensor] = None,
         reducers: Sequence[Type[ChunkReducer]] = (),
         capture: Any = None,
+        sum_dtype: Optional[torch.dtype] = None,
     ):
+        if sum_dtype is not None:
+            self.sum_dtype = sum_dtype
         self.positions = positions
         self._stacked_vectors = vectors if isinstance(vectors, torch.Tensor) else None
         self._vector_layers = _layers(vectors)
@@ -442,7 +143,7 @@ class PairView:
         self.batch_size, self.n_heads, self.seq_len = self._vector_layers[0].shape[:3]
         self.n_pairs = self.seq_len * (self.seq_len - 1) // 2
         self.device = self._vector_layers[0].device
-        self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(_SHARED[source]) for source in SOURCES}
+        self._registered: Dict[str, List[Type[ChunkReducer]]] = {source: list(SHARED[source]) for source in SOURCES}
         self._reduced: Dict[Type[ChunkReducer], ChunkReducer] = {}
         self._walked: set = set()
         self._kernel_walk: Optional[CSMWalk] = None  # the kernel's results for the running CSM walk's chunk, for its reducers
@@ -460,6 +161,30 @@ class PairView:
                 ``include_special``, ``normalise``, ``reducers``).
         """
         return cls(capture.vectors, batch, capture.attention, positions=batch.get("positions"), capture=capture, **settings)
+
+    @classmethod
+    def single_window(cls, vectors: Layers, window: Dict[str, Any], attention: Optional[Layers] = None, **settings: Any) -> "PairView":
+        """The single-window view: the dense view of one window (a batch of one), for statistics of a single text
+        (e.g. the live explorer), computed by the same statistics' code as corpus runs.
+
+        Args:
+            vectors: per-head vectors of the window: a (layer, head, T, d) tensor or L (head, T, d) tensors.
+            window: the window's (T,) tensors ``attention_mask``, ``special_mask``, ``sentence_ids``, ``input_ids``
+                (optionally ``unknown_mask``), and optionally ``positions`` (T, 2); other entries are kept as given.
+            attention: attention probabilities, a (layer, head, T, T) tensor or L (head, T, T) tensors, or None.
+            settings: keyword arguments of the constructor (``top_fraction``, ``reducers``, ...).
+
+        Returns:
+            A :class:`PairView` with ``batch_size`` 1: every published member keeps its batch axis of length 1.
+
+        Example::
+
+            view = PairView.single_window(z, {"attention_mask": mask, "special_mask": special, "sentence_ids": sid, "input_ids": ids})
+            view.high_index[0]  # (layer, head, S) the window's high pairs
+        """
+        batch = {k: v[None] if isinstance(v, torch.Tensor) and k != "positions" else v for k, v in window.items()}
+        maps = None if attention is None else [a[None] for a in _layers(attention)]
+        return cls([v[None] for v in _layers(vectors)], batch, maps, positions=window.get("positions"), **settings)
 
     def release(self) -> None:
         """Drop every tensor the view holds (the captured layers, the batch, the raw capture and every
@@ -500,30 +225,36 @@ class PairView:
             self._need_attention()
         self._walked.add(source)
         reducers = [kind(self) for kind in kinds]
-        heads = self.n_layers * self.n_heads
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
+        T = self.seq_len
         for start, stop in self._chunks():
             if source == "csm":
                 chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
             else:
-                chunk = self._attention_chunk(start, stop).reshape(stop - start, heads, self.seq_len, self.seq_len)
+                chunk = self._attention_chunk(start, stop)  # (c, L, H, T, T)
+            piece = Piece(start, stop, 0, (0, T), (0, self.n_pairs), T, chunk)  # every layer and query row of the chunk
             for reducer in reducers:
-                reducer.update(self, start, stop, chunk)
+                reducer.update(self, piece)
+        for reducer in reducers:
+            reducer.finish(self)
         self._reduced.update(zip(kinds, reducers))
 
     # -- the captured tensors, stacked only on request -------------------------------------
     @cached_property
     def attention(self) -> Optional[torch.Tensor]:
-        """(layer, batch, head, T, T) attention probabilities, or None (stacked on first use when given by layer)."""
-        if self._attention_layers is None or self._stacked_attention is not None:
-            return self._stacked_attention
-        return torch.stack(self._attention_layers, 1).transpose(0, 1)
+        """(batch, layer, head, T, T) attention probabilities, query-major, or None (stacked on first use when given by
+        layer; the dense path only: the blockwise view keeps no T x T maps)."""
+        if self._attention_layers is None:
+            return None
+        if self._stacked_attention is not None:
+            return self._stacked_attention.transpose(0, 1)
+        return torch.stack(self._attention_layers, 1)
 
     @property
-    def captured_attention_layers(self) -> Optional[Tuple[torch.Tensor, ...]]:
+    def _captured_attention_layers(self) -> Optional[Tuple[torch.Tensor, ...]]:
         """The L captured (batch, head, T, T) attention tensors on the CPU, None when the attention is
         recomputed, stacked or on an accelerator (the high-attention pairs then read the walk's chunks)."""
-        if self._attention_layers is None or self._stacked_attention is not None or self.on_accelerator():
+        if self._attention_layers is None or self._stacked_attention is not None or self._on_accelerator():
             return None
         return self._attention_layers
 
@@ -550,27 +281,27 @@ class PairView:
         # (c, L, H, T, T) float32 CSM of windows start..stop-1; with narrow_csm (where the kernel declined the chunk) a
         # float32 product, whose vectors are kept so that _HighPairs chooses from the float64 CSM
         vectors = self._vector_chunk(start, stop)
-        if self.narrow_csm:
+        if self._narrow_csm:
             self._walk_vectors = vectors  # (c, L, H, T, d)
-        return context_similarity(vectors, self.normalise, wide=not self.narrow_csm)
+        return context_similarity(vectors, self.normalise, wide=not self._narrow_csm)
 
     def _csm_pair_chunk(self, start: int, stop: int, select: bool, totals: Optional[torch.Tensor] = None) -> torch.Tensor:
         # (c, L, H, P) float32 CSM pair values of windows start..stop-1, 0 at invalid pairs. On the compiled path
         # (narrow_csm) one kernel pass per matrix computes them (float32 products), and with them the high pairs when
-        # ``select``, the class sums and squares, kept in _kernel_walk for the walk's _HighPairs, _ClassSums and PairSums, and
-        # _ClassSums and PairSums) and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel
-        # declines (k out of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
+        # ``select``, the class sums and squares, kept in _kernel_walk for the walk's _HighPairs, _ClassSums and
+        # PairSums, and adds them to ``totals`` (PairSums' by_pair); elsewhere, or where the kernel declines (k out
+        # of range), the CSM is a product here, its pairs gathered and chosen by _HighPairs.
         self._kernel_walk = None
-        if self.narrow_csm:
+        if self._narrow_csm:
             vectors = self._vector_chunk(start, stop)  # (c, L, H, T, d)
-            k = self.host["k"][start:stop] if select else [0] * (stop - start)
+            k = self._host["k"][start:stop] if select else [0] * (stop - start)
             walked = compiled_csm_walk(vectors, self.tokens[start:stop], k, self._class_rows[start:stop], totals)
             if walked is not None:
                 self._walk_vectors, self._kernel_walk = vectors, walked
                 return walked.pairs
         square = self._csm_chunk(start, stop)  # (c, L, H, T, T)
-        chunk = self.pair_values(square)
-        valid = self.valid_chunk(start, stop, chunk.dim())
+        chunk = self._pair_values(square)
+        valid = self._valid_chunk(start, stop, chunk.dim())
         if valid is not None:
             chunk.masked_fill_(~valid, 0.0)  # invalid pairs add nothing to any sum
         return chunk
@@ -578,51 +309,53 @@ class PairView:
     @cached_property
     def _class_rows(self) -> torch.Tensor:
         # (batch, 5, P) float32 the pair-class masks, one contiguous row per class (the compiled walk's weights)
-        return self.pair_weights.transpose(1, 2).contiguous()
+        return self._pair_weights.transpose(1, 2).contiguous()
 
-    def wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _wide_pair_values(self, start: int, stop: int, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Pair values of the float64 CSM (rounded once to float32) of windows start..stop-1, the chunk of the
-        running CSM walk (with :attr:`narrow_csm`): (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
+        running CSM walk (with :attr:`_narrow_csm`): (c, L, H, P), or (R, P) for the (window, layer, head) rows where ``rows`` (c, L, H) is True.
         Invalid pairs are not masked."""
         vectors = self._walk_vectors if rows is None else self._walk_vectors[rows]
-        return self.pair_values(context_similarity(vectors, self.normalise))
+        return self._pair_values(context_similarity(vectors, self.normalise))
 
     @cached_property
-    def narrow_csm(self) -> bool:
+    def _narrow_csm(self) -> bool:
         """Whether the CSM walk takes float32 products (CPU, compiled kernel available, top-fraction rule, no
         normalisation), with the high pairs certified against the float64 CSM; else float64 products throughout."""
-        return not self.on_accelerator() and self.high_rule == "top_fraction" and self.normalise == "none" and compiled_available()
+        return not self._on_accelerator() and self.high_rule == "top_fraction" and self.normalise == "none" and compiled_available()
 
     def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
         # (c, L, H, T, T) float32 attention of windows start..stop-1
-        stacked = self.__dict__.get("attention", self._stacked_attention)
+        stacked = self.__dict__.get("attention")  # (B, L, H, T, T) when a finding read it whole
         if stacked is not None:
-            return stacked.transpose(0, 1)[start:stop].float()
+            return stacked[start:stop].float()
+        if self._stacked_attention is not None:
+            return self._stacked_attention.transpose(0, 1)[start:stop].float()
         return torch.stack([a[start:stop] for a in self._attention_layers], 1).float()
 
-    def on_accelerator(self) -> bool:
+    def _on_accelerator(self) -> bool:
         """Whether the batch lives on an accelerator: it then takes the whole batch as one chunk and
         batched products (few, large kernels); a CPU walks cache-sized chunks with per-window products."""
         return self.device.type != "cpu"
 
     def _chunks(self) -> List[Tuple[int, int]]:
         # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
-        budget = CHUNK_ELEMENTS_ACCELERATOR if self.on_accelerator() else CHUNK_ELEMENTS_CPU
+        budget = CHUNK_ELEMENTS_ACCELERATOR if self._on_accelerator() else CHUNK_ELEMENTS_CPU
         step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
     def csm_windows(self, stop: int) -> torch.Tensor:
-        """(layer, stop, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
+        """(stop, layer, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
         always from float64 products rounded once (the values :func:`context_similarity` gives)."""
-        if self.narrow_csm:
-            return context_similarity(self._vector_chunk(0, stop), self.normalise).transpose(0, 1)
-        return self._csm_chunk(0, stop).transpose(0, 1)
+        if self._narrow_csm:
+            return context_similarity(self._vector_chunk(0, stop), self.normalise)
+        return self._csm_chunk(0, stop)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:
-        """(layer, stop, head, T, T) float32 attention of the first ``stop`` windows only, or None."""
-        return self._attention_chunk(0, stop).transpose(0, 1) if self.has_attention else None
+        """(stop, layer, head, T, T) float32 attention of the first ``stop`` windows only, query-major, or None."""
+        return self._attention_chunk(0, stop) if self.has_attention else None
 
-    def pair_values(self, matrices: torch.Tensor, index: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _pair_values(self, matrices: torch.Tensor, index: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(..., T, T) -> (..., P): the entries (i, j), i < j, of each matrix (or the flat cells ``index``, (P,)).
 
         index_select on a 2-D (rows, T*T) view is several times faster than advanced indexing.
@@ -637,55 +370,113 @@ class PairView:
         return token_mask(self.batch["attention_mask"], self.batch["special_mask"], self.include_special)
 
     @cached_property
-    def pairs(self) -> torch.Tensor:
+    def _pairs(self) -> torch.Tensor:
         """(2, P) rows and columns of the pairs i < j."""
         return pair_indices(self.seq_len, self.device)
 
     @cached_property
     def _flat_pairs(self) -> torch.Tensor:
         # (P,) int64, index i * T + j of each pair in a flattened T x T matrix
-        return self.pairs[0] * self.seq_len + self.pairs[1]
+        return self._pairs[0] * self.seq_len + self._pairs[1]
 
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
         whether the slot holds a pair."""
         listed = index < self.n_pairs
         safe = torch.where(listed, index, torch.zeros_like(index))
-        return self.pairs[0][safe], self.pairs[1][safe], listed
+        return self._pairs[0][safe], self._pairs[1][safe], listed
 
     @cached_property
-    def distance(self) -> torch.Tensor:
+    def _distance(self) -> torch.Tensor:
         """(P,) int64, distance j - i of each pair (1..T-1); with ``positions``, the rounded Euclidean
         distance on the patch grid in patches, -1 for pairs holding a token without a grid position."""
-        return pair_distance(self.pairs, self.positions)
+        return pair_distance(self._pairs, self.positions)
 
     @cached_property
-    def pair_mask(self) -> torch.Tensor:
+    def _pair_mask(self) -> torch.Tensor:
         """(batch, P) bool, valid pairs."""
-        return valid_pairs(self.tokens, self.pairs)
+        return valid_pairs(self.tokens, self._pairs)
 
     @cached_property
-    def distance_onehot(self) -> torch.Tensor:
+    def _distance_onehot(self) -> torch.Tensor:
         """(P, T) float32, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``.
 
-        A pair without a distance (-1, see :attr:`distance`) has an all-zero row: it enters no distance statistic.
+        A pair without a distance (-1, see :attr:`_distance`) has an all-zero row: it enters no distance statistic.
         """
-        return distance_onehot(self.distance, self.seq_len)
+        return distance_onehot(self._distance, self.seq_len)
 
     @cached_property
-    def pair_weights(self) -> torch.Tensor:
+    def _pair_weights(self) -> torch.Tensor:
         """(batch, P, 5) float32 0/1 masks of the pair classes :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`:
         valid, same-sentence, cross-sentence, identical-token and other (valid, not identical) pairs."""
-        return pair_classes(self.batch, self.pair_mask, self.pairs)
+        return pair_classes(self.batch, self._pair_mask, self._pairs)
+
+    sum_dtype = torch.float32
+    """Precision of the view's pair counts (:attr:`class_counts`, :attr:`class_counts_by_distance`) and of the
+    statistics' per-batch arithmetic on them: float32 on the dense path, float64 on the blockwise path. Counts are
+    exact integers either way; the ratios and products the statistics form from them keep the precision each path
+    has always had."""
+
+    @cached_property
+    def _table_rows(self) -> torch.Tensor:
+        # (batch, 5, P) float32 0/1 masks of CLASS_TABLES, one contiguous row per class
+        w = self._pair_weights  # valid, same, cross, identical, other
+        neither = w[..., 0] - torch.maximum(w[..., 1], w[..., 3])  # valid, neither same-sentence nor identical
+        return torch.stack([w[..., 0], w[..., 1], w[..., 2], w[..., 3], neither], 1)
+
+    @cached_property
+    def class_counts(self) -> torch.Tensor:
+        """(batch, 5) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row in each window (every pair,
+        with or without a distance)."""
+        return self._table_rows.sum(-1).to(self.sum_dtype)
+
+    @cached_property
+    def class_counts_by_distance(self) -> torch.Tensor:
+        """(batch, 5, T) :attr:`sum_dtype` number of pairs of each :data:`CLASS_TABLES` row at each distance
+        (index 0 unused; pairs without a distance, see :attr:`_distance`, are in no column)."""
+        return (self._table_rows @ self._distance_onehot).to(self.sum_dtype)
+
+    def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Pair classes and distance of listed pairs, from their indices.
+
+        Args:
+            index: (batch, ..., S) int pair indices, P (the sentinel) in unused slots, e.g. one layer of
+                :attr:`high_index`.
+
+        Returns:
+            ``valid``, ``same``, ``cross``, ``identical`` (bool) and ``distance`` (int64: j - i, or the grid distance
+            with image ``positions``, -1 for a pair without one; 0 at unused slots), each shaped like ``index``;
+            unused slots are in no class. The classes are those of :func:`~attnsim.stats.pairs.geometry.pair_classes`.
+        """
+        rows, cols, listed = self.pair_ends(index)
+        features = listed_pair_classes(self.batch, self.tokens, rows, cols, listed)
+        if self.positions is None:
+            features["distance"] = torch.where(listed, cols - rows, torch.zeros_like(rows))
+        else:  # grid distance, -1 without one
+            features["distance"] = torch.cat([self._distance, self._distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
+        return features
+
+    def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
+        """Per-head sums of weights of listed pairs: ``sum_s weigh(features)[b, l, h, s, k]``, one layer at a time.
+
+        Args:
+            index: (batch, layer, head, S) pair indices, P in unused slots (e.g. :attr:`high_index`).
+            weigh: a function of one layer's :meth:`pair_features` (each (batch, 1, head, S)) returning the
+                (batch, 1, head, S, K) weights of its pairs (0 at unused slots), in :attr:`sum_dtype`.
+
+        Returns:
+            (batch, layer, head, K) the weights summed over each head's listed pairs.
+        """
+        return torch.cat([weigh(self.pair_features(index[:, layer : layer + 1])).sum(-2) for layer in range(index.shape[1])], 1)
 
     @cached_property
     def _top_k(self) -> torch.Tensor:
         # (batch,) int64 number of pairs per window chosen by the top-fraction rule (high pairs
         # under that rule, and high-attention pairs under either rule)
-        return top_fraction_counts(self.pair_mask, self.top_fraction)
+        return top_fraction_counts(self._pair_mask, self.top_fraction)
 
     @cached_property
-    def host(self) -> Dict[str, list]:
+    def _host(self) -> Dict[str, list]:
         """The numbers that set shapes and loop bounds, read from the device in one transfer (each read
         waits for the device to finish its queued work): per window its ``k`` (pairs chosen by the top-fraction rule), whether it
         has invalid pairs (``partial``), the span of its real tokens ``first`` .. ``last`` - 1 (an empty
@@ -696,7 +487,7 @@ class PairView:
         last = torch.where(real, position + 1, 0).amax(-1)  # 0 then: an empty span
         ids = self.batch.get("input_ids")
         max_id = ids.max().reshape(1).long() if ids is not None and ids.numel() else torch.full((1,), -1, device=real.device)
-        partial = (~self.pair_mask).any(-1).long()
+        partial = (~self._pair_mask).any(-1).long()
         numbers = torch.cat([self._top_k, partial, first, last, max_id.to(real.device)]).tolist()
         b = self.batch_size
         return {
@@ -710,25 +501,25 @@ class PairView:
     @property
     def max_token_id(self) -> int:
         """The largest token id of the batch (-1 without ``input_ids``)."""
-        return self.host["max_token_id"]
+        return self._host["max_token_id"]
 
     def real_span(self, start: int, stop: int) -> Tuple[int, int]:
         """(first, last): positions first .. last - 1 hold every real token of windows start..stop-1 (last <= first: none)."""
-        return min(self.host["first"][start:stop]), max(self.host["last"][start:stop])
+        return min(self._host["first"][start:stop]), max(self._host["last"][start:stop])
 
-    def valid_chunk(self, start: int, stop: int, dims: int) -> Optional[torch.Tensor]:
+    def _valid_chunk(self, start: int, stop: int, dims: int) -> Optional[torch.Tensor]:
         """(c, 1, ..., P) bool valid pairs of windows start..stop-1 with ``dims`` dimensions, to broadcast
         against a chunk's pair values; None when every pair of those windows is valid."""
-        if not any(self.host["partial"][start:stop]):
+        if not any(self._host["partial"][start:stop]):
             return None
-        return self.pair_mask[start:stop].view(stop - start, *[1] * (dims - 2), self.n_pairs)
+        return self._pair_mask[start:stop].view(stop - start, *[1] * (dims - 2), self.n_pairs)
 
     # -- CSM -------------------------------------------------------------------------------------
     @property
     def class_value_sums(self) -> torch.Tensor:
-        """(layer, batch, head, 5) float32 CSM summed over the pairs of each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`."""
+        """(batch, layer, head, 5) float32 CSM summed over the pairs of each class of :data:`~attnsim.stats.pairs.geometry.PAIR_CLASSES`."""
         sums = self.reduced(_ClassSums).sums  # (B, L*H, 5)
-        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1).transpose(0, 1)
+        return sums.reshape(self.batch_size, self.n_layers, self.n_heads, -1)
 
     @cached_property
     def high_index(self) -> torch.Tensor:
@@ -737,16 +528,16 @@ class PairView:
 
     @cached_property
     def high_count(self) -> torch.Tensor:
-        """(layer, batch, head) int64 number of high pairs."""
+        """(batch, layer, head) int64 number of high pairs k of each window and head."""
         if self.high_rule == "zscore":
-            return (self.high_index < self.n_pairs).sum(-1).transpose(0, 1)
-        return self._top_k[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+            return (self.high_index < self.n_pairs).sum(-1)
+        return self._top_k[:, None, None].expand(self.batch_size, self.n_layers, self.n_heads)
 
     @cached_property
     def high_by_distance(self) -> torch.Tensor:
         """(layer, head, T) float32 number of high pairs at each distance, summed over the batch's windows
         (pairs without a distance are left out)."""
-        distance = torch.cat([self.distance, self.distance.new_full((1,), -1)])[self.high_index]  # (B, L, H, S); sentinel -> -1
+        distance = torch.cat([self._distance, self._distance.new_full((1,), -1)])[self.high_index]  # (B, L, H, S); sentinel -> -1
         counts = torch.zeros(*distance.shape[:-1], self.seq_len + 1, device=self.device)
         counts.scatter_add_(-1, torch.where(distance >= 0, distance, self.seq_len), torch.ones_like(distance, dtype=torch.float32))
         return counts[..., : self.seq_len].sum(0)
@@ -755,11 +546,10 @@ class PairView:
     def chance_by_distance(self) -> torch.Tensor:
         """(layer, head, T) float32 expected number of high pairs at each distance under a uniform choice
         of each window's k high pairs among its n valid pairs: ``sum_b k * n_d / n`` (n_d valid pairs at distance d)."""
-        valid = self.pair_weights[..., 0]  # (B, P)
-        by_distance = valid @ self.distance_onehot  # (B, T)
-        n = valid.sum(-1, keepdim=True)  # (B, 1)
+        by_distance = self.class_counts_by_distance[:, 0].float()  # (B, T)
+        n = self.class_counts[:, :1].float()  # (B, 1)
         share = by_distance / n.where(n > 0, torch.ones_like(n))  # (B, T); a window without pairs adds nothing
-        return torch.einsum("lbh,bt->lht", self.high_count.float(), share)
+        return torch.einsum("lbh,bt->lht", self.high_count.transpose(0, 1).float(), share)
 
     # -- attention --------------------------------------------------------------------------------------
     @property
@@ -773,8 +563,8 @@ class PairView:
 
     @property
     def high_attention_count(self) -> torch.Tensor:
-        """(layer, batch, head) float32 number of high-attention pairs (the window's k)."""
-        return self._top_k.float()[None, :, None].expand(self.n_layers, self.batch_size, self.n_heads)
+        """(batch, layer, head) float32 number of high-attention pairs (the window's k)."""
+        return self._top_k.float()[:, None, None].expand(self.batch_size, self.n_layers, self.n_heads)
 
     @cached_property
     def high_in_attention_index(self) -> torch.Tensor:
@@ -788,8 +578,8 @@ class PairView:
 
     @cached_property
     def high_in_attention(self) -> torch.Tensor:
-        """(layer, batch, head) float32 number of pairs both high-CSM and high-attention."""
-        return (self.high_in_attention_index < self.n_pairs).sum(-1).float().transpose(0, 1)
+        """(batch, layer, head) float32 number of pairs both high-CSM and high-attention."""
+        return (self.high_in_attention_index < self.n_pairs).sum(-1).float()
 
 
-__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "SOURCES", "ChunkReducer", "PairSums", "PairView", "TieCounts", "indexed_sums", "head_sums"]
+__all__ = ["CHUNK_ELEMENTS_CPU", "CHUNK_ELEMENTS_ACCELERATOR", "CLASS_TABLES", "SOURCES", "ChunkReducer", "PairSums", "PairView", "Piece", "TieCounts"]

@@ -72,7 +72,7 @@ def test_every_walk_counts_the_same_ties(path, monkeypatch):
     batch = _lengths_batch(lengths, seq_len)
     view = BlockPairView(list(z), batch, block_rows=7) if path == "blockwise" else PairView(z, batch)
     decided = view.reduced(TieCounts).decided  # (B, L, H)
-    k = view.high_count[0, :, 0]  # (B,)
+    k = view.high_count[:, 0, 0]  # (B,)
     assert decided[:, 0, 0].tolist() == k.tolist()  # the sink head: every choice among equal values
     assert decided[:, 0, 1].tolist() == [0, 0, 0]  # random vectors: distinct values
 

@@ -15,6 +15,11 @@ IDS = torch.tensor([[CLS, 7, 8, 7, SEP, PAD, PAD]])
 SENTENCES = torch.tensor([[-1, 0, 0, 1, -1, -1, -1]])
 
 
+def features(view) -> dict:
+    """The view's published pair classes of every pair of each window: ``valid``, ``same``, ... (batch, P) bool."""
+    return view.pair_features(torch.arange(view.n_pairs).expand(view.batch_size, -1))
+
+
 def pair_set(mask_row: torch.Tensor, seq_len: int) -> set:
     pairs = pair_indices(seq_len)
     return {(int(pairs[0, p]), int(pairs[1, p])) for p in mask_row.nonzero().flatten().tolist()}
@@ -23,29 +28,29 @@ def pair_set(mask_row: torch.Tensor, seq_len: int) -> set:
 def test_same_sentence_pairs_never_hold_a_token_outside_sentences():
     view = view_from_csm(torch.zeros(1, 1, 1, 7, 7), batch_of(IDS, SENTENCES))
     # sentence 0 = {1, 2}, sentence 1 = {3}; [CLS], [SEP] and padding (-1) are in no sentence
-    assert pair_set(view.pair_weights[0, :, SAME], 7) == {(1, 2)}
+    assert pair_set(features(view)["same"][0], 7) == {(1, 2)}
 
 
 def test_identical_pairs_exclude_special_tokens_and_padding():
     ids = torch.tensor([[CLS, 7, 8, 7, SEP, SEP, PAD, PAD]])  # two [SEP] and two padding tokens share an id
     view = view_from_csm(torch.zeros(1, 1, 1, 8, 8), batch_of(ids))
-    assert pair_set(view.pair_weights[0, :, IDENTICAL], 8) == {(1, 3)}
+    assert pair_set(features(view)["identical"][0], 8) == {(1, 3)}
 
 
 def test_identical_pairs_follow_the_statistics_token_mask():
     ids = torch.tensor([[CLS, 7, 8, 7, SEP]])
     view = view_from_csm(torch.zeros(1, 1, 1, 5, 5), batch_of(ids), include_special=False)
-    assert pair_set(view.pair_weights[0, :, IDENTICAL], 5) == {(1, 3)}
-    assert view.pair_mask.sum() == 3  # pairs among the three content tokens
+    assert pair_set(features(view)["identical"][0], 5) == {(1, 3)}
+    assert features(view)["valid"].sum() == 3  # pairs among the three content tokens
 
 
 def test_unknown_tokens_never_form_identical_pairs():
     UNK = 100
     ids = torch.tensor([[CLS, UNK, 7, UNK, 7, SEP]])  # two [UNK] (say an emoji and a snowman) and two 7s
     batch = batch_of(ids)
-    assert pair_set(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch).pair_weights[0, :, IDENTICAL], 6) == {(1, 3), (2, 4)}
+    assert pair_set(features(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch))["identical"][0], 6) == {(1, 3), (2, 4)}
     batch["unknown_mask"] = ids == UNK
-    assert pair_set(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch).pair_weights[0, :, IDENTICAL], 6) == {(2, 4)}
+    assert pair_set(features(view_from_csm(torch.zeros(1, 1, 1, 6, 6), batch))["identical"][0], 6) == {(2, 4)}
 
 
 def test_collate_marks_real_unknown_tokens_only():

@@ -102,7 +102,7 @@ def test_window_passes_do_not_depend_on_chunks_or_layout(monkeypatch, rule):
     reference = computed(stack_view(windows, high_rule=rule, zscore=1.0))
     monkeypatch.setattr(pairs, "CHUNK_ELEMENTS_CPU", 1)  # one window per chunk
     assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference)
-    monkeypatch.setattr(PairView, "on_accelerator", lambda self: True)  # whole batch, batched products, several k
+    monkeypatch.setattr(PairView, "_on_accelerator", lambda self: True)  # whole batch, batched products, several k
     # float64 products here against the compiled walk's float32 ones (each value within product_error): the CSM ratio
     # of near-cancelling means (an outside mean 50 times smaller than its terms) moves by up to 1.1e-5 between them
     assert_same(computed(stack_view(windows, high_rule=rule, zscore=1.0)), reference, rtol=3e-5)
@@ -112,19 +112,20 @@ def test_per_layer_inputs_equal_stacked_tensors():
     windows = random_windows([20, 13], T, L, H, seed=4)
     stacked = stack_view(windows)
     z = torch.stack([w["z"] for w in windows], 1)  # (L, B, H, T, d)
-    layers = PairView(tuple(z.unbind(0)), stacked.batch, tuple(stacked.attention.unbind(0)), top_fraction=stacked.top_fraction)
+    layers = PairView(tuple(z.unbind(0)), stacked.batch, tuple(stacked.attention.unbind(1)), top_fraction=stacked.top_fraction)
     assert_same(computed(layers), computed(stacked))
     assert torch.equal(layers.high_index, stacked.high_index) and torch.equal(layers.attention_index, stacked.attention_index)
-    assert torch.equal(layers.csm_windows(1), context_similarity(z[:, :1])) and torch.equal(layers.attention_windows(1), stacked.attention[:, :1])
+    assert torch.equal(layers.csm_windows(1), context_similarity(z[:, :1]).transpose(0, 1)) and torch.equal(layers.attention_windows(1), stacked.attention[:1])
 
 
 def test_high_and_high_attention_indices_list_valid_pairs_and_their_overlap():
     view = stack_view(random_windows([20, 9], T, L, H, seed=5))
     high, high_attention = dense_pairs(view.high_index, view.n_pairs).transpose(0, 1), dense_pairs(view.attention_index, view.n_pairs).transpose(0, 1)
-    assert torch.equal(high.sum(-1), view.high_count)
-    assert not (high & ~view.pair_mask[None, :, None, :]).any()  # never an invalid pair
-    assert torch.equal(high_attention.sum(-1).float(), view.high_attention_count)
-    assert torch.equal((high & high_attention).sum(-1).float(), view.high_in_attention)
+    assert torch.equal(high.sum(-1), view.high_count.transpose(0, 1))
+    valid = view.pair_features(torch.arange(view.n_pairs).expand(view.batch_size, -1))["valid"]  # (B, P)
+    assert not (high & ~valid[None, :, None, :]).any()  # never an invalid pair
+    assert torch.equal(high_attention.sum(-1).float(), view.high_attention_count.transpose(0, 1))
+    assert torch.equal((high & high_attention).sum(-1).float(), view.high_in_attention.transpose(0, 1))
 
 
 def test_mask_edges_outline_a_block():
