@@ -23,27 +23,26 @@ import torch
 
 from attnsim.findings.base import Finding, Summary
 from attnsim.stats.base import Accumulator, safe_divide
-from attnsim.stats.pairs import PairView, head_sums
+from attnsim.stats.pairs import PairView
 
 # -- stats layer: a pure update function and a mergeable accumulator (no I/O, no MLflow) -----------------
 SCALARS = ("adjacent_share", "adjacent_share_chance")
 
 
-def _adjacent_update(high_index: torch.Tensor, high_count: torch.Tensor, pair_weights: torch.Tensor, distance: torch.Tensor) -> Dict[str, torch.Tensor]:
-    """One batch's increments: high pairs, adjacent high pairs, and their chance count.
+def _adjacent_update(high_by_distance: torch.Tensor, chance_by_distance: torch.Tensor, high_count: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """One batch's increments: high pairs, adjacent high pairs, and their chance count (float64 sums).
 
-    Args:
-        high_index: (B, L, H, S) pair indices of the high pairs, P in unused slots (``PairView.high_index``).
-        high_count: (L, B, H) number of high pairs k (``PairView.high_count``).
-        pair_weights: (B, P, 5) 0/1 pair classes; column 0 is "valid" (``PairView.pair_weights``).
-        distance: (P,) distance j − i of each pair (``PairView.distance``).
+    Args (published members of the view, :class:`attnsim.stats.pairs.PairView`):
+        high_by_distance: (layer, head, T) high pairs at each distance j - i, summed over the batch's windows.
+        chance_by_distance: (layer, head, T) their expected number had each window's k high pairs been chosen
+            uniformly among its valid pairs.
+        high_count: (batch, layer, head) number of high pairs k of each window.
     """
-    valid = pair_weights[..., 0]  # (B, P)
-    adjacent = valid * (distance == 1).float()  # (B, P) valid pairs of neighbouring tokens
-    hits = head_sums(high_index, adjacent[..., None])[..., 0]  # (L, B, H) adjacent high pairs
-    k = high_count.double()  # (L, B, H)
-    share = safe_divide(adjacent.sum(-1).double(), valid.sum(-1).double()).nan_to_num(0.0)  # (B,) chance per pair
-    return {"high": k.sum(1), "adjacent": hits.double().sum(1), "chance": (k * share[None, :, None]).sum(1)}
+    return {
+        "high": high_count.double().sum(0),  # (layer, head)
+        "adjacent": high_by_distance[..., 1].double(),  # distance 1: neighbouring tokens
+        "chance": chance_by_distance[..., 1].double(),
+    }
 
 
 class AdjacentAccumulator(Accumulator):
@@ -55,7 +54,7 @@ class AdjacentAccumulator(Accumulator):
             self.add_sum(name, n_layers, n_heads)
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
-        self.fold(_adjacent_update(view.high_index, view.high_count, view.pair_weights, view.distance))
+        self.fold(_adjacent_update(view.high_by_distance, view.chance_by_distance, view.high_count))
 
     def compute(self) -> Dict[str, torch.Tensor]:
         state = self.metric_state
@@ -68,14 +67,10 @@ class AdjacentFinding(Finding):
 
     name = "adjacent"
     description = "share of high-CSM pairs that are adjacent tokens (j - i = 1), beside chance"
-    statistics = SCALARS  # every key the finding logs: adjacent/adjacent_share[/LNN[/HNN]]
+    statistics = SCALARS  # every key the finding logs (adjacent/adjacent_share[/LNN[/HNN]]); the default summarise() reads them
 
     def build(self):
         return {"adjacent": AdjacentAccumulator(self.n_layers, self.n_heads)}
-
-    def summarise(self) -> Summary:
-        out = self.accumulators["adjacent"].compute()
-        return Summary(self.name, {name: out[name] for name in SCALARS}, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         from attnsim.plots.heads import scalar_mosaic

@@ -7,17 +7,24 @@ windows (every layer, every query row); the blockwise path one piece per window,
 reducer's :meth:`~ChunkReducer.update` is written once against the piece's published fields and serves both paths:
 sums over pieces are sums over windows, layers and rows.
 
-Example::
+Example (a reducer of the attention each key receives, on a single window of uniform attention;
+``tests/test_docstring_examples.py`` runs it):
 
-    class KeyMass(ChunkReducer):
-        source = "attention"
-
-        def __init__(self, view):
-            self.mass = torch.zeros(view.batch_size, view.n_layers, view.n_heads, view.seq_len)
-
-        def update(self, view, piece):
-            # (c, l, H, rows, K) -> attention each key receives from the piece's query rows
-            self.mass[piece.windows, piece.layers, :, : piece.keys] += piece.values.sum(-2)
+    >>> import torch
+    >>> from attnsim.stats.pairs import PairView
+    >>> class KeyMass(ChunkReducer):
+    ...     source = "attention"
+    ...
+    ...     def __init__(self, view):
+    ...         self.mass = torch.zeros(view.batch_size, view.n_layers, view.n_heads, view.seq_len)
+    ...
+    ...     def update(self, view, piece):  # piece.values: (c, l, H, rows, K) probabilities of the piece's query rows
+    ...         self.mass[piece.windows, piece.layers, :, : piece.keys] += piece.values.sum(-2)
+    >>> window = {"attention_mask": torch.ones(4, dtype=torch.long), "special_mask": torch.zeros(4, dtype=torch.bool),
+    ...           "sentence_ids": torch.zeros(4, dtype=torch.long), "input_ids": torch.arange(4)}
+    >>> view = PairView.single_window(torch.randn(1, 1, 4, 2), window, torch.full((1, 1, 4, 4), 0.25))
+    >>> view.reduced(KeyMass).mass.tolist()  # (batch, layer, head, key): each key gets a quarter of 4 rows
+    [[[[1.0, 1.0, 1.0, 1.0]]]]
 """
 
 from __future__ import annotations

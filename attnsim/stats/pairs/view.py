@@ -177,10 +177,17 @@ class PairView:
         Returns:
             A :class:`PairView` with ``batch_size`` 1: every published member keeps its batch axis of length 1.
 
-        Example::
+        Example (one layer and head, T = 4: tokens 0 and 1 point one way, 2 and 3 another; ``tests/test_docstring_examples.py`` runs it):
 
-            view = PairView.single_window(z, {"attention_mask": mask, "special_mask": special, "sentence_ids": sid, "input_ids": ids})
-            view.high_index[0]  # (layer, head, S) the window's high pairs
+            >>> import torch
+            >>> z = torch.tensor([[[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]]])  # (layer, head, T, d_head)
+            >>> window = {"attention_mask": torch.ones(4, dtype=torch.long), "special_mask": torch.zeros(4, dtype=torch.bool),
+            ...           "sentence_ids": torch.zeros(4, dtype=torch.long), "input_ids": torch.arange(4)}
+            >>> view = PairView.single_window(z, window, top_fraction=0.3)
+            >>> view.high_count.tolist()  # k = floor(0.3 * 6 pairs + 0.5)
+            [[[2]]]
+            >>> view.high_index.tolist()  # (batch, layer, head, S): pairs (0, 1) and (2, 3), indices 0 and 5
+            [[[[0, 5]]]]
         """
         batch = {k: v[None] if isinstance(v, torch.Tensor) and k != "positions" else v for k, v in window.items()}
         maps = None if attention is None else [a[None] for a in _layers(attention)]
