@@ -8,23 +8,12 @@ import pytest
 import torch
 
 import attnsim
-from attnsim.stats.interventions import copy_targets, next_token_targets
 
 pytestmark = pytest.mark.e2e
 
 FAST = ["trainer.progress_bar=false", "tracking.figures=false", "plots.explorer=false"]
 
 
-def test_copy_targets_split_by_copy():
-    # BOS, copy 0 = [5 6 7], copy 1 = [5 6 7], pad: position t predicts t + 1
-    ids = torch.tensor([[1, 5, 6, 7, 5, 6, 7, 0]])
-    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0]])
-    sentences = torch.tensor([[-1, 0, 0, 0, 1, 1, 1, -1]])
-    earlier = torch.tensor([[-1, -1, -1, -1, 1, 2, 3, -1]])
-    targets = next_token_targets(ids, mask)
-    repeated, first = copy_targets(targets, earlier, sentences)
-    assert repeated.tolist() == [[-100, -100, -100, 5, 6, 7, -100, -100]]  # positions 3..5 predict the second copy
-    assert first.tolist() == [[5, 6, 7, -100, -100, -100, -100, -100]]  # BOS and copy 0 predict copy 0
 
 
 def test_induction_heads_and_their_ablation(smollm2, tracking_uri):

@@ -26,17 +26,9 @@ from attnsim.findings.ablation import build_plan
 from attnsim.stats.interventions import (
     METRICS,
     TaskMetric,
-    classification_sums,
-    effect,
     next_token_targets,
-    random_baseline,
     random_head_sets,
-    rank_heads,
-    restored_share,
-    set_effects,
-    spearman,
     token_loss_sums,
-    zscore,
 )
 
 # GPT-2's layers and W_O (a Conv1D) given here, so that these tests do not depend on the architecture table having gpt2
@@ -226,12 +218,6 @@ def test_patching_every_head_of_every_layer_restores_the_clean_logit_difference(
 # -- task metrics ----------------------------------------------------------------------------------------
 
 
-def test_classification_sums_by_hand():
-    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
-    sums, counts = classification_sums(logits, torch.tensor([0, 2]))
-    # window 0 right (2 - 1 = 1); window 1 wrong (1 - 3 = -2)
-    assert sums[METRICS.index("accuracy")] == 1 and sums[METRICS.index("logit_diff")] == -1
-    assert counts[METRICS.index("accuracy")] == 2 and counts[METRICS.index("lm_loss")] == 0
 
 
 def test_next_token_loss_equals_the_models_own_loss(gpt2):
@@ -271,27 +257,8 @@ def test_masked_lm_metric_masks_the_same_seeded_tokens(tiny_bert):
 # -- effect arithmetic (hand-worked) ---------------------------------------------------------------------
 
 
-def test_effect_baseline_zscore_and_restored_share_by_hand():
-    assert float(effect(torch.tensor(0.9), torch.tensor(0.6), True)) == pytest.approx(0.3)
-    assert float(effect(torch.tensor(2.0), torch.tensor(2.5), False)) == pytest.approx(0.5)
-    mean, std = random_baseline(torch.tensor([[0.1, 0.2, 0.3]], dtype=torch.float64))
-    assert float(mean) == pytest.approx(0.2) and float(std) == pytest.approx(0.1)  # sample std, ddof 1
-    assert float(zscore(torch.tensor(0.5), mean, std)) == pytest.approx(3.0)
-    assert torch.isnan(zscore(torch.tensor(0.5), torch.tensor(0.2), torch.tensor(0.0)))
-    assert float(restored_share(torch.tensor(1.5), torch.tensor(-1.0), torch.tensor(4.0))) == pytest.approx(0.5)
-    assert torch.isnan(restored_share(torch.tensor(1.0), torch.tensor(2.0), torch.tensor(2.0)))
 
 
-def test_set_effects_reads_each_set_against_the_draws_of_its_size():
-    means = torch.full((6, len(METRICS)), float("nan"), dtype=torch.float64)
-    a = METRICS.index("accuracy")
-    # pass 0 clean 0.9; sets: one head 0.5, two heads 0.8; random draws of size 1: 0.8, 0.9, 0.7
-    means[:, a] = torch.tensor([0.9, 0.5, 0.8, 0.8, 0.9, 0.7], dtype=torch.float64)
-    out = set_effects(means, ["accuracy"], 2, {1: [3, 4, 5]}, [1, 2])["accuracy"]
-    assert out["effect"].tolist() == pytest.approx([0.4, 0.1])
-    assert float(out["random_mean"][0]) == pytest.approx(0.1) and float(out["random_std"][0]) == pytest.approx(0.1)
-    assert float(out["zscore"][0]) == pytest.approx(3.0)
-    assert torch.isnan(out["random_mean"][1])  # no draws of size 2
 
 
 def test_random_draws_are_reproducible_under_the_seed():
@@ -306,11 +273,6 @@ def test_random_draws_are_reproducible_under_the_seed():
     assert plan.random_index() == {1: [10, 11, 12], 2: [13, 14, 15]}
 
 
-def test_rank_heads_and_spearman():
-    values = torch.tensor([[0.1, float("nan")], [0.9, 0.5]])
-    assert rank_heads(values, 2) == [(1, 0), (1, 1)]
-    assert spearman(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([10.0, 20.0, 30.0, 45.0])) == pytest.approx(1.0)
-    assert spearman(torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])) is None
 
 
 # -- config and input checks -----------------------------------------------------------------------------

@@ -315,33 +315,6 @@ def test_induction_end_to_end_on_tiny_decoders(family, tmp_path):
     assert metrics["induction/prev_token_score_chance"] == pytest.approx(np.mean([1 / (i + 1) for i in range(1, real)]), rel=1e-5)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_real_decoder_attention_is_read_as_causal(family, tmp_path):
-    """A tiny decoder's own eager attention (transformers, no attnsim capture) on repeated_tokens windows:
-    its masked cells are exact zeros, so every head gets the causal chance, and the scores are finite."""
-    from transformers import AutoModelForCausalLM
-
-    from attnsim.data.module import collate_windows
-    from attnsim.data.repeated import repeated_corpus
-    from tests.helpers.tiny_models import save_tiny, train_tokenizer
-
-    tokenizer = train_tokenizer(family)
-    model = AutoModelForCausalLM.from_pretrained(save_tiny(tmp_path, family), attn_implementation="eager").eval()
-    corpus = repeated_corpus(tokenizer, seq_len=24, windows=2, repeat_length=10, repeats=2, seed=3)
-    batch = collate_windows(list(enumerate(corpus.windows)))
-    with torch.no_grad():
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
-    attention = torch.stack(out.attentions)  # (L, B, H, T, T)
-    view = PairView(torch.randn(*attention.shape[:4], 8), batch, attention)
-    acc = InductionAccumulator(attention.shape[0], attention.shape[2])
-    acc.update(view)
-    scores = acc.compute()
-    start = 1 if family == "llama" else 0  # <s> before the copies
-    chance = np.mean([1 / (i + 1) for i in range(start + 10, start + 20)])
-    assert torch.allclose(scores["induction_score_chance"], torch.full_like(scores["induction_score_chance"], chance))
-    real = start + 20
-    assert torch.allclose(scores["prev_token_score_chance"], torch.full_like(scores["prev_token_score_chance"], np.mean([1 / (i + 1) for i in range(1, real)])))
-    assert all(torch.isfinite(v).all() for v in scores.values())
 
 
 def test_too_long_copies_are_refused_before_any_model_or_run(tiny_bert, tmp_path, monkeypatch):

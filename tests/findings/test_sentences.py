@@ -41,15 +41,6 @@ def test_sentence_statistics_by_hand():
     assert math.isclose(out["csm_cross_mean"], (1 + 0 + 3 - 1 + 9 + 0) / 6, rel_tol=1e-6)
 
 
-def test_window_without_sentences_is_undefined_not_zero():
-    ids = torch.tensor([[CLS, 5, 6, SEP]])
-    view = view_from_csm(torch.rand(1, 1, 1, 4, 4), batch_of(ids, torch.full((1, 4), -1)), top_fraction=0.2)
-    acc = SentenceAccumulator(1, 1)
-    acc.update(view)
-    out = acc.compute()
-    assert float(out["same_sentence_share"]) == 0.0 and float(out["same_sentence_share_chance"]) == 0.0
-    assert math.isnan(float(out["same_sentence_ratio"]))  # 0 / 0
-    assert math.isnan(float(out["csm_same_mean"]))
 
 
 def test_finding_summary_has_every_statistic_per_layer_and_head():

@@ -10,7 +10,7 @@ import torch
 from attnsim.findings.categories import TokenCategories
 from attnsim.stats.attention_maps import AttentionMapAccumulator
 from attnsim.stats.attention_regions import AttentionRegionAccumulator
-from attnsim.stats.rollout import RolloutAccumulator, attention_rollout
+from attnsim.stats.rollout import attention_rollout
 from attnsim.stats.separators import SeparatorAccumulator
 from tests.helpers.findings import PERIOD, batch_of, symmetric, view_from_csm
 
@@ -37,13 +37,6 @@ def test_rollout_of_causal_attention_is_lower_triangular_with_rows_summing_to_on
         assert torch.allclose(rollout.sum(-1), torch.ones(layers, batch, size, dtype=rollout.dtype), atol=1e-6), fusion
 
 
-def test_rollout_of_a_hand_made_causal_pair():
-    # T = 2, one head: token 1 attends 0.25 to token 0 and 0.75 to itself; token 0 only to itself
-    attention = torch.tensor([[1.0, 0.0], [0.25, 0.75]])[None, None, None].expand(2, 1, 1, 2, 2)
-    rollout = attention_rollout(attention)
-    # (A + I)/2 = [[1, 0], [0.125, 0.875]]; two layers: row 1 = [0.125 + 0.875 * 0.125, 0.875²]
-    assert torch.allclose(rollout[0, 0], torch.tensor([[1.0, 0.0], [0.125, 0.875]]))
-    assert torch.allclose(rollout[1, 0], torch.tensor([[1.0, 0.0], [0.125 + 0.875 * 0.125, 0.875**2]]))
 
 
 def test_causal_categories_read_out_the_last_real_token_and_name_the_first_token():
@@ -57,18 +50,6 @@ def test_causal_categories_read_out_the_last_real_token_and_name_the_first_token
     assert TokenCategories(None).readout(batch).tolist() == [0, 0] and causal.readout_name == "last token"
 
 
-def test_rollout_accumulator_reads_the_causal_readout_row():
-    attention = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])[None, None, None]  # (L, B, H, T, T)
-    valid = torch.ones(1, 3, dtype=torch.bool)
-    rollout = attention_rollout(attention, valid)  # rows of (A + I)/2
-    acc = RolloutAccumulator(1, 3, ("cls",))
-    first = torch.tensor([[True, False, False]])
-    acc.update(rollout, valid, {"cls": first}, TokenCategories(None, causal=True).readout({"attention_mask": valid.long()}))
-    out = acc.compute()
-    last_row = torch.tensor([0.1, 0.15, 0.75], dtype=torch.float64)
-    assert torch.allclose(out["readout_mean"][0], last_row, atol=1e-7)
-    assert math.isclose(float(out["readout_entropy"]), float(-(last_row * last_row.log()).sum()), rel_tol=1e-6)
-    assert math.isclose(float(out["cls_mass"]), (1.0 + 0.25 + 0.1) / 3, rel_tol=1e-6)  # first-token mass of every row
 
 
 # a GPT-2-like window: "a . b \n" with no BOS; rows are queries, lower-triangular

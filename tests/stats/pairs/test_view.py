@@ -14,7 +14,7 @@ from attnsim.stats.attention_regions import AttentionRegionAccumulator, RegionIn
 from attnsim.stats.csm import CSMAccumulator, CSMPairSums
 from attnsim.stats.pairs import ChunkReducer, PairView, TieCounts, dense_pairs
 from attnsim.stats.separators import SeparatorAccumulator, SeparatorSums
-from tests.helpers.findings import CATEGORIES, CLS, SEP, batch_of, random_windows
+from tests.helpers.findings import CATEGORIES, CLS, PAD, SEP, batch_of, random_windows
 from tests.helpers.reference import dense_reference
 
 L, H, T = 2, 3, 20
@@ -116,3 +116,50 @@ def test_a_reducer_of_attention_needs_attention():
     view = PairView(torch.zeros(1, 1, 1, 4, 2), batch_of(torch.tensor([[CLS, 5, 6, SEP]])))
     with pytest.raises(ValueError, match="needs attention probabilities"):
         view.reduced(SeparatorSums)
+
+
+def test_position_profile_is_one_under_uniform_attention_and_finds_a_sink():
+    """Mass each key position receives per query, over uniform attention: 1 everywhere for uniform attention;
+    for attention all on the first token, T at position 0 and 0 elsewhere."""
+    from attnsim.stats.pairs import PairView
+    from attnsim.stats.separators import SeparatorAccumulator
+
+    seq_len = 6
+    ids = torch.tensor([[101, 5, 6, 7, 8, 102], [101, 5, 6, 102, PAD, PAD]])
+    batch = batch_of(ids)
+    real = batch["attention_mask"].float()
+    uniform = (real[:, None, :] / real.sum(-1)[:, None, None]).expand(2, seq_len, seq_len).contiguous()  # (B, T, T)
+    sink = torch.zeros(2, seq_len, seq_len)
+    sink[..., 0] = 1.0
+    for attention, want in ((uniform, None), (sink, "sink")):
+        acc = SeparatorAccumulator(1, 1, {"cls": [101], "sep": [102], "period": [], "comma": []}, seq_len=seq_len)
+        view = PairView(torch.randn(1, 2, 1, seq_len, 2), batch, attention[None, :, None])
+        acc.update(view)
+        out = acc.compute()
+        ratio = out["position_mass"] / out["position_mass_chance"]
+        assert torch.equal(out["position_bins"], torch.arange(seq_len))
+        if want is None:
+            torch.testing.assert_close(ratio[0, 0, :4], torch.ones(4, dtype=torch.float64))
+        else:
+            # 10 queries all on position 0; uniform gives position 0: 6 * 1/6 + 4 * 1/4 = 2 -> ratio 5
+            assert ratio[0, 0, 0].item() == 5.0 and ratio[0, 0, 1:4].abs().sum().item() == 0.0
+
+
+def test_position_profile_chance_of_a_causal_model_is_uniform_over_the_visible_keys():
+    """A causal head's uniform attention (query i gives 1/(i+1) to keys 0..i) is its chance: ratio 1 at every position.
+    Worked by hand for T = 4, one window, every token a query: key 0 receives 1 + 1/2 + 1/3 + 1/4 = 25/12,
+    key 3 receives 1/4; per query (4 queries): 25/48 and 1/16."""
+    from attnsim.stats.pairs import PairView
+    from attnsim.stats.separators import SeparatorAccumulator
+
+    seq_len = 4
+    ids = torch.tensor([[5, 6, 7, 8]])
+    batch = batch_of(ids, specials=())
+    causal = torch.tril(torch.ones(seq_len, seq_len))
+    causal = causal / causal.sum(-1, keepdim=True)
+    acc = SeparatorAccumulator(1, 1, {"cls": [], "sep": [], "period": [], "comma": []}, causal=True, seq_len=seq_len)
+    acc.update(PairView(torch.randn(1, 1, 1, seq_len, 2), batch, causal[None, None, None]))
+    out = acc.compute()
+    want = torch.tensor([25 / 48, 13 / 48, 7 / 48, 1 / 16], dtype=torch.float64)
+    torch.testing.assert_close(out["position_mass_chance"][0, 0], want)
+    torch.testing.assert_close(out["position_mass"][0, 0], want)

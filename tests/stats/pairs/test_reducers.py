@@ -1,4 +1,4 @@
-"""The statistics' one contract: each statistic, written once, gives the same numbers through the dense view,
+"""attnsim.stats.pairs.reducers and the view contract. The statistics' one contract: each statistic, written once, gives the same numbers through the dense view,
 the blockwise walk and the single-window view (attnsim.stats.pairs.view).
 
 A hand-built window (T = 9: [CLS], two sentences with repeated ids, [SEP] and one padding token; 2 layers, 2 heads)
