@@ -8,22 +8,6 @@ import torch
 from tests.helpers.findings import batch_of
 
 
-def test_seq_len_goes_to_the_model_positions_not_a_smaller_tokenizer_limit(tmp_path):
-    """A decoder with 1,024 rotary positions and a tokenizer saved with model_max_length 512 takes corpus.seq_len=1024;
-    1,025 is refused naming the model's limit."""
-    import pytest
-
-    from attnsim.capture.load import inspect_model, load_tokenizer
-    from attnsim.errors import ConfigError
-    from tests.helpers.tiny_models import save_tiny
-
-    path = save_tiny(tmp_path / "llama", "llama", positions=1024)
-    info = inspect_model(str(path), 1024)
-    assert load_tokenizer(info, 1024).is_fast
-    with pytest.raises(ConfigError, match="1024"):
-        inspect_model(str(path), 1025)
-
-
 def test_long_windows_keep_the_mean_csm_pooled_and_equal_on_both_paths():
     """T = 600 > 512: the corpus-mean CSM is kept by cells of 2 tokens, (L, H, 300, 300), the same from the dense
     and the blockwise view of one capture, and equal to pooling the dense mean by hand."""

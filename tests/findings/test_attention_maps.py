@@ -6,7 +6,6 @@ import math
 
 import torch
 
-from attnsim.findings.separators import separator_ids
 from attnsim.stats.separators import SeparatorAccumulator
 from tests.helpers.findings import CATEGORIES, CLS, PERIOD, SEP, batch_of, view_from_csm
 
@@ -52,13 +51,6 @@ def test_separator_queries_follow_include_special():
     assert math.isclose(out["attention_distance"], 1.0, rel_tol=1e-6)
 
 
-def test_separator_ids_from_the_bundled_tokenizer():
-    from transformers import AutoTokenizer
-
-    from tests.helpers.models import BUNDLED
-
-    ids = separator_ids(AutoTokenizer.from_pretrained(BUNDLED))
-    assert ids == {"cls": [CLS], "sep": [SEP], "period": [PERIOD], "comma": [1010], "newline": []}  # BERT drops line breaks
 
 
 def test_region_finding_keeps_the_example_windows_high_attention_pairs():

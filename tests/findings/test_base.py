@@ -5,19 +5,12 @@ from __future__ import annotations
 import torch
 
 from attnsim.config import load_config
-from attnsim.findings.base import Finding, FindingContext
+from attnsim.findings.base import Finding, FindingContext, Needs
 from attnsim.findings.registry import FINDINGS
 
 DEFAULT_SUMMARY = {"attention_maps", "attention_regions", "csm", "distance", "induction", "noise", "repetition", "sentences", "separators"}
 
 
-def test_declarations_are_on_every_finding_with_their_types():
-    for name in FINDINGS:
-        kind = FINDINGS[name]
-        assert issubclass(kind, Finding) and kind.name == name
-        for flag in ("needs_attention", "needs_gradients", "blockwise", "needs_interventions", "encoder_decoder"):
-            assert isinstance(getattr(kind, flag), bool), (name, flag)
-        assert isinstance(kind.config_keys, tuple) and all(isinstance(key, str) and key for key in kind.config_keys)
 
 
 def test_nine_findings_share_the_default_summarise():
@@ -44,3 +37,10 @@ def test_the_default_summary_reads_the_declared_outputs():
     summary = finding.summarise()
     assert set(summary.scalars) == {"a", "b"} and set(summary.profiles) == {"p"} and summary.windows == 5
     assert torch.equal(summary.profile_index["p"], torch.arange(4)) and summary.figure_data == {"m": "matrix"}
+
+
+def test_findings_declare_their_needs():
+    needs = Needs.of([FINDINGS[name] for name in ("csm", "rollout", "gradient_maps")])
+    assert needs.attention and needs.gradients and not needs.interventions and not needs.encoder_decoder
+    assert needs.without_blockwise == ("rollout", "gradient_maps")
+    assert Needs.of([FINDINGS["ablation"]]).interventions and Needs.of([FINDINGS["alignment"]]).encoder_decoder

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnsim.capture.gradients import GradientCapture, GradientModule, load_classifier, select_target
+from attnsim.capture.gradients import GradientCapture, GradientModule, load_classifier
 from attnsim.capture.load import inspect_model
-from attnsim.errors import ModelError
 from attnsim.stats.gradmaps import GradientMapAccumulator, cdam, gradient_rollout, gradient_weighted_attention
 
 D = torch.float64
@@ -42,12 +41,6 @@ def test_padding_is_masked_and_cdam_hand_worked():
         cdam(tokens, grads[:, :2])
 
 
-def test_select_target():
-    logits = torch.tensor([[0.1, 2.0, -1.0], [3.0, 0.0, 0.0]])
-    assert select_target(logits).tolist() == [1, 0]
-    assert select_target(logits, 2).tolist() == [2, 2]
-    with pytest.raises(ValueError, match="does not exist"):
-        select_target(logits, 3)
 
 
 def test_gradient_accumulator_hand_worked_and_merge():
@@ -183,21 +176,5 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
     assert torch.allclose(cdam(capture.final_tokens, capture.final_gradients), (capture.final_tokens * capture.final_gradients).sum(-1))
 
 
-def test_random_head_is_seeded_and_tagged(tiny_bert):
-    info = inspect_model(str(tiny_bert), 16)
-    first, tags = load_classifier(info, seed=5, num_labels=4)
-    second, _ = load_classifier(info, seed=5, num_labels=4)
-    third, _ = load_classifier(info, seed=6, num_labels=4)
-    assert tags["attnsim.classifier_head"] == "random_seeded" and tags["attnsim.num_labels"] == "4"
-    assert torch.equal(first.classifier.weight, second.classifier.weight)
-    assert not torch.equal(first.classifier.weight, third.classifier.weight)
-    assert not first.training and not any(p.requires_grad for p in first.parameters())
 
 
-def test_gradient_capture_refuses_inference_mode(tiny_bert):
-    info = inspect_model(str(tiny_bert), 16)
-    model, _ = load_classifier(info, seed=0)
-    module = GradientModule(model, info, "z")
-    batch = {"input_ids": torch.tensor([[101, 2054, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long), "special_mask": torch.zeros(1, 3, dtype=torch.bool)}
-    with torch.inference_mode(), pytest.raises(ModelError, match="inference_mode=False"):
-        module.predict_step(batch, 0)

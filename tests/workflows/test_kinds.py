@@ -19,7 +19,6 @@ from attnsim.data.prompt_pairs import PromptPairCorpus
 from attnsim.data.translation import PairCorpus
 from attnsim.data.windows import Corpus
 from attnsim.errors import ConfigError
-from attnsim.findings.base import Needs
 from attnsim.findings.registry import FINDINGS
 from attnsim.workflows.kinds import EncoderDecoderRun, GradientRun, ImageRun, InterventionRun, TextRun, choose_kind
 from tests.helpers.paths import ROOT
@@ -68,11 +67,6 @@ def test_a_kind_that_does_not_fit_is_refused_as_before():
         kind_of("csm", "bert", "findings=[csm,ablation]")
 
 
-def test_findings_declare_their_needs():
-    needs = Needs.of([FINDINGS[name] for name in ("csm", "rollout", "gradient_maps")])
-    assert needs.attention and needs.gradients and not needs.interventions and not needs.encoder_decoder
-    assert needs.without_blockwise == ("rollout", "gradient_maps")
-    assert Needs.of([FINDINGS["ablation"]]).interventions and Needs.of([FINDINGS["alignment"]]).encoder_decoder
 
 
 @pytest.mark.parametrize("kind", [Corpus, ImageCorpus, PairCorpus, PromptPairCorpus])
