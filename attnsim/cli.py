@@ -93,7 +93,11 @@ def _with_uri(overrides: List[str], uri: Optional[str]) -> List[str]:
 
 
 def _add_uri(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--uri", default=None, help="tracking URI, e.g. http://127.0.0.1:5000 (`attnsim server`) or sqlite:///PATH/mlflow.db (default: tracking.uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument(
+        "--uri",
+        default=None,
+        help="tracking URI, e.g. http://127.0.0.1:5000 (`attnsim server`) or sqlite:///PATH/mlflow.db (default: tracking.uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)",
+    )
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
@@ -101,7 +105,9 @@ def _cmd_server(args: argparse.Namespace) -> int:
 
     backend = args.backend_store_uri or os.environ.get("ATTNSIM_BACKEND_STORE_URI")
     if not backend:
-        raise AttnsimError("`attnsim server` needs its PostgreSQL backend store: pass --backend-store-uri postgresql://USER@HOST:PORT/DB (or set ATTNSIM_BACKEND_STORE_URI). Create the database first with `createdb DB`.")
+        raise AttnsimError(
+            "`attnsim server` needs its PostgreSQL backend store: pass --backend-store-uri postgresql://USER@HOST:PORT/DB (or set ATTNSIM_BACKEND_STORE_URI). Create the database first with `createdb DB`."
+        )
     return serve(backend, args.artifacts_destination, args.host, args.port, say=lambda line: print(line, flush=True))
 
 
@@ -128,7 +134,10 @@ def _cmd_explore(args: argparse.Namespace) -> int:
 
     explorer = Explorer.load(args.overrides)
     info = explorer.describe()
-    print(f"loaded {info['model']} ({info['layers']} layers x {info['heads']} heads, {info['kind']}) in {explorer.load_seconds:.1f} s; texts up to {info['max_tokens']} tokens", flush=True)
+    print(
+        f"loaded {info['model']} ({info['layers']} layers x {info['heads']} heads, {info['kind']}) in {explorer.load_seconds:.1f} s; texts up to {info['max_tokens']} tokens",
+        flush=True,
+    )
     explorer.analyse("The first pass compiles the statistics' kernels.", 0, 0)  # warm-up: the first text is not slower than the rest
     context, refused = None, None
     uri = resolve_uri(args.uri)
@@ -177,7 +186,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     unreadable = int(result.runs["status"].str.startswith("unreadable").sum())
     at_once = f", up to {args.jobs} at once" if args.jobs > 1 else ""
     bad = f", {unreadable} unreadable (skipped; see the status column)" if unreadable else ""
-    print(f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured - unreadable} already finished{bad})")
+    print(
+        f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured - unreadable} already finished{bad})"
+    )
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
         print(result.runs.to_string(index=False))
         print("\nmodel means by global step (the parent's metric curves):")
@@ -197,7 +208,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print("columns:")
     for row in table.attrs["runs"]:
         step = f", step {row['global_step']}" if row.get("global_step") is not None else ""
-        print(f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)")
+        print(
+            f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)"
+        )
     print()
     print(format_table(table))
     if table.attrs["differences"]:
@@ -265,9 +278,22 @@ def _add_analysis_parsers(sub: Any) -> None:
 
     p = sub.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
     p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
-    p.add_argument("--checkpoints", required=True, nargs="+", action=_CheckpointsAndOverrides, metavar=("DIR_OR_RUN_ID", "KEY=VALUE"), help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow")
+    p.add_argument(
+        "--checkpoints",
+        required=True,
+        nargs="+",
+        action=_CheckpointsAndOverrides,
+        metavar=("DIR_OR_RUN_ID", "KEY=VALUE"),
+        help="checkpoint directory (step-NNNNNN sub-directories) or the run id of `attnsim finetune`; overrides may follow",
+    )
     p.add_argument("--base", default=None, help="model measured as step 0 (default: the base model recorded in the checkpoints)")
-    p.add_argument("--jobs", type=_jobs, default=1, metavar="N", help="measure up to N children at once, each in its own process (one GPU each, round robin, when there are GPUs); default 1")
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="measure up to N children at once, each in its own process (one GPU each, round robin, when there are GPUs); default 1",
+    )
     p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
     _add_uri(p)
     p.set_defaults(func=_cmd_sweep)
@@ -332,7 +358,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser("server", help="serve a shared MLflow tracking server: PostgreSQL backend store, proxied artifacts (Ctrl-C stops it)")
-    p.add_argument("--backend-store-uri", default=None, metavar="URI", help="PostgreSQL database, postgresql://USER@HOST:PORT/DB (default $ATTNSIM_BACKEND_STORE_URI)")
+    p.add_argument(
+        "--backend-store-uri", default=None, metavar="URI", help="PostgreSQL database, postgresql://USER@HOST:PORT/DB (default $ATTNSIM_BACKEND_STORE_URI)"
+    )
     p.add_argument("--artifacts-destination", default=None, metavar="DIR", help="folder where the server keeps artifacts (default ./mlartifacts)")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; give 0.0.0.0 to share it on the network)")
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
@@ -343,7 +371,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--run", default=None, metavar="RUN_ID", help="a logged run of the same model: its per-head corpus statistics beside the live maps")
     p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; another exposes the model to the network)")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; another exposes the model to the network)"
+    )
     p.add_argument("--text", default="", help="the text the page opens with")
     p.set_defaults(func=_cmd_explore)
 

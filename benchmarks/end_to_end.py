@@ -79,13 +79,32 @@ def run_metrics(uri: str, run_id: str, env: Dict[str, str]) -> Dict[str, float]:
 
 
 def attnsim_command(experiment: str, args, uri: str) -> List[str]:
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", f"trainer.threads={args.threads}", "trainer.progress_bar=false", accelerator_override(args.device), f"model.path={args.model}"]
+    overrides = [
+        f"corpus.limit={args.windows}",
+        f"trainer.batch_size={args.batch_size}",
+        f"trainer.threads={args.threads}",
+        "trainer.progress_bar=false",
+        accelerator_override(args.device),
+        f"model.path={args.model}",
+    ]
     return [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
 
 
 def plain_command(args) -> List[str]:
     model = ["--model-dir", args.model_dir] if args.model_dir else []
-    return [sys.executable, PLAIN, "--windows", str(args.windows), "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device, *model]
+    return [
+        sys.executable,
+        PLAIN,
+        "--windows",
+        str(args.windows),
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+        "--device",
+        args.device,
+        *model,
+    ]
 
 
 def model_dir(model: str, env: Dict[str, str]) -> str:
@@ -141,7 +160,10 @@ def print_tables(results: List[dict], args) -> None:
     print("| stage | " + " | ".join(r["experiment"] for r in results) + " |")
     print("| --- |" + " --- |" * len(results))
     for stage in STAGES + ("total", "outside"):
-        label = {"outside": "outside the run's total: interpreter start, ending the run, process exit", "total": "total (command start to the timings logged)"}.get(stage, stage)
+        label = {
+            "outside": "outside the run's total: interpreter start, ending the run, process exit",
+            "total": "total (command start to the timings logged)",
+        }.get(stage, stage)
         print(f"| {label} | " + " | ".join(f"{r['stages'][stage]:.2f}" for r in results) + " |")
     print()
     for r in results:
@@ -169,14 +191,19 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         uri = f"sqlite:///{folder}/mlflow.db"
         # every experiment and override is checked, and the store's schema created, before anything is timed
-        check = "import sys\nfrom attnsim.config import load_config\nfrom attnsim.tracking.store import Tracker\n" + "".join(
-            f"load_config({name!r}, {attnsim_command(name, args, uri)[5:-2]!r})\n" for name in args.experiments
-        ) + f"Tracker({uri!r})\n"
+        check = (
+            "import sys\nfrom attnsim.config import load_config\nfrom attnsim.tracking.store import Tracker\n"
+            + "".join(f"load_config({name!r}, {attnsim_command(name, args, uri)[5:-2]!r})\n" for name in args.experiments)
+            + f"Tracker({uri!r})\n"
+        )
         out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
         if out.returncode != 0:
             parser.error(out.stderr.strip().splitlines()[-1])
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"model {args.model}, device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
+        print(
+            f"model {args.model}, device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start",
+            flush=True,
+        )
         results = [bench(name, args, uri, env) for name in args.experiments]
     print_tables(results, args)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -47,7 +47,11 @@ def text_of(explorer, tokens: int) -> str:
 
 
 def drawn_after(page, seq: int, timeout: float = 120.0) -> int:
-    return int(page.wait_for(f"(function(){{var r={R}; var s=+(r.getAttribute('data-seq')||0); return r.getAttribute('data-state')==='ready' && s>{seq} ? s : 0}})()", timeout))
+    return int(
+        page.wait_for(
+            f"(function(){{var r={R}; var s=+(r.getAttribute('data-seq')||0); return r.getAttribute('data-state')==='ready' && s>{seq} ? s : 0}})()", timeout
+        )
+    )
 
 
 def measure(model: str, tokens: int, edits: int, threads: int | None) -> dict:
@@ -105,13 +109,19 @@ def measure(model: str, tokens: int, edits: int, threads: int | None) -> dict:
         values = [r[key] for r in rows if r.get(key) is not None]
         return max(values) if values else float("nan")
 
-    out.update({
-        "typing_to_drawn": med(typed, "typing_to_drawn_ms"), "typing_to_drawn_max": worst(typed, "typing_to_drawn_ms"),
-        "server": med(typed, "server_ms"), "server_max": worst(typed, "server_ms"),
-        "fetch": med(typed, "fetch_ms"), "draw": med(typed, "draw_ms"),
-        "switch_head": med(switched, "fetch_ms") + med(switched, "draw_ms"), "head_off": med(ablated, "fetch_ms") + med(ablated, "draw_ms"),
-        "edits": len(typed),
-    })
+    out.update(
+        {
+            "typing_to_drawn": med(typed, "typing_to_drawn_ms"),
+            "typing_to_drawn_max": worst(typed, "typing_to_drawn_ms"),
+            "server": med(typed, "server_ms"),
+            "server_max": worst(typed, "server_ms"),
+            "fetch": med(typed, "fetch_ms"),
+            "draw": med(typed, "draw_ms"),
+            "switch_head": med(switched, "fetch_ms") + med(switched, "draw_ms"),
+            "head_off": med(ablated, "fetch_ms") + med(ablated, "draw_ms"),
+            "edits": len(typed),
+        }
+    )
     return out
 
 
@@ -130,7 +140,9 @@ def main(argv=None) -> int:
         total, server = targets.get(r["model"], (None, None))
         target = f"< {total} ms" + (f", server < {server} ms" if server else "") if total else ""
         met = "" if total is None else (" met" if r["typing_to_drawn"] < total and (server is None or r["server"] < server) else " MISSED")
-        print(f"{r['model']:<24}{r['typing_to_drawn']:>14.0f}{r['typing_to_drawn_max']:>8.0f}{r['server']:>8.0f}{r['server_max']:>8.0f}{r['fetch']:>8.0f}{r['draw']:>7.0f}{r['switch_head']:>12.0f}{r['head_off']:>10.0f}  {target}{met}")
+        print(
+            f"{r['model']:<24}{r['typing_to_drawn']:>14.0f}{r['typing_to_drawn_max']:>8.0f}{r['server']:>8.0f}{r['server_max']:>8.0f}{r['fetch']:>8.0f}{r['draw']:>7.0f}{r['switch_head']:>12.0f}{r['head_off']:>10.0f}  {target}{met}"
+        )
     return 0
 
 

@@ -45,7 +45,13 @@ def plan(models):
     for model in ("minilm", "gpt2", "llama"):
         for experiment, _corpus in TEXT_RUNS:
             for path in ("dense", "blockwise"):
-                runs.append((f"{experiment}-{model}-{path}", experiment, [f"model.path={models[model]}", "corpus.limit=6", "corpus.seq_len=96", f"capture.path={path}", "trainer.batch_size=3"]))
+                runs.append(
+                    (
+                        f"{experiment}-{model}-{path}",
+                        experiment,
+                        [f"model.path={models[model]}", "corpus.limit=6", "corpus.seq_len=96", f"capture.path={path}", "trainer.batch_size=3"],
+                    )
+                )
     for model in ("gpt2", "llama"):  # induction has no blockwise form
         runs.append((f"induction-{model}", "induction", [f"model.path={models[model]}", "corpus.limit=6", "trainer.batch_size=3"]))
     runs.append(("alignment-t5", "alignment", [f"model.path={models['t5']}", "corpus.limit=6", "trainer.batch_size=3"]))
@@ -128,7 +134,9 @@ def differences(before, after, rtol):
         if isinstance(a, dict) and isinstance(b, dict):
             for key in sorted(set(a) | set(b)):
                 if key not in a or key not in b:
-                    found.append((f"{where}/{key}", a.get(key, "<missing>") if key in a else "<missing>", b.get(key, "<missing>") if key in b else "<missing>", math.inf))
+                    found.append(
+                        (f"{where}/{key}", a.get(key, "<missing>") if key in a else "<missing>", b.get(key, "<missing>") if key in b else "<missing>", math.inf)
+                    )
                 else:
                     compare(f"{where}/{key}", a[key], b[key])
             return
@@ -174,7 +182,12 @@ def main(argv=None) -> int:
     before = json.loads(args.compare.read_text(encoding="utf-8"))
     found, largest = differences(before, now, args.rtol)
     metrics = sum(len(run["metrics"]) for run in now.values())
-    cells = sum(len(row) if isinstance(row, list) else 1 for run in now.values() for table in run["tables"].values() for row in (table if isinstance(table, list) else [table]))
+    cells = sum(
+        len(row) if isinstance(row, list) else 1
+        for run in now.values()
+        for table in run["tables"].values()
+        for row in (table if isinstance(table, list) else [table])
+    )
     print(f"compared {metrics} metrics and {cells} table cells of {len(now)} runs; largest relative difference {largest:.3g}")
     for where, a, b, rel in found[:50]:
         print(f"  DIFFERS {where}: {a!r} -> {b!r} (relative {rel:.3g})")

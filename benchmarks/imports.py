@@ -122,17 +122,27 @@ def main(argv=None) -> int:
         print(f"| {label} | {step_s:.2f} | {total_s:.2f} | {step_mib:.0f} | {total_mib:.0f} |")
     before = rows[BEFORE_MODEL - 1][1]
     lightning = sum(seconds[3:6])
-    print(f"\nimports before the model loads (steps 1-{BEFORE_MODEL}): {before:.2f} s; target < {IMPORT_TARGET:.0f} s -> {'PASS' if before < IMPORT_TARGET else 'FAIL'}")
-    print(f"  of which Lightning (steps 4-6) {lightning:.2f} s: torch._dynamo {seconds[3]:.2f} s and torchmetrics {seconds[4]:.2f} s, imported whether or not they are used")
+    print(
+        f"\nimports before the model loads (steps 1-{BEFORE_MODEL}): {before:.2f} s; target < {IMPORT_TARGET:.0f} s -> {'PASS' if before < IMPORT_TARGET else 'FAIL'}"
+    )
+    print(
+        f"  of which Lightning (steps 4-6) {lightning:.2f} s: torch._dynamo {seconds[3]:.2f} s and torchmetrics {seconds[4]:.2f} s, imported whether or not they are used"
+    )
     floor = rows[PLAIN_LIBRARIES - 1][1] + lightning + seconds[6]
     print(f"  torch, transformers, Lightning and MLflow alone: {floor:.2f} s")
     added = sum(mib[3:7]) + mib[8]
     allowance = (RSS_TARGET - 1.0) * plain
-    print(f"\nplain script ({args.windows} windows): peak RSS {plain:.0f} MiB; a run may use {RSS_TARGET}x = {RSS_TARGET * plain:.0f} MiB, {allowance:.0f} MiB more")
+    print(
+        f"\nplain script ({args.windows} windows): peak RSS {plain:.0f} MiB; a run may use {RSS_TARGET}x = {RSS_TARGET * plain:.0f} MiB, {allowance:.0f} MiB more"
+    )
     print(
         f"  Lightning ({sum(mib[3:6]):.0f} MiB), MLflow ({mib[6]:.0f} MiB) and numba with the kernel "
         f"({mib[8]:.0f} MiB) add {added:.0f} MiB resident before any window: "
-        + ("more than the allowance, so the target is out of reach while the run's process imports them" if added > allowance else f"{allowance - added:.0f} MiB of the allowance left for the run itself")
+        + (
+            "more than the allowance, so the target is out of reach while the run's process imports them"
+            if added > allowance
+            else f"{allowance - added:.0f} MiB of the allowance left for the run itself"
+        )
     )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")

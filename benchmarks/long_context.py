@@ -76,7 +76,16 @@ def child(seq_len: int, path: str, threads: int, block_rows: int) -> dict:
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("bundled"))
     tokenizer.model_max_length = max(seq_len, tokenizer.model_max_length)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=8, intermediate_size=512, max_position_embeddings=8192, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        intermediate_size=512,
+        max_position_embeddings=8192,
+        pad_token_id=0,
+    )
     torch.manual_seed(0)
     model = AutoModel.from_config(config, attn_implementation=register() if path == "blockwise" else "eager").eval()
     documents = read_documents("bbc")
@@ -173,7 +182,10 @@ def main(argv=None) -> int:
                 continue
             above = r["peak_mib"] - r["loaded_mib"]
             r["above_mib"] = above
-            print(f"{seq_len:>6} {path:>9} {r['peak_mib']:>13,.0f} {above:>16,.0f} {r['seconds']:>9.1f} {r['forward']:>10.1f} {r['selection'] / r['seconds']:>11.0%}", flush=True)
+            print(
+                f"{seq_len:>6} {path:>9} {r['peak_mib']:>13,.0f} {above:>16,.0f} {r['seconds']:>9.1f} {r['forward']:>10.1f} {r['selection'] / r['seconds']:>11.0%}",
+                flush=True,
+            )
     block = {r["seq_len"]: r for r in rows if r.get("path") == "blockwise" and "error" not in r}
     if 8192 in block:
         peak = block[8192]["peak_mib"]

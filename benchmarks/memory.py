@@ -37,7 +37,7 @@ def measure(experiment: str, limit: str, extra) -> dict:
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode != 0 or not lines:
         raise SystemExit(f"attnsim run {experiment} corpus.limit={limit} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def main(argv=None) -> int:
@@ -60,17 +60,23 @@ def main(argv=None) -> int:
     except AttnsimError as exc:
         parser.error(str(exc))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start", flush=True)
+    print(
+        f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start",
+        flush=True,
+    )
     rows = []
     for limit in [str(args.small), str(args.large)] + (["null"] if args.full else []):
         start = time.perf_counter()
         result = measure(args.experiment, limit, args.overrides)
         result["limit"] = limit
         rows.append(result)
-        print(f"{args.experiment} corpus.limit={limit}: {result['windows']} windows, {result['run']:.1f} s in the run "
-              f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB"
-              f"{'' if result.get('gpu_peak_mib') is None else ', peak GPU memory {:.0f} MiB'.format(result['gpu_peak_mib'])}, "
-              f"{result['windows'] / result['timings'].get('predict', float('nan')):.1f} windows/s in predict", flush=True)
+        print(
+            f"{args.experiment} corpus.limit={limit}: {result['windows']} windows, {result['run']:.1f} s in the run "
+            f"({time.perf_counter() - start:.1f} s with start-up), peak RSS {result['peak_mib']:.0f} MiB"
+            f"{'' if result.get('gpu_peak_mib') is None else ', peak GPU memory {:.0f} MiB'.format(result['gpu_peak_mib'])}, "
+            f"{result['windows'] / result['timings'].get('predict', float('nan')):.1f} windows/s in predict",
+            flush=True,
+        )
     ratio = rows[1]["peak_mib"] / rows[0]["peak_mib"]
     passed = ratio <= TARGET_RATIO
     print()
@@ -79,14 +85,18 @@ def main(argv=None) -> int:
     for r in rows:
         t = r["timings"]
         rate = r["windows"] / t["predict"] if t.get("predict") else float("nan")
-        print(f"| {args.experiment} | {r['windows']} | {r['peak_mib']:.0f} | {r['run']:.1f} | {t.get('predict', 0):.1f} | {rate:.1f} | {t.get('summarise', 0):.2f} | {t.get('log', 0):.2f} | {t.get('figures', 0):.2f} |")
+        print(
+            f"| {args.experiment} | {r['windows']} | {r['peak_mib']:.0f} | {r['run']:.1f} | {t.get('predict', 0):.1f} | {rate:.1f} | {t.get('summarise', 0):.2f} | {t.get('log', 0):.2f} | {t.get('figures', 0):.2f} |"
+        )
     print()
     print(f"target peak-memory ratio {rows[1]['windows']}/{rows[0]['windows']} windows <= {TARGET_RATIO}: {ratio:.3f} -> {'PASS' if passed else 'FAIL'}")
     if all(r.get("gpu_peak_mib") for r in rows[:2]):
         print(f"peak GPU memory ratio {rows[1]['windows']}/{rows[0]['windows']} windows: {rows[1]['gpu_peak_mib'] / rows[0]['gpu_peak_mib']:.3f} (no target)")
     if args.full:
         full_ratio = rows[2]["peak_mib"] / rows[0]["peak_mib"]
-        print(f"full corpus ({rows[2]['windows']} windows): {rows[2]['run']:.0f} s, peak ratio to {rows[0]['windows']} windows {full_ratio:.3f} -> {'PASS' if full_ratio <= TARGET_RATIO else 'FAIL'}")
+        print(
+            f"full corpus ({rows[2]['windows']} windows): {rows[2]['run']:.0f} s, peak ratio to {rows[0]['windows']} windows {full_ratio:.3f} -> {'PASS' if full_ratio <= TARGET_RATIO else 'FAIL'}"
+        )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")
     return 0

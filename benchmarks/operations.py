@@ -87,8 +87,11 @@ def main(argv=None) -> int:
     eager, _ = load_model(info, attn_implementation="eager", needs_attention=True)
     arch = info.arch
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{info.name}: {args.windows} windows of {prepared.corpus.seq_len} tokens, {torch.get_num_threads()} threads, "
-          f"fastest of {args.repeats}; statistics path {kernels.path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start", flush=True)
+    print(
+        f"{info.name}: {args.windows} windows of {prepared.corpus.seq_len} tokens, {torch.get_num_threads()} threads, "
+        f"fastest of {args.repeats}; statistics path {kernels.path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start",
+        flush=True,
+    )
 
     times: Dict[str, float] = {}
     with torch.inference_mode():
@@ -112,7 +115,9 @@ def main(argv=None) -> int:
     # the same products written into one (L*H, T, T) buffer, window after window: no fresh output pages to fault in
     buffer = torch.empty(windows[0].shape[0], seq_len, seq_len)
     times["CSM product, float32, into one reused buffer"] = fastest(lambda: [torch.matmul(w, w.transpose(-1, -2), out=buffer) for w in windows], args.repeats)
-    times["CSM product, float64 rounded to float32 (the fallback)"] = fastest(lambda: [(w.double() @ w.double().transpose(-1, -2)).float() for w in windows], args.repeats)
+    times["CSM product, float64 rounded to float32 (the fallback)"] = fastest(
+        lambda: [(w.double() @ w.double().transpose(-1, -2)).float() for w in windows], args.repeats
+    )
     times["CSM pair values gathered (i < j)"] = fastest(lambda: [c.reshape(-1, seq_len * seq_len).index_select(1, flat) for c in csm], args.repeats)
     if kernels.compiled_available():
         times["high pairs: top k of the CSM (kernel)"] = fastest(lambda: [kernels.compiled_top(v, k) for v in values], args.repeats)
@@ -135,8 +140,12 @@ def main(argv=None) -> int:
     )
     # the attention's passes window by window, as the statistics pass makes them (each window's maps in cache)
     maps = [[a[b] for a in attention] for b in range(batch_size)]  # per window, L x (H, T, T)
-    times["attention entropy: p log p, window by window"] = fastest(lambda: [[m.clamp_min(1e-30).log_().mul_(m).sum(-1) for m in window] for window in maps], args.repeats)
-    times["one masked sum over the T x T maps, window by window"] = fastest(lambda: [[(m * tokens[b, None, :, None]).sum((-1, -2)) for m in window] for b, window in enumerate(maps)], args.repeats)
+    times["attention entropy: p log p, window by window"] = fastest(
+        lambda: [[m.clamp_min(1e-30).log_().mul_(m).sum(-1) for m in window] for window in maps], args.repeats
+    )
+    times["one masked sum over the T x T maps, window by window"] = fastest(
+        lambda: [[(m * tokens[b, None, :, None]).sum((-1, -2)) for m in window] for b, window in enumerate(maps)], args.repeats
+    )
 
     a = times["plain forward, SDPA (a)"]
     print(f"\nper batch of {batch_size} windows ({n_layers} layers x {n_heads} heads, T = {seq_len}, k = {k} of {len(flat)} pairs)")
@@ -158,7 +167,12 @@ def main(argv=None) -> int:
             extra += min(0.0, times[recomputed] - times["attention probabilities (eager forward less SDPA forward)"])
         print(f"| {experiment} | {a:.3f} | {extra:.3f} | {a / (a + extra):.2f} |")
         if WALK in times:  # the product and the high pairs as the walk runs them, instead of each at its fastest alone
-            walked = extra - times["high pairs: top k of the CSM (kernel)"] - min(times["CSM product, float32, into one reused buffer"], times["CSM product, float32"]) + times[WALK]
+            walked = (
+                extra
+                - times["high pairs: top k of the CSM (kernel)"]
+                - min(times["CSM product, float32, into one reused buffer"], times["CSM product, float32"])
+                + times[WALK]
+            )
             print(f"| {experiment}, as the CSM walk runs them | {a:.3f} | {walked:.3f} | {a / (a + walked):.2f} |")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")

@@ -44,7 +44,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--model-dir", default=None, help="a model folder (save_pretrained format; end_to_end.py passes SmolLM2's converted folder); default the bundled MiniLM")
+    parser.add_argument(
+        "--model-dir", default=None, help="a model folder (save_pretrained format; end_to_end.py passes SmolLM2's converted folder); default the bundled MiniLM"
+    )
     args = parser.parse_args(argv)
     from importlib.resources import files
 

@@ -56,14 +56,19 @@ def main() -> None:
     if result.rank:  # DDP: ranks > 0 (the launcher re-runs this script) measured their shard; rank 0 reports the run
         return
     gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_initialized() else None
-    print("RESULT " + json.dumps({
-        "imports": imported - start,
-        "run": time.perf_counter() - imported,
-        "timings": result.timings,
-        "windows": result.windows,
-        "peak_mib": peak_mib(),
-        "gpu_peak_mib": gpu,
-    }))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "imports": imported - start,
+                "run": time.perf_counter() - imported,
+                "timings": result.timings,
+                "windows": result.windows,
+                "peak_mib": peak_mib(),
+                "gpu_peak_mib": gpu,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def server_uri(text: str) -> str:
     """argparse type: an MLflow tracking server's ``http(s)://host:port``."""
     parsed = urlparse(text)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a tracking server URI; give http://host:port (e.g. http://127.0.0.1:5000, started by `mlflow server`)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a tracking server URI; give http://host:port (e.g. http://127.0.0.1:5000, started by `mlflow server`)"
+        )
     return text
 
 
@@ -61,7 +63,7 @@ def child_run(experiment: str, overrides: List[str], uri: str, cwd: str) -> Dict
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode != 0 or not lines:
         raise SystemExit(f"attnsim run {experiment} {' '.join(overrides)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
-    result = json.loads(lines[0][len("RESULT "):])  # rank 0's line comes first; other ranks may print theirs too
+    result = json.loads(lines[0][len("RESULT ") :])  # rank 0's line comes first; other ranks may print theirs too
     result["wall"] = wall
     return result
 
@@ -112,7 +114,14 @@ def ddp_available(experiment: str) -> bool:
 def processes_rows(args: argparse.Namespace, folder: str) -> List[str]:
     """Rows of table (a): 1 process, then 2 processes (or why not)."""
     uri = f"sqlite:///{folder}/mlflow.db"
-    common = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", "trainer.progress_bar=false", "tracking.figures=false", "plots.examples=0", accelerator_override(args.device)]
+    common = [
+        f"corpus.limit={args.windows}",
+        f"trainer.batch_size={args.batch_size}",
+        "trainer.progress_bar=false",
+        "tracking.figures=false",
+        "plots.examples=0",
+        accelerator_override(args.device),
+    ]
     one = child_run(args.experiment, [*common, "trainer.devices=1", "tracking.experiment=scaling-1"], uri, folder)
     (run1,) = logged_runs(uri, "scaling-1")
     rows = [f"| {args.experiment} | {one['windows']} | 1 | {one['wall']:.1f} | {one['timings']['predict']:.1f} | - | - | 1 | - |"]
@@ -153,13 +162,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--batch-size", type=positive, default=16, help="trainer.batch_size of the 1- and 2-process runs (default 16)")
     parser.add_argument("--experiment", default="csm", help="experiment of the 1- and 2-process runs (default csm)")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda (2 processes: one GPU each)")
-    parser.add_argument("--server-uri", type=server_uri, default=None, metavar="URI", help="an MLflow tracking server (http://host:port) to time the paper run's logging against")
+    parser.add_argument(
+        "--server-uri",
+        type=server_uri,
+        default=None,
+        metavar="URI",
+        help="an MLflow tracking server (http://host:port) to time the paper run's logging against",
+    )
     parser.add_argument("--no-logging", dest="logging", action="store_false", help="skip the paper run's logging rows")
     args = parser.parse_args(argv)
     from attnsim.config import load_config
     from attnsim.errors import AttnsimError
 
-    for name, overrides in ((args.experiment, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"]), ("paper", [f"corpus.limit={args.windows}"])):
+    for name, overrides in (
+        (args.experiment, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"]),
+        ("paper", [f"corpus.limit={args.windows}"]),
+    ):
         try:  # checked before anything is measured
             load_config(name, overrides)
         except AttnsimError as exc:

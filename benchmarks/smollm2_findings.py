@@ -66,13 +66,23 @@ def main(argv=None) -> int:
         induction = attnsim.run("induction", ["model.path=smollm2", f"corpus.limit={args.windows}"] + quiet)
         paper = {
             "SmolLM2-135M": attnsim.run("paper", ["model.path=smollm2", f"corpus.limit={args.windows}", "trainer.batch_size=16"] + quiet),
-            "SmolLM2 random": attnsim.run("paper", ["model.path=smollm2", "model.init=random", f"corpus.limit={args.windows}", "trainer.batch_size=16"] + quiet),
+            "SmolLM2 random": attnsim.run(
+                "paper", ["model.path=smollm2", "model.init=random", f"corpus.limit={args.windows}", "trainer.batch_size=16"] + quiet
+            ),
             "MiniLM-L6": attnsim.run("paper", [f"corpus.limit={args.windows}"] + quiet),
         }
         select = f"interventions.select={{run: {induction.run_id}, metric: induction/induction_score, top: {args.top}}}"
         ablation = attnsim.run(
             "ablation",
-            ["model.path=smollm2", "corpus=repeated_tokens", f"corpus.limit={args.ablation_windows}", "interventions.heads=null", f"interventions.random_draws={args.draws}", select] + quiet,
+            [
+                "model.path=smollm2",
+                "corpus=repeated_tokens",
+                f"corpus.limit={args.ablation_windows}",
+                "interventions.heads=null",
+                f"interventions.random_draws={args.draws}",
+                select,
+            ]
+            + quiet,
         )
         _, report_runs = load_runs([paper["SmolLM2-135M"].run_id, paper["SmolLM2 random"].run_id], uri)
         glance = glance_text(report_runs)
@@ -87,7 +97,9 @@ def main(argv=None) -> int:
     previous_top = top_heads(s["prev_token_score"], s["prev_token_score_chance"], 5)
     for rank, ((h1, v1, r1), (h2, v2, r2)) in enumerate(zip(induction_top, previous_top), start=1):
         print(f"| {rank} | {h1} | {v1:.3f} | {r1:.0f}× | {h2} | {v2:.3f} | {r2:.0f}× |")
-    print(f"\nchance: induction {float(s['induction_score_chance'].flatten()[0]):.4f}, previous token {float(s['prev_token_score_chance'].flatten()[0]):.4f} (uniform attention over the allowed keys)")
+    print(
+        f"\nchance: induction {float(s['induction_score_chance'].flatten()[0]):.4f}, previous token {float(s['prev_token_score_chance'].flatten()[0]):.4f} (uniform attention over the allowed keys)"
+    )
 
     print(f"\n## High-CSM pairs by depth ({args.windows} BBC windows of 128 tokens; layer means, chance in brackets)\n")
     print("| model | group (layers) | short-range share (j − i ≤ 4) | long-range share (j − i ≥ 64) | mean distance |")
@@ -109,7 +121,13 @@ def main(argv=None) -> int:
     print("| --- | --- | --- |")
     for start in range(0, len(sink), 6):
         stop = min(start + 6, len(sink))
-        print(f"| {start}-{stop - 1} | " + " ".join(f"{float(v):.2f}" for v in sink[start:stop]) + " | " + " ".join(f"{float(v):.2f}" for v in control[start:stop]) + " |")
+        print(
+            f"| {start}-{stop - 1} | "
+            + " ".join(f"{float(v):.2f}" for v in sink[start:stop])
+            + " | "
+            + " ".join(f"{float(v):.2f}" for v in control[start:stop])
+            + " |"
+        )
 
     c = paper["SmolLM2-135M"].summaries["csm"].scalars
     flagged = [(f"L{layer:02d}H{head:02d}", float(c["tie_share"][layer, head])) for layer, head in (c["degenerate"] == 1).nonzero().tolist()]

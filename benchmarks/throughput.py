@@ -227,7 +227,9 @@ def print_profile(r: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)")
+    parser.add_argument(
+        "--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)"
+    )
     parser.add_argument("--batch-size", type=positive, default=32)
     parser.add_argument("--rounds", type=positive, default=3, help="alternating rounds of (a) and (b); medians are reported")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
@@ -248,7 +250,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
-    print(f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; {PROCESS_SETTINGS}; load average {load:.2f} at start")
+    print(
+        f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; {PROCESS_SETTINGS}; load average {load:.2f} at start"
+    )
     try:
         results = [bench(name, args) for name in args.experiments]
     except AttnsimError as exc:
@@ -285,7 +289,9 @@ def main(argv=None) -> int:
             + ", ".join(f"{name} {seconds:.2f}" for name, seconds in stages.items())
             + f",\n  unattributed within the run {t.get('unattributed', 0):.2f}, outside it (interpreter start, ending the run, exit) {outside:.2f}"
         )
-        print(f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}")
+        print(
+            f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}"
+        )
         print(f"  (the same share of the run without interpreter start-up and imports: {output / full['run']:.1%})")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")

@@ -130,7 +130,9 @@ def config_rows() -> List[Dict[str, str]]:
             enum = _enum_of(kind)
             if enum is not None and not text:
                 text = _doc_sentence(enum)
-            rows.append({"key": key, "type": _type_text(kind), "default": _default_text(default), "description": text, "group": prefix.rstrip(".") or "top level"})
+            rows.append(
+                {"key": key, "type": _type_text(kind), "default": _default_text(default), "description": text, "group": prefix.rstrip(".") or "top level"}
+            )
 
     walk(config.RunConfig, "")
     return rows
@@ -348,7 +350,16 @@ def cli_markdown() -> str:
     from attnsim.cli import build_parser
 
     parser = build_parser()
-    lines = ["# Command line", "", "Generated from `attnsim.cli.build_parser`: the help of `attnsim` and of each command.", "", "```text", parser.format_help().rstrip(), "```", ""]
+    lines = [
+        "# Command line",
+        "",
+        "Generated from `attnsim.cli.build_parser`: the help of `attnsim` and of each command.",
+        "",
+        "```text",
+        parser.format_help().rstrip(),
+        "```",
+        "",
+    ]
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, sub in subparsers.choices.items():
         sub.prog = f"attnsim {name}"

@@ -49,8 +49,18 @@ def build(folder: Path) -> Path:
 
     tokenizer = train_tokenizer("llama")  # a SentencePiece-style (▁) tokenizer, as Qwen3's own is byte-level BPE
     config = AutoConfig.for_model(
-        "qwen3", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=8, intermediate_size=64, max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        "qwen3",
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
     )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
@@ -99,7 +109,18 @@ def main() -> int:
         folder = build(Path(tmp) / "tiny-qwen3")
         print(f"capture checked: Z equals A @ V within {check_capture(folder):.1e}")
         uri = f"sqlite:///{tmp}/mlflow.db"
-        result = attnsim.run("csm", [f"model.path={folder}", "corpus.limit=4", "corpus.seq_len=32", "tracking.figures=false", "plots.examples=0", f"tracking.uri={uri}", "trainer.progress_bar=false"])
+        result = attnsim.run(
+            "csm",
+            [
+                f"model.path={folder}",
+                "corpus.limit=4",
+                "corpus.seq_len=32",
+                "tracking.figures=false",
+                "plots.examples=0",
+                f"tracking.uri={uri}",
+                "trainer.progress_bar=false",
+            ],
+        )
         print(f"attnsim run csm on tiny Qwen3: {result.status}, csm/mean = {result.metrics['csm/mean']:.4g}")
     return 0
 

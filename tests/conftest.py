@@ -90,7 +90,9 @@ def postgres_uri():
 
     bin_dir = postgres_bin()
     if bin_dir is None:
-        pytest.skip("PostgreSQL is not installed (no initdb/pg_ctl in /usr/lib/postgresql/*/bin, $ATTNSIM_PG_BIN or PATH): the tracking-server tests need it; install it with `apt-get install postgresql` (.ci/run does)")
+        pytest.skip(
+            "PostgreSQL is not installed (no initdb/pg_ctl in /usr/lib/postgresql/*/bin, $ATTNSIM_PG_BIN or PATH): the tracking-server tests need it; install it with `apt-get install postgresql` (.ci/run does)"
+        )
     as_root = os.geteuid() == 0
     if as_root:
         import pwd
@@ -98,7 +100,9 @@ def postgres_uri():
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run initdb/pg_ctl as (they refuse root): create it, or run the tests as another user")
+            pytest.skip(
+                "running as root and there is no `postgres` user to run initdb/pg_ctl as (they refuse root): create it, or run the tests as another user"
+            )
     prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
     top = Path(tempfile.mkdtemp(prefix="attnsim-pg-"))  # under /tmp, which the postgres user can traverse
     data = top / "data"
@@ -119,7 +123,9 @@ def postgres_uri():
         pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "mlflow")
         yield f"postgresql://postgres@127.0.0.1:{port}/mlflow"
     finally:
-        subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run(
+            [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120
+        )
         shutil.rmtree(top, ignore_errors=True)
 
 

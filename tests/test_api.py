@@ -30,7 +30,13 @@ def test_names_resolve_to_the_documented_objects():
 
     assert (attnsim.run, attnsim.RunResult, attnsim.ReportResult) == (run, RunResult, ReportResult)
     assert attnsim.report.report is report
-    assert (attnsim.finetune, attnsim.FinetuneResult, attnsim.sweep, attnsim.SweepResult, attnsim.compare) == (finetune, FinetuneResult, sweep, SweepResult, compare)
+    assert (attnsim.finetune, attnsim.FinetuneResult, attnsim.sweep, attnsim.SweepResult, attnsim.compare) == (
+        finetune,
+        FinetuneResult,
+        sweep,
+        SweepResult,
+        compare,
+    )
     # attnsim.report is the module attnsim.report (Python binds a package attribute to its submodule), callable as report()
     import attnsim.report as module
 
@@ -55,7 +61,15 @@ def test_report_needs_a_run_id():
 
 def test_run_returns_a_finished_run_and_report_reads_it(tiny_bert, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    overrides = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=32", "trainer.batch_size=2", "tracking.figures=false", "trainer.progress_bar=false", f"tracking.uri={uri}"]
+    overrides = [
+        f"model.path={tiny_bert}",
+        "corpus.limit=2",
+        "corpus.seq_len=32",
+        "trainer.batch_size=2",
+        "tracking.figures=false",
+        "trainer.progress_bar=false",
+        f"tracking.uri={uri}",
+    ]
     result = attnsim.run("csm", overrides)
     assert isinstance(result, attnsim.RunResult)
     logged = MlflowClient(uri).get_run(result.run_id)
@@ -76,5 +90,7 @@ def test_run_returns_a_finished_run_and_report_reads_it(tiny_bert, tmp_path):
     assert list(made.verdicts.columns) == [result.run_id] and made.verdicts.shape == (7, 1)
     assert made.verdicts.index[0] == "1. Early layers pair tokens at long range"
     assert set(made.verdicts[result.run_id]) <= VERDICTS
-    assert made.verdicts.loc["3. Final layers spread over one sentence, with a drop across sentence boundaries", result.run_id] == "not measured"  # csm has no sentence statistics
+    assert (
+        made.verdicts.loc["3. Final layers spread over one sentence, with a drop across sentence boundaries", result.run_id] == "not measured"
+    )  # csm has no sentence statistics
     assert "reports/report.md" in [a.path for a in MlflowClient(uri).list_artifacts(result.run_id, "reports")]

@@ -63,7 +63,9 @@ def test_operations_benchmark_prints_each_operation_and_the_ceilings():
 def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
     out = script("imports.py", "--repeats", "1", "--windows", "2")
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| step") and not line.startswith("| ---")]
+    rows = [
+        line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| step") and not line.startswith("| ---")
+    ]
     assert [r[0].strip() for r in rows][:3] == ["interpreter", "torch", "transformers"] and len(rows) == 9
     added_s, cumulative_s, added_mib, cumulative_mib = ([float(r[i]) for r in rows] for i in (1, 2, 3, 4))
     assert abs(sum(added_s) - cumulative_s[-1]) <= 0.005 * len(rows) and abs(sum(added_mib) - cumulative_mib[-1]) <= 0.5 * len(rows)
@@ -106,7 +108,11 @@ def gpu_check(*args: str, python: str = sys.executable) -> subprocess.CompletedP
 
 def test_gpu_check_is_valid_bash_and_refuses_bad_options():
     assert subprocess.run(["bash", "-n", str(GPU_CHECK)], capture_output=True).returncode == 0
-    for args, message in [(["--bogus"], "error: unknown option '--bogus'"), (["--gpu", "x"], "error: --gpu takes a GPU index"), (["--logs"], "error: --logs takes a folder")]:
+    for args, message in [
+        (["--bogus"], "error: unknown option '--bogus'"),
+        (["--gpu", "x"], "error: --gpu takes a GPU index"),
+        (["--logs"], "error: --logs takes a folder"),
+    ]:
         out = gpu_check(*args)
         assert out.returncode == 2 and message in out.stderr and "==" not in out.stdout, out.stderr
     helped = gpu_check("--help")

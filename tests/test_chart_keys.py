@@ -26,7 +26,22 @@ from attnsim.tracking.summaries import (
 )
 from tests.helpers.runs import runs_of
 
-MEASURE = ["anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "noise", "paper", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
+MEASURE = [
+    "anchors",
+    "attention_maps",
+    "attention_regions",
+    "csm",
+    "distance",
+    "gradient_maps",
+    "noise",
+    "paper",
+    "repetition",
+    "rollout",
+    "sentences",
+    "separators",
+    "vit_csm",
+    "vit_rollout",
+]
 # zz_run/windows and zz_run/time_<stage> of the stages of attnsim.run (keys.Stage less imports and reduce; total and unattributed included): 14
 BOOKKEEPING = 1 + len(set(Stage) - {Stage.IMPORTS, Stage.REDUCE})
 
@@ -106,10 +121,21 @@ def test_experiment_key_counts_at_six_by_twelve(name):
 
 # paper's headline statistics (layer means logged) and the chance levels `attnsim report` quotes beside them
 PAPER_LAYERED = {
-    "distance/short_range_share", "distance/short_range_share_chance", "distance/long_range_share", "distance/long_range_share_chance",
-    "sentences/same_sentence_share", "sentences/same_sentence_share_chance", "sentences/boundary_contrast", "anchors/anchor_consistency",
-    "repetition/repetition_score", "attention_regions/jaccard", "separators/attention_separators", "separators/attention_separators_chance",
-    "separators/attention_entropy", "noise/unexplained_share", "csm/degenerate",
+    "distance/short_range_share",
+    "distance/short_range_share_chance",
+    "distance/long_range_share",
+    "distance/long_range_share_chance",
+    "sentences/same_sentence_share",
+    "sentences/same_sentence_share_chance",
+    "sentences/boundary_contrast",
+    "anchors/anchor_consistency",
+    "repetition/repetition_score",
+    "attention_regions/jaccard",
+    "separators/attention_separators",
+    "separators/attention_separators_chance",
+    "separators/attention_entropy",
+    "noise/unexplained_share",
+    "csm/degenerate",
 }
 
 
@@ -121,7 +147,9 @@ def test_paper_logs_at_most_150_keys_model_means_of_all_layer_means_of_headlines
     assert {k.rsplit("/", 1)[0] for k in keys if k.count("/") == 2} == PAPER_LAYERED
     assert len(keys) == declared + 6 * len(PAPER_LAYERED)  # 56 + 6 x 15 = 146 at 6 x 12
     assert len(keys) == key_budget("paper")  # 146 + 14 bookkeeping today; before: 364 + 6, and 1,132 at first
-    assert len({section(k) for k in keys} | {RUN_GROUP}) == len(load_config("paper").findings) + len(PAPER_LAYERED) + 1  # a section per finding, per layered statistic, bookkeeping
+    assert (
+        len({section(k) for k in keys} | {RUN_GROUP}) == len(load_config("paper").findings) + len(PAPER_LAYERED) + 1
+    )  # a section per finding, per layered statistic, bookkeeping
 
 
 def test_a_misspelt_headline_statistic_stops_before_any_run(tmp_path):
@@ -131,7 +159,9 @@ def test_a_misspelt_headline_statistic_stops_before_any_run(tmp_path):
     with pytest.raises(ConfigError, match=r"stats.per_head names 'csm/meen'.*Did you mean 'csm/mean'\?"):
         run("csm", ["stats.per_head=[csm/meen]", f"tracking.uri={uri}"])
     assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
-    check_per_head(["csm/*", "distance/short_range_share", "rollout/cls_mass"], {"distance": FINDINGS["distance"].statistics, "rollout": ()})  # other findings' patterns pass
+    check_per_head(
+        ["csm/*", "distance/short_range_share", "rollout/cls_mass"], {"distance": FINDINGS["distance"].statistics, "rollout": ()}
+    )  # other findings' patterns pass
 
 
 def test_a_misspelt_layer_mean_statistic_stops_before_any_run(tmp_path):
@@ -152,7 +182,15 @@ def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path
     from attnsim.workflows.run import run
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    overrides = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=24", "trainer.batch_size=2", "trainer.progress_bar=false", "tracking.figures=false", f"tracking.uri={uri}"]
+    overrides = [
+        f"model.path={tiny_bert}",
+        "corpus.limit=2",
+        "corpus.seq_len=24",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        "tracking.figures=false",
+        f"tracking.uri={uri}",
+    ]
     result = run("repetition", overrides)
     _, (logged,) = runs_of(uri)
     metrics = set(logged.data.metrics)

@@ -82,7 +82,10 @@ def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
         "from attnsim.cli import main\n"
     )
     heavy = ("torch", "pytorch_lightning", "transformers")
-    for command in (f"['report', *ids, '--uri', {uri!r}, '--no-log', '--out', {str(tmp_path / 'r.md')!r}]", f"['compare', *ids, '--uri', {uri!r}, '--no-log', '--force', '--csv', {str(tmp_path / 'c.csv')!r}]"):
+    for command in (
+        f"['report', *ids, '--uri', {uri!r}, '--no-log', '--out', {str(tmp_path / 'r.md')!r}]",
+        f"['compare', *ids, '--uri', {uri!r}, '--no-log', '--force', '--csv', {str(tmp_path / 'c.csv')!r}]",
+    ):
         code = setup + f"assert main({command}) == 0\nimport sys, json\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
         proc = fresh(code)
         assert proc.returncode == 0, proc.stderr[-3000:]

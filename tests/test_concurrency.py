@@ -61,7 +61,9 @@ def race(uri: str, experiment: str, n: int = N) -> list:
 def mlflow_listing(uri: str, experiment_id: str) -> str:
     """``mlflow runs list`` (MLflow's own command line) on the store."""
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
-    done = subprocess.run([sys.executable, "-m", "mlflow", "runs", "list", "--experiment-id", experiment_id], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlflow", "runs", "list", "--experiment-id", experiment_id], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -113,7 +115,24 @@ def test_two_attnsim_runs_on_a_new_store(tmp_path, tiny_bert, text_dir):
     """Two full tiny `attnsim run` processes started together against an SQLite store that does not exist yet."""
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "attnsim.cli", "run", "csm", f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=32", "corpus.limit=4", "tracking.figures=false", "plots.examples=0", "trainer.progress_bar=false", "trainer.threads=1", "--uri", uri]
+    command = [
+        sys.executable,
+        "-m",
+        "attnsim.cli",
+        "run",
+        "csm",
+        f"model.path={tiny_bert}",
+        "corpus=text",
+        f"corpus.path={text_dir}",
+        "corpus.seq_len=32",
+        "corpus.limit=4",
+        "tracking.figures=false",
+        "plots.examples=0",
+        "trainer.progress_bar=false",
+        "trainer.threads=1",
+        "--uri",
+        uri,
+    ]
     procs = [subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs

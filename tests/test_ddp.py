@@ -95,33 +95,49 @@ def test_global_rank_under_torchrun(monkeypatch, restore_rank):
     from attnsim.workflows.run import global_rank
 
     monkeypatch.delenv("NODE_RANK", raising=False)
-    for key, value in {"RANK": "3", "GROUP_RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}.items():
+    for key, value in {
+        "RANK": "3",
+        "GROUP_RANK": "1",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "WORLD_SIZE": "4",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29555",
+    }.items():
         monkeypatch.setenv(key, value)
     trainer = _ddp_trainer(["trainer.num_nodes=2"])
     assert global_rank(trainer) == 3 and trainer.world_size == 4
 
 
-@pytest.mark.parametrize("override,message", [
-    ("trainer.strategy=ddp_spawn", "trainer.strategy=ddp"),
-    ("trainer.strategy=ddp_fork", "spawned or forked"),
-    ("trainer.num_nodes=0", "trainer.num_nodes"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("trainer.strategy=ddp_spawn", "trainer.strategy=ddp"),
+        ("trainer.strategy=ddp_fork", "spawned or forked"),
+        ("trainer.num_nodes=0", "trainer.num_nodes"),
+    ],
+)
 def test_config_refuses_spawn_strategies_and_no_nodes(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config("csm", [override])
 
 
-@pytest.mark.parametrize("override, reason", [
-    ("trainer.strategy=bogus", r"trainer.strategy=bogus, trainer.precision=32-true\): You selected an invalid strategy name"),
-    ("trainer.precision=bogus", r"trainer.strategy=auto, trainer.precision=bogus\): Precision 'bogus' is invalid. Allowed precision values"),
-])
+@pytest.mark.parametrize(
+    "override, reason",
+    [
+        ("trainer.strategy=bogus", r"trainer.strategy=bogus, trainer.precision=32-true\): You selected an invalid strategy name"),
+        ("trainer.precision=bogus", r"trainer.strategy=auto, trainer.precision=bogus\): Precision 'bogus' is invalid. Allowed precision values"),
+    ],
+)
 def test_settings_lightning_refuses_are_one_config_error(override, reason):
     """What only Lightning can judge (a strategy or precision name) comes back as one
     ConfigError naming the trainer keys and Lightning's reason, not Lightning's traceback; the CLI prints it before any
     run exists."""
     from attnsim.workflows.run import make_trainer
 
-    with pytest.raises(ConfigError, match=rf"Lightning refused the trainer settings \(trainer.accelerator=cpu, trainer.devices=1, trainer.num_nodes=1, {reason}"):
+    with pytest.raises(
+        ConfigError, match=rf"Lightning refused the trainer settings \(trainer.accelerator=cpu, trainer.devices=1, trainer.num_nodes=1, {reason}"
+    ):
         make_trainer(load_config("csm", [override]), [])
 
 
@@ -194,7 +210,10 @@ def _reduce_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     except ValueError as exc:
         error = str(exc)
     acc = finding.accumulators["sums"]
-    torch.save({"local": local, "total": acc.total, "count": acc.count, "mean": acc.compute()["mean"], "windows": finding.windows, "error": error}, os.path.join(out_dir, f"{rank}.pt"))
+    torch.save(
+        {"local": local, "total": acc.total, "count": acc.count, "mean": acc.compute()["mean"], "windows": finding.windows, "error": error},
+        os.path.join(out_dir, f"{rank}.pt"),
+    )
     dist.destroy_process_group()
 
 
@@ -253,7 +272,15 @@ def test_ddp_run_is_one_run_equal_to_a_single_process(tmp_path):
     # one torch thread in every process, the single one too: the model's float32 forward may round differently
     # with another thread count (oneDNN on an AVX-512 CPU: 1 and 2 threads moved a mean of cancelling CSM values
     # by 1.6e-6 relative), and this test is about the ranks' shards and merge, not the BLAS
-    common = ["corpus.limit=7", "corpus.seq_len=32", "trainer.batch_size=2", "trainer.progress_bar=false", "tracking.figures=false", "trainer.accelerator=cpu", "trainer.threads=1"]
+    common = [
+        "corpus.limit=7",
+        "corpus.seq_len=32",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        "tracking.figures=false",
+        "trainer.accelerator=cpu",
+        "trainer.threads=1",
+    ]
     ddp_uri = f"sqlite:///{tmp_path / 'ddp' / 'mlflow.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     for key in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MLFLOW_TRACKING_URI"):
@@ -261,7 +288,11 @@ def test_ddp_run_is_one_run_equal_to_a_single_process(tmp_path):
     # the CLI, as a user runs it: Lightning's launcher re-runs this same command for rank 1
     done = subprocess.run(
         [sys.executable, "-m", "attnsim.cli", "run", "paper", *common, "trainer.devices=2", "trainer.strategy=ddp", f"tracking.uri={ddp_uri}"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("run id:") == 1  # rank 1 prints nothing

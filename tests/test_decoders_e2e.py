@@ -55,7 +55,15 @@ def test_gradient_maps_of_a_causal_lm_differentiate_the_next_token_logit_at_the_
 
 
 def _paper_run(model_path, tracking_uri, seq_len=32):
-    overrides = [f"model.path={model_path}", "corpus.limit=4", f"corpus.seq_len={seq_len}", "trainer.batch_size=4", "plots.examples=1", "trainer.progress_bar=false", f"tracking.uri={tracking_uri}"]
+    overrides = [
+        f"model.path={model_path}",
+        "corpus.limit=4",
+        f"corpus.seq_len={seq_len}",
+        "trainer.batch_size=4",
+        "plots.examples=1",
+        "trainer.progress_bar=false",
+        f"tracking.uri={tracking_uri}",
+    ]
     return runner.run("paper", overrides)
 
 

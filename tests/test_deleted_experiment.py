@@ -64,7 +64,10 @@ def test_finetune_into_a_deleted_experiment_fails_before_the_model_loads(deleted
     client, name, experiment_id = deleted
     monkeypatch.setattr(finetune, "trainable_classifier", lambda *a, **k: pytest.fail("model loaded before the experiment was checked"))
     with pytest.raises(TrackingError) as info:
-        finetune.finetune("finetune_bbc", [f"model.path={tiny_bert}", "corpus.seq_len=32", "corpus.limit=4", f"tracking.experiment={name}", f"checkpoint.dir={tmp_path / 'ck'}"])
+        finetune.finetune(
+            "finetune_bbc",
+            [f"model.path={tiny_bert}", "corpus.seq_len=32", "corpus.limit=4", f"tracking.experiment={name}", f"checkpoint.dir={tmp_path / 'ck'}"],
+        )
     _check_message(str(info.value), name, experiment_id, store)
     assert _no_runs(client, experiment_id) and not (tmp_path / "ck").exists()
 

@@ -41,7 +41,7 @@ def _script(overrides: str, body: str) -> str:
     python = shlex.quote(sys.executable)
     return (
         f'attnsim() {{ case "$1" in run|sweep|finetune) {python} -m attnsim.cli "$@" {extra};; *) {python} -m attnsim.cli "$@";; esac; }}\n'
-        f"python() {{ {python} \"$@\"; }}\n"
+        f'python() {{ {python} "$@"; }}\n'
         f"{body}"
     )
 
@@ -74,7 +74,9 @@ def test_runnable_blocks(page: Path, tmp_path, request):
     )
     for i, (overrides, body) in enumerate(runnable_blocks(text)):
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", _script(overrides, body)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{page.relative_to(ROOT)}, runnable block {i + 1} failed (exit {done.returncode}):\n{body}\n--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n{done.stderr[-5000:]}"
+        assert done.returncode == 0, (
+            f"{page.relative_to(ROOT)}, runnable block {i + 1} failed (exit {done.returncode}):\n{body}\n--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n{done.stderr[-5000:]}"
+        )
 
 
 @pytest.mark.e2e

@@ -60,7 +60,9 @@ def test_missing_value_creates_no_run(tracking_uri, capsys):
 
 
 def test_missing_model_path_creates_no_run(tracking_uri, capsys, tmp_path):
-    _fails_without_run(["run", "csm", f"model.path={tmp_path}/no_such_model"], tracking_uri, capsys, r"Model path '.*no_such_model' does not exist\. Give a model folder")
+    _fails_without_run(
+        ["run", "csm", f"model.path={tmp_path}/no_such_model"], tracking_uri, capsys, r"Model path '.*no_such_model' does not exist\. Give a model folder"
+    )
 
 
 def test_directory_that_is_not_a_model(tracking_uri, capsys, tmp_path):
@@ -73,7 +75,9 @@ def test_missing_corpus_path_creates_no_run(tracking_uri, capsys, tmp_path):
 
 def test_corpus_without_text_creates_no_run(tracking_uri, capsys, tmp_path):
     (tmp_path / "blank.txt").write_text("   \n\u200b\n")
-    _fails_without_run(["run", "csm", "corpus=text", f"corpus.path={tmp_path}"], tracking_uri, capsys, r"no usable window: read 1 document\(s\), used none \(1 empty")
+    _fails_without_run(
+        ["run", "csm", "corpus=text", f"corpus.path={tmp_path}"], tracking_uri, capsys, r"no usable window: read 1 document\(s\), used none \(1 empty"
+    )
 
 
 def test_seq_len_beyond_model(tracking_uri, capsys):

@@ -11,7 +11,11 @@ import pytest
 from tests.helpers.paths import ROOT
 
 PACKAGE = ROOT / "attnsim"
-ALLOWED = {"data": {"data", "errors"}, "capture": {"capture", "data", "errors", "keys"}, "stats": {"stats", "errors"}}  # keys: the Tag contract (foundation layer)
+ALLOWED = {
+    "data": {"data", "errors"},
+    "capture": {"capture", "data", "errors", "keys"},
+    "stats": {"stats", "errors"},
+}  # keys: the Tag contract (foundation layer)
 
 
 def attnsim_imports(path: Path) -> set:
@@ -28,5 +32,9 @@ def attnsim_imports(path: Path) -> set:
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_a_layer_imports_nothing_above_it(layer):
-    wrong = {f"{path.relative_to(PACKAGE.parent)}: {sorted(attnsim_imports(path) - ALLOWED[layer])}" for path in (PACKAGE / layer).rglob("*.py") if attnsim_imports(path) - ALLOWED[layer]}
+    wrong = {
+        f"{path.relative_to(PACKAGE.parent)}: {sorted(attnsim_imports(path) - ALLOWED[layer])}"
+        for path in (PACKAGE / layer).rglob("*.py")
+        if attnsim_imports(path) - ALLOWED[layer]
+    }
     assert not wrong, wrong

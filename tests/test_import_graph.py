@@ -181,6 +181,10 @@ def test_a_module_outside_every_layer_is_refused():
 
 
 def test_the_checks_catch_an_upward_import_and_a_cycle():
-    edges = {"attnsim.tracking.sink": {"attnsim.plots.common", "attnsim.tracking.store"}, "attnsim.tracking.store": {"attnsim.tracking.sink"}, "attnsim.plots.common": set()}
+    edges = {
+        "attnsim.tracking.sink": {"attnsim.plots.common", "attnsim.tracking.store"},
+        "attnsim.tracking.store": {"attnsim.tracking.sink"},
+        "attnsim.plots.common": set(),
+    }
     assert upward({"attnsim.tracking.sweep": {"attnsim.workflows.run"}}) == [("attnsim.tracking.sweep", "attnsim.workflows.run")]
     assert cycles(edges) == [["attnsim.tracking.sink", "attnsim.tracking.store"]]

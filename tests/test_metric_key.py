@@ -62,7 +62,15 @@ def test_summary_metrics_are_keys_that_parse_back():
 
 
 def test_the_run_reader_parses_logged_metrics():
-    logged = {"csm/mean": 1.0, "csm/mean/L00": 0.5, "csm/mean/L02": 1.5, "csm/mean/L02/H01": 9.0, "noise/x": 2.0, "attnsim/time/predict": 3.0, "sweep/global_step": 10.0}
+    logged = {
+        "csm/mean": 1.0,
+        "csm/mean/L00": 0.5,
+        "csm/mean/L02": 1.5,
+        "csm/mean/L02/H01": 9.0,
+        "noise/x": 2.0,
+        "attnsim/time/predict": 3.0,
+        "sweep/global_step": 10.0,
+    }
     assert n_layers(logged) == 3
     assert layer_values(logged, "csm/mean")[0] == 0.5 and layer_values(logged, "csm/mean")[2] == 1.5
     assert layer_values(logged, "csm/nothing") is None
@@ -118,7 +126,9 @@ def test_collated_batches_hold_the_batch_contract():
     from attnsim.data.windows import Window
 
     ids = np.array([101, 7, 8, 102, 0, 0], np.int32)
-    window = Window("d", ids, (ids != 0).astype(np.int8), np.isin(ids, [101, 102]), np.array([-1, 0, 0, -1, -1, -1], np.int32), np.zeros((6, 2), np.int32), text="a b")
+    window = Window(
+        "d", ids, (ids != 0).astype(np.int8), np.isin(ids, [101, 102]), np.array([-1, 0, 0, -1, -1, -1], np.int32), np.zeros((6, 2), np.int32), text="a b"
+    )
     batch = collate_windows([(0, window), (4, window)], unk_token_id=100)
     assert Batch.__required_keys__ <= set(batch) <= Batch.__required_keys__ | Batch.__optional_keys__
     assert batch["input_ids"].shape == batch["sentence_ids"].shape == batch["unknown_mask"].shape == (2, 6)

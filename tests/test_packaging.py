@@ -76,15 +76,24 @@ def test_every_package_folder_is_listed_in_pyproject():
 
 def test_built_wheel_holds_and_reads_the_bundled_yaml(tmp_path):
     src = source_copy(tmp_path)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path / "dist"), str(src)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = (tmp_path / "dist").glob("attnsim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "attnsim/experiments/_base.yaml" in names and "attnsim/experiments/csm.yaml" in names
     assert "attnsim/configs/model/vit_random.yaml" in names and "attnsim/configs/corpus/images.yaml" in names
     assert not [n for n in names if n.startswith(("experiments/", "configs/"))]  # nothing at the top level of site-packages
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     got = probe(tmp_path, pythonpath=str(site))
     assert got["attnsim"] == str(site / "attnsim" / "__init__.py")
     assert got["resources"] == got["package_dir"] == str(site / "attnsim" / "experiments")
@@ -96,8 +105,14 @@ def test_built_wheel_holds_and_reads_the_bundled_yaml(tmp_path):
 def test_editable_install_maps_the_top_level_folders(tmp_path):
     """setuptools' editable finder (PEP 660, lenient mode) resolves attnsim.experiments to the source's experiments/."""
     src = source_copy(tmp_path)
-    build = subprocess.run([sys.executable, "-c", f"import setuptools.build_meta as b; print(b.build_editable({str(tmp_path / 'dist')!r}))"],
-                           cwd=src, check=True, capture_output=True, text=True, timeout=300)
+    build = subprocess.run(
+        [sys.executable, "-c", f"import setuptools.build_meta as b; print(b.build_editable({str(tmp_path / 'dist')!r}))"],
+        cwd=src,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wheel = tmp_path / "dist" / build.stdout.strip().splitlines()[-1]
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -46,7 +46,9 @@ def trainer(bar: AttnsimProgressBar, **kwargs) -> pl.Trainer:
 def test_fit_bar_counts_optimizer_steps_of_max_steps_across_epochs(capsys, tmp_path):
     bar = AttnsimProgressBar()
     # 3 batches per epoch, 2 batches per optimizer step, max_epochs=-1: 7 steps span 5 epochs
-    fit = trainer(bar, logger=pl.loggers.CSVLogger(tmp_path), max_steps=7, max_epochs=-1, accumulate_grad_batches=2, num_sanity_val_steps=0, check_val_every_n_epoch=1)
+    fit = trainer(
+        bar, logger=pl.loggers.CSVLogger(tmp_path), max_steps=7, max_epochs=-1, accumulate_grad_batches=2, num_sanity_val_steps=0, check_val_every_n_epoch=1
+    )
     fit.fit(Tiny(), loader(6, 2), loader(5, 2))
     train = bar.train_progress_bar
     assert fit.global_step == 7 and fit.current_epoch >= 4

@@ -56,7 +56,14 @@ def test_wrong_type_names_key_and_type():
 def test_degenerate_texts_give_finite_statistics(tracking_uri, tiny_bert, tmp_path):
     folder = tmp_path / "odd"
     folder.mkdir()
-    texts = ["", "   \n\t ", "\u200b\u200c\u200d\ufeff", "!!! ... ,,, ??? ;;; --- !!!", "Bell\x07 and nul\x00 inside. Then a tab\tand more words follow here.", "A normal sentence sits here. Another one follows it."]
+    texts = [
+        "",
+        "   \n\t ",
+        "\u200b\u200c\u200d\ufeff",
+        "!!! ... ,,, ??? ;;; --- !!!",
+        "Bell\x07 and nul\x00 inside. Then a tab\tand more words follow here.",
+        "A normal sentence sits here. Another one follows it.",
+    ]
     for i, text in enumerate(texts):
         (folder / f"{i}.txt").write_text(text)
     result = run("csm", [f"model.path={tiny_bert}", *TINY, f"corpus.path={folder}", "corpus.min_tokens=2"])
@@ -244,7 +251,8 @@ def test_store_stays_readable_by_mlflow_server_after_a_failure(tracking_uri, tin
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.time() + 90
@@ -257,12 +265,16 @@ def test_store_stays_readable_by_mlflow_server_after_a_failure(tracking_uri, tin
                     pytest.fail("mlflow server did not start")
                 time.sleep(0.5)
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search", data=json.dumps({"max_results": 10}).encode(), headers={"Content-Type": "application/json"}
+            f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search",
+            data=json.dumps({"max_results": 10}).encode(),
+            headers={"Content-Type": "application/json"},
         )
         experiments = json.load(urllib.request.urlopen(request, timeout=10))["experiments"]
         ids = [e["experiment_id"] for e in experiments]
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search", data=json.dumps({"experiment_ids": ids}).encode(), headers={"Content-Type": "application/json"}
+            f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search",
+            data=json.dumps({"experiment_ids": ids}).encode(),
+            headers={"Content-Type": "application/json"},
         )
         runs = json.load(urllib.request.urlopen(request, timeout=10))["runs"]
         assert [r["info"]["status"] for r in runs] == ["FAILED"]

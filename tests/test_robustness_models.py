@@ -84,7 +84,21 @@ def test_weights_of_another_model_are_refused_not_started_at_random(broken, trac
     err = capsys.readouterr().err
     assert "do not fit its config" in err and "weight tensors are missing" in err and "model.init=random" in err
     assert runs_of(tracking_uri)[1] == []
-    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2", "model.init=random", "corpus.seq_len=32", "tracking.figures=false", "trainer.progress_bar=false"]) == 0  # on purpose
+    assert (
+        main(
+            [
+                "run",
+                "csm",
+                f"model.path={broken}",
+                "corpus.limit=2",
+                "model.init=random",
+                "corpus.seq_len=32",
+                "tracking.figures=false",
+                "trainer.progress_bar=false",
+            ]
+        )
+        == 0
+    )  # on purpose
 
 
 def test_a_config_json_that_cannot_be_read_and_a_missing_path_say_so(broken, tmp_path, capsys):

@@ -65,7 +65,12 @@ def test_a_server_whose_database_is_down_fails_in_seconds_with_its_error(tiny_be
 
     class DatabaseDown(BaseHTTPRequestHandler):
         def _answer(self):
-            body = json.dumps({"error_code": "INTERNAL_ERROR", "message": '(psycopg.OperationalError) connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused'}).encode()
+            body = json.dumps(
+                {
+                    "error_code": "INTERNAL_ERROR",
+                    "message": '(psycopg.OperationalError) connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused',
+                }
+            ).encode()
             self.send_response(500)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -14,8 +14,6 @@ pytestmark = pytest.mark.e2e
 FAST = ["trainer.progress_bar=false", "tracking.figures=false", "plots.explorer=false"]
 
 
-
-
 def test_induction_heads_and_their_ablation(smollm2, tracking_uri):
     induction = attnsim.run("induction", ["model.path=smollm2", "corpus.limit=8"] + FAST)
     scores = induction.summaries["induction"].scalars

@@ -38,6 +38,7 @@ class Groups:
 
     def describe(self) -> str:
         """``early 0-1, middle 2-3, final 4-5``."""
+
         def span(layers: List[int]) -> str:
             if not layers:
                 return "none"
@@ -162,7 +163,9 @@ def sentence_wide_final(run: LoggedRun, groups: Groups) -> Outcome:
     a = all_layers(share, groups.final, lambda layer: exceeds(share[layer], chance[layer]))
     b = all_layers(contrast, groups.final, lambda layer: exceeds(contrast[layer], 1.0))
     c = criterion(lambda: exceeds(mean(spread, groups.final), mean(spread, groups.middle)), mean(spread, groups.final), mean(spread, groups.middle))
-    text = f"same-sentence share: {by_layer(share)} ({chance_text(chance)}); boundary contrast: {by_layer(contrast)}; within-sentence spread: {by_layer(spread)}"
+    text = (
+        f"same-sentence share: {by_layer(share)} ({chance_text(chance)}); boundary contrast: {by_layer(contrast)}; within-sentence spread: {by_layer(spread)}"
+    )
     return Outcome(text, [a, b, c])
 
 
@@ -278,5 +281,3 @@ CLAIMS: List[Claim] = [
         same_sentence_preference,
     ),
 ]
-
-

@@ -84,7 +84,9 @@ def check_comparable(runs: Sequence[Any], force: bool = False) -> List[str]:
             problems.append(f"{key} differs ({listing})")
     if problems and not force:
         raise ComparisonError(
-            "These runs' statistics are not comparable: " + "; ".join(problems) + ". CSM values, distances and chance levels depend on the window length and on "
+            "These runs' statistics are not comparable: "
+            + "; ".join(problems)
+            + ". CSM values, distances and chance levels depend on the window length and on "
             "the statistic definitions, so side by side they would mislead. Compare runs measured with the same corpus.seq_len and stats.* settings, "
             "or pass --force (force=True) to put them side by side anyway."
         )
@@ -138,14 +140,18 @@ def statistics_table(runs: Sequence[Any], labels: Sequence[str], client: Any = N
         for key, value in logged.means().items():
             values[(key.name, f"L{key.layer:02d}" if key.layer is not None else MEAN_ROW)] = value
         if not any(layer != MEAN_ROW for _, layer in values):
-            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') has no per-layer statistics (no finding/statistic/LNN metrics of its findings). Give runs of `attnsim run` or `attnsim sweep` children.")
+            raise ComparisonError(
+                f"Run {run.info.run_id} ('{run.info.run_name}') has no per-layer statistics (no finding/statistic/LNN metrics of its findings). Give runs of `attnsim run` or `attnsim sweep` children."
+            )
         columns[label] = values
     rows = sorted({row for values in columns.values() for row in values}, key=lambda r: (r[0], r[1] == MEAN_ROW, r[1]))
     index = pd.MultiIndex.from_tuples(rows, names=["statistic", "layer"])
     return pd.DataFrame({label: [values.get(row, float("nan")) for row in rows] for label, values in columns.items()}, index=index)
 
 
-def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[str] = None, parent: Optional[str] = None, force: bool = False) -> Tuple[List[Any], str]:
+def select_runs(
+    tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[str] = None, parent: Optional[str] = None, force: bool = False
+) -> Tuple[List[Any], str]:
     """The runs to compare and a description of the choice.
 
     Raises:
@@ -163,7 +169,9 @@ def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[
             try:
                 runs.append(client.get_run(run_id))
             except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
-                raise ComparisonError(f"No run '{run_id}' in the tracking store {tracker.uri}. Check the id (the MLflow UI shows it) or point --uri / MLFLOW_TRACKING_URI at the right store.") from exc
+                raise ComparisonError(
+                    f"No run '{run_id}' in the tracking store {tracker.uri}. Check the id (the MLflow UI shows it) or point --uri / MLFLOW_TRACKING_URI at the right store."
+                ) from exc
         source = "runs"
     elif experiment is not None:
         found = client.get_experiment_by_name(experiment)
@@ -171,14 +179,20 @@ def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[
             names = sorted(e.name for e in client.search_experiments())
             raise ComparisonError(f"No MLflow experiment '{experiment}' in {tracker.uri}. Experiments there: {', '.join(names) or '(none)'}.")
         candidates = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
-        runs = [r for r in candidates if RunKind.of(r.data.tags).is_measurement and Tag.STATS_DEFINITION.value in r.data.tags and r.data.tags.get(Tag.PARTIAL.value) != "true"]
+        runs = [
+            r
+            for r in candidates
+            if RunKind.of(r.data.tags).is_measurement and Tag.STATS_DEFINITION.value in r.data.tags and r.data.tags.get(Tag.PARTIAL.value) != "true"
+        ]
         source = f"experiment:{experiment}"
     else:
         try:
             parent_run = client.get_run(parent)
         except Exception as exc:  # noqa: BLE001
             raise ComparisonError(f"No run '{parent}' in the tracking store {tracker.uri}; --parent takes the run id `attnsim sweep` printed.") from exc
-        children = client.search_runs([parent_run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}' AND attributes.status = 'FINISHED'")
+        children = client.search_runs(
+            [parent_run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}' AND attributes.status = 'FINISHED'"
+        )
         runs = sorted(children, key=lambda r: (int(r.data.tags.get(Tag.GLOBAL_STEP.value, 0)), r.info.start_time))
         source = f"parent:{parent}"
     if not runs:
@@ -187,11 +201,15 @@ def select_runs(tracker: Any, run_ids: Sequence[str] = (), experiment: Optional[
         kind = RunKind.of(run.data.tags)
         if not kind.is_measurement:
             hint = f" Use --parent {run.info.run_id} to compare its children." if kind is RunKind.SWEEP else ""
-            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is a {kind.value} run, not a measurement; it has no per-layer statistics of its own.{hint}")
+            raise ComparisonError(
+                f"Run {run.info.run_id} ('{run.info.run_name}') is a {kind.value} run, not a measurement; it has no per-layer statistics of its own.{hint}"
+            )
         partial = run.data.tags.get(Tag.PARTIAL.value) == "true"
         unfinished = run.info.status != "FINISHED" or partial
         if unfinished and not force:
-            raise ComparisonError(f"Run {run.info.run_id} ('{run.info.run_name}') is {run.info.status}{' with partial statistics' if partial else ''}; its statistics cover only part of its corpus. Re-run it, or pass --force to include it anyway.")
+            raise ComparisonError(
+                f"Run {run.info.run_id} ('{run.info.run_name}') is {run.info.status}{' with partial statistics' if partial else ''}; its statistics cover only part of its corpus. Re-run it, or pass --force to include it anyway."
+            )
     return runs, source
 
 
@@ -201,18 +219,20 @@ def _runs_legend(runs: Sequence[Any], labels: Sequence[str]):
     rows = []
     for run, label in zip(runs, labels):
         tags = run.data.tags
-        rows.append({
-            "column": label,
-            "run_id": run.info.run_id,
-            "run_name": run.info.run_name,
-            "status": run.info.status,
-            "model": tags.get(Tag.MODEL.value),
-            "global_step": tags.get(Tag.GLOBAL_STEP.value),
-            "corpus": tags.get(Tag.CORPUS.value),
-            "corpus_hash": (tags.get(Tag.CORPUS_HASH.value) or "")[:12],
-            "windows": tags.get(Tag.WINDOWS.value),
-            "seq_len": tags.get(Tag.SEQ_LEN.value),
-        })
+        rows.append(
+            {
+                "column": label,
+                "run_id": run.info.run_id,
+                "run_name": run.info.run_name,
+                "status": run.info.status,
+                "model": tags.get(Tag.MODEL.value),
+                "global_step": tags.get(Tag.GLOBAL_STEP.value),
+                "corpus": tags.get(Tag.CORPUS.value),
+                "corpus_hash": (tags.get(Tag.CORPUS_HASH.value) or "")[:12],
+                "windows": tags.get(Tag.WINDOWS.value),
+                "seq_len": tags.get(Tag.SEQ_LEN.value),
+            }
+        )
     return pd.DataFrame(rows)
 
 

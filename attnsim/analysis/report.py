@@ -63,14 +63,20 @@ def _intervention_section(runs: Sequence[LoggedRun]) -> str:
         return ""
     out = io.StringIO()
     out.write("\n## Interventions\n\n")
-    out.write(f"Rule: {INTERVENTION_CLAIM} when ablating them hurts the task at least {Z_THRESHOLD:g} spreads more than ablating as many random heads does (z-score of the effect against `interventions.random_draws` random sets of the same size, drawn under the run's seed), one verdict per task metric.\n\n")
+    out.write(
+        f"Rule: {INTERVENTION_CLAIM} when ablating them hurts the task at least {Z_THRESHOLD:g} spreads more than ablating as many random heads does (z-score of the effect against `interventions.random_draws` random sets of the same size, drawn under the run's seed), one verdict per task metric.\n\n"
+    )
     for run in ablations:
         statistic = selected_statistic(run)
         verdicts = intervention_verdicts(run)
         if not verdicts:
             out.write(f"- {_text(run.label)}: no named head set (single heads only); see `tables/ablation_sets.csv`.\n")
         for name, metric, verdict, line in verdicts:
-            what = f"top {run.params.get('interventions.select.top', '?')} heads by `{_text(statistic)}` of run `{run.params.get('interventions.select.run', '?')[:8]}`" if name == "top" else "the listed heads (`interventions.heads`)"
+            what = (
+                f"top {run.params.get('interventions.select.top', '?')} heads by `{_text(statistic)}` of run `{run.params.get('interventions.select.run', '?')[:8]}`"
+                if name == "top"
+                else "the listed heads (`interventions.heads`)"
+            )
             claim = INTERVENTION_CLAIM if name == "top" else "the listed heads matter more than random heads"
             out.write(f"- {_text(run.label)}, {what}, by {metric}: {claim}: **{verdict}**\n  - {_text(line)}\n")
         rho = {m: run.metrics.get(f"ablation/{m}_effect_statistic_spearman") for m in ABLATION_METRICS}
@@ -137,14 +143,18 @@ def render(runs: Sequence[LoggedRun]) -> str:
     assessment = Assessment.of(runs)
     out = io.StringIO()
     out.write(f"# {TITLE}\n\n")
-    out.write("The verdicts first, then the runs, then each claim with the values measured in each run (layers 0-indexed, layer means over heads) and the rule that decides it.\n\n")
+    out.write(
+        "The verdicts first, then the runs, then each claim with the values measured in each run (layers 0-indexed, layer means over heads) and the rule that decides it.\n\n"
+    )
     out.write("## Verdicts at a glance\n\n| claim | " + " | ".join(_text(run.label) for run in runs) + " |\n|---|" + "---|" * len(runs) + "\n")
     for number, claim in enumerate(CLAIMS, start=1):
         out.write(f"| {number}. {_text(claim.title)} | " + " | ".join(assessment.glance(number, i) for i in range(len(runs))) + " |\n")
     for row in _decoder_rows(runs) + _intervention_rows(runs):  # induction heads and ablations, where runs measured them
         out.write(f"| {_text(row[0])} | " + " | ".join(_text(cell) for cell in row[1:]) + " |\n")
     if assessment.any_flagged:
-        out.write(f"\n*{NOT_SEPARATED}*: the random-weights control of the same architecture in this report earns the same verdict, so the pattern does not need training.\n")
+        out.write(
+            f"\n*{NOT_SEPARATED}*: the random-weights control of the same architecture in this report earns the same verdict, so the pattern does not need training.\n"
+        )
     for line in assessment.control_lines():
         out.write(f"\n- {_text(line)}")
     out.write("\n\n## Runs\n\n" if assessment.control_lines() else "\n## Runs\n\n")
@@ -157,7 +167,11 @@ def render(runs: Sequence[LoggedRun]) -> str:
         )
     hashes = {run.tags.get(Tag.CORPUS_HASH.value) for run in runs}
     if len(runs) > 1:
-        out.write("\nAll runs saw the same windows (same corpus hash).\n" if len(hashes) == 1 else "\nThe runs saw different windows (corpus hashes differ); compare them with care.\n")
+        out.write(
+            "\nAll runs saw the same windows (same corpus hash).\n"
+            if len(hashes) == 1
+            else "\nThe runs saw different windows (corpus hashes differ); compare them with care.\n"
+        )
     for number, (claim, row) in enumerate(zip(CLAIMS, assessment.outcomes), start=1):
         out.write(f"\n## {number}. {_text(claim.title)}\n\n")
         out.write(f"Measured: {claim.measure}\n\nRule: {claim.rule}\n\n")
@@ -173,12 +187,16 @@ def render(runs: Sequence[LoggedRun]) -> str:
     out.write(_intervention_section(runs))
     out.write(_degenerate_section(runs))
     out.write("\n## Rules\n\n")
-    out.write("A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. ")
+    out.write(
+        "A claim **holds** when every measurable criterion is met, **does not hold** when none is, and is **mixed** otherwise; **not measured** when the run lacks the statistics or the layer group is empty. "
+    )
     out.write("Layer groups: with L layers and g = max(1, round(L/3)), early = layers 0..g-1, final = L-g..L-1, middle = the layers between. ")
     out.write(f"*Exceeds* means by more than {MARGIN:.0%} (relative), so that differences at the level of rounding count as none. ")
     out.write("Chance values assume the window's high pairs were chosen uniformly among its valid pairs (attnsim docs: concepts/statistics.md).")
     if any(run.control for run in runs):
-        out.write(f" A trained run's *holds* or *mixed* is marked *{NOT_SEPARATED}* when a random-weights control in the report (tag `attnsim.control=random` or param `model.init=random`) earns it too: a control that holds earns both, one that is mixed earns *mixed*.")
+        out.write(
+            f" A trained run's *holds* or *mixed* is marked *{NOT_SEPARATED}* when a random-weights control in the report (tag `attnsim.control=random` or param `model.init=random`) earns it too: a control that holds earns both, one that is mixed earns *mixed*."
+        )
     out.write("\n")
     return out.getvalue()
 
@@ -197,7 +215,7 @@ def render_html(markdown: str, title: str = "attnsim reproduction report") -> st
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
-    return f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{escape(title)}</title>\n<style>{HTML_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n"
+    return f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n<style>{HTML_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n'
 
 
 def glance_text(runs: Sequence[LoggedRun]) -> str:
@@ -244,7 +262,9 @@ def _head_section(runs: Sequence[LoggedRun]) -> str:
         return ""
     out = io.StringIO()
     out.write("\n## Induction and previous-token heads\n\n")
-    out.write(f"Rule (Olsson et al. 2022): a claim holds when the run's best head scores at least {HEAD_FACTOR:g} times chance (uniform attention over the query's allowed keys); from `tables/induction_heads.csv`.\n\n")
+    out.write(
+        f"Rule (Olsson et al. 2022): a claim holds when the run's best head scores at least {HEAD_FACTOR:g} times chance (uniform attention over the query's allowed keys); from `tables/induction_heads.csv`.\n\n"
+    )
     for run, verdicts in found:
         for claim, verdict, line, _cell in verdicts:
             out.write(f"- {_text(run.label)}: {_text(claim)}: **{verdict}**\n  - {_text(line)}\n")
@@ -289,13 +309,15 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
         try:
             run = tracker.client.get_run(run_id)
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-            raise TrackingError(f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). Give run ids printed by `attnsim run`, and the store they were logged to (--uri or MLFLOW_TRACKING_URI).") from exc
+            raise TrackingError(
+                f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). Give run ids printed by `attnsim run`, and the store they were logged to (--uri or MLFLOW_TRACKING_URI)."
+            ) from exc
         kind = RunKind.of(run.data.tags)
         if not kind.is_measurement:
-            raise TrackingError(f"Run '{run_id}' is a {kind.value} run, not a measurement; the report reads runs of `attnsim run` (e.g. `attnsim run paper`) or a sweep's child runs.")
-        runs.append(
-            LoggedRun.of(run, tracker.client)
-        )
+            raise TrackingError(
+                f"Run '{run_id}' is a {kind.value} run, not a measurement; the report reads runs of `attnsim run` (e.g. `attnsim run paper`) or a sweep's child runs."
+            )
+        runs.append(LoggedRun.of(run, tracker.client))
     return tracker.uri, runs
 
 
@@ -327,7 +349,9 @@ def report_paths(run_ids: Sequence[str], out: Optional[str] = None) -> Tuple[Pat
     path = Path(out) if out else default_path(run_ids)
     html = path.with_suffix(".html")
     if html == path:
-        raise ReportError(f"--out {out} ends in .html, but it names the Markdown report; the HTML version is written beside it. Give a .md path, e.g. --out {path.with_suffix('.md')}.")
+        raise ReportError(
+            f"--out {out} ends in .html, but it names the Markdown report; the HTML version is written beside it. Give a .md path, e.g. --out {path.with_suffix('.md')}."
+        )
     return path, html
 
 
@@ -424,7 +448,9 @@ def report(run_ids: Sequence[str], out: Optional[str] = None, uri: Optional[str]
 
     run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
     if not run_ids:
-        raise TrackingError("attnsim.report() needs at least one run id: give the ids that `attnsim run` (or attnsim.run(...).run_id) printed, e.g. attnsim.report([run_id]).")
+        raise TrackingError(
+            "attnsim.report() needs at least one run id: give the ids that `attnsim run` (or attnsim.run(...).run_id) printed, e.g. attnsim.report([run_id])."
+        )
     path, html_path = report_paths(run_ids, out)
     tracking_uri, runs = load_runs(run_ids, uri)  # read once: the files and the verdicts table come from the same runs
     write_files(runs, path, html_path, log_artifact)

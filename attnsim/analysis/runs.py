@@ -171,7 +171,16 @@ class LoggedRun:
     @classmethod
     def of(cls, run: Any, client: Any = None) -> "LoggedRun":
         """From an ``mlflow.entities.Run`` (and the client of its store, to read its heads tables)."""
-        return cls(run.info.run_id, run.info.run_name or run.info.run_id[:8], run.info.status, run.info.experiment_id, dict(run.data.tags), dict(run.data.params), dict(run.data.metrics), client)
+        return cls(
+            run.info.run_id,
+            run.info.run_name or run.info.run_id[:8],
+            run.info.status,
+            run.info.experiment_id,
+            dict(run.data.tags),
+            dict(run.data.params),
+            dict(run.data.metrics),
+            client,
+        )
 
     @property
     def kind(self) -> RunKind:

@@ -15,7 +15,16 @@ from attnsim.keys import Tag
 
 INTERVENTION_CLAIM = "the heads the statistic singles out matter more than random heads"
 Z_THRESHOLD = 2.0  # an ablated set "matters more than random heads" when its effect is >= 2 random spreads above the random mean
-ABLATION_METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "repeat_loss", "first_copy_loss", "cosine", "csm_change")  # each measured metric gets its verdict
+ABLATION_METRICS = (
+    "accuracy",
+    "logit_diff",
+    "mlm_loss",
+    "lm_loss",
+    "repeat_loss",
+    "first_copy_loss",
+    "cosine",
+    "csm_change",
+)  # each measured metric gets its verdict
 
 
 def intervention_verdicts(run: LoggedRun) -> List[Tuple[str, str, str, str]]:
@@ -90,7 +99,14 @@ def head_verdicts(run: LoggedRun) -> List[Tuple[str, str, str, str]]:
         ratio = float(best[stat]) / float(best[f"{stat}_chance"])
         verdict = "holds" if ratio >= HEAD_FACTOR else "does not hold"
         head = f"L{int(best['layer']):02d}H{int(best['head']):02d}"
-        out.append((claim, verdict, f"best head {head}: {fmt(float(best[stat]))} against chance {fmt(float(best[f'{stat}_chance']))} ({ratio:.0f}x)", f"{verdict} ({head}, {ratio:.0f}x chance)"))
+        out.append(
+            (
+                claim,
+                verdict,
+                f"best head {head}: {fmt(float(best[stat]))} against chance {fmt(float(best[f'{stat}_chance']))} ({ratio:.0f}x)",
+                f"{verdict} ({head}, {ratio:.0f}x chance)",
+            )
+        )
     return out
 
 
@@ -164,7 +180,11 @@ class Assessment:
         for i, judges in self.controls.items():
             run = self.runs[i]
             named = ", ".join(f"{self.runs[j].name} {self.runs[j].run_id[:8]}" for j in judges)
-            lines.append(f"{run.name} {run.run_id[:8]}: judged by control {named}" if judges else f"{run.name} {run.run_id[:8]}: no matching control (same model type, shape, window length and windows)")
+            lines.append(
+                f"{run.name} {run.run_id[:8]}: judged by control {named}"
+                if judges
+                else f"{run.name} {run.run_id[:8]}: no matching control (same model type, shape, window length and windows)"
+            )
         return lines
 
     def glance(self, number: int, index: int) -> str:
@@ -176,5 +196,3 @@ class Assessment:
     def any_flagged(self) -> bool:
         """Whether any verdict is flagged."""
         return any(any(row) for row in self.flagged)
-
-

@@ -100,12 +100,16 @@ class Architecture(_Kinded):
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
 _VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument")
-_DINOV2 = Architecture("encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="always")
+_DINOV2 = Architecture(
+    "encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="always"
+)
 
 # decoder-only language models (transformers 5: every one dispatches attention through
 # ALL_ATTENTION_FUNCTIONS; eager returns per-query-head probabilities, keys/values repeated for GQA)
 _GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True)
-_NEOX = Architecture("layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", kind=ModelKind.DECODER, qkv="per_head")
+_NEOX = Architecture(
+    "layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", kind=ModelKind.DECODER, qkv="per_head"
+)
 _LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER)
 _OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", kind=ModelKind.DECODER)
 _PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER)
@@ -190,7 +194,9 @@ def split_qkv(projected: torch.Tensor, arch: Architecture, n_heads: int, n_kv_he
     """
     batch, pos, width = projected.shape
     if width != (n_heads + 2 * n_kv_heads) * d_head or arch.qkv == "separate" or (arch.qkv == "per_head" and n_kv_heads != n_heads):
-        raise ModelError(f"Cannot split a fused Q/K/V projection of width {width} (layout '{arch.qkv}') into {n_heads} query and {n_kv_heads} key/value heads of {d_head}.")
+        raise ModelError(
+            f"Cannot split a fused Q/K/V projection of width {width} (layout '{arch.qkv}') into {n_heads} query and {n_kv_heads} key/value heads of {d_head}."
+        )
     if arch.qkv == "concat":
         q, k, v = projected.split([n_heads * d_head, n_kv_heads * d_head, n_kv_heads * d_head], dim=-1)
         return tuple(x.reshape(batch, pos, -1, d_head).transpose(1, 2) for x in (q, k, v))
@@ -231,7 +237,9 @@ class Seq2SeqArchitecture(_Kinded):
 _BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")
 
 SEQ2SEQ_ARCHITECTURES: Dict[str, Seq2SeqArchitecture] = {
-    "t5": Seq2SeqArchitecture("encoder.block", "decoder.block", "layer.0.SelfAttention.o", "layer.0.SelfAttention.o", "layer.1.EncDecAttention.o", scaled=False),
+    "t5": Seq2SeqArchitecture(
+        "encoder.block", "decoder.block", "layer.0.SelfAttention.o", "layer.0.SelfAttention.o", "layer.1.EncDecAttention.o", scaled=False
+    ),
     "bart": _BART,
     "marian": _BART,
 }

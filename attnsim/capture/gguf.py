@@ -82,7 +82,9 @@ def package_file(named: NamedModel) -> Path:
     """
     spec = importlib.util.find_spec(named.package)  # a top-level package: found without running its __init__
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"model.path={named.name} ({named.display}) needs the package that ships it: {named.requirement} (or set model.path to a model folder).")
+        raise ModelError(
+            f"model.path={named.name} ({named.display}) needs the package that ships it: {named.requirement} (or set model.path to a model folder)."
+        )
     root = Path(list(spec.submodule_search_locations)[0])
     target = root / named.folder / named.file if named.file else root / named.folder
     if not target.exists():
@@ -150,12 +152,16 @@ def check_gguf(path: Path) -> GGUFSummary:
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if magic != b"GGUF":
-        raise ModelError(f"'{path}' is not a GGUF file (it does not start with the GGUF magic bytes). Give a .gguf model file, or a model folder (save_pretrained format).")
+        raise ModelError(
+            f"'{path}' is not a GGUF file (it does not start with the GGUF magic bytes). Give a .gguf model file, or a model folder (save_pretrained format)."
+        )
     reader_class = _gguf_reader()
     try:
         reader = reader_class(str(path))
     except Exception as exc:  # noqa: BLE001 - the reader raises ValueError, IndexError, struct errors on a damaged header
-        raise ModelError(f"'{path}' is a damaged or truncated GGUF file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable header'}). Download or copy it again.") from exc
+        raise ModelError(
+            f"'{path}' is a damaged or truncated GGUF file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreadable header'}). Download or copy it again."
+        ) from exc
     size = path.stat().st_size
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
@@ -166,14 +172,18 @@ def check_gguf(path: Path) -> GGUFSummary:
     architecture = bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
     supported = supported_architectures()
     if architecture not in supported:
-        raise ModelError(f"'{path}' holds a '{architecture}' model; attnsim converts GGUF files of these architectures: {', '.join(supported)}. Use a model folder (save_pretrained format) for other families.")
+        raise ModelError(
+            f"'{path}' holds a '{architecture}' model; attnsim converts GGUF files of these architectures: {', '.join(supported)}. Use a model folder (save_pretrained format) for other families."
+        )
     types: Dict[str, int] = {}
     for tensor in reader.tensors:
         types[tensor.tensor_type.name] = types.get(tensor.tensor_type.name, 0) + 1
     known = set(supported_types())
     unknown = sorted(set(types) - known)
     if unknown:
-        raise ModelError(f"'{path}' holds tensors quantised as {', '.join(unknown)}, which cannot be dequantised here. Supported types: {', '.join(sorted(known))}.")
+        raise ModelError(
+            f"'{path}' holds tensors quantised as {', '.join(unknown)}, which cannot be dequantised here. Supported types: {', '.join(sorted(known))}."
+        )
     name_field = reader.fields.get("general.name")
     name = bytes(name_field.parts[name_field.data[0]]).decode("utf-8", "replace") if name_field is not None else path.stem
     return GGUFSummary(path, architecture, types, len(reader.tensors), name)
@@ -261,7 +271,9 @@ def converted_model(source: Path, progress=None) -> Path:
             raise
         except Exception as exc:  # noqa: BLE001 - transformers' and gguf's many errors, named in ours
             shutil.rmtree(partial, ignore_errors=True)
-            raise ModelError(f"Converting '{source}' failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). The cache holds nothing of it; check the file, or use a model folder.") from exc
+            raise ModelError(
+                f"Converting '{source}' failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). The cache holds nothing of it; check the file, or use a model folder."
+            ) from exc
         finally:
             shutil.rmtree(partial, ignore_errors=True)
     log.info("converted %s in %.1f s", source.name, time.perf_counter() - start)

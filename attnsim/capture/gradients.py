@@ -148,7 +148,9 @@ def target_logits(logits: torch.Tensor, attention_mask: torch.Tensor, causal: bo
     return logits[torch.arange(logits.shape[0], device=logits.device), last]  # (B, vocab)
 
 
-def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, num_labels: int = 2, dtype: torch.dtype = torch.float32) -> Tuple[nn.Module, Dict[str, str]]:
+def load_classifier(
+    info: ModelInfo, init: str = "pretrained", seed: int = 0, num_labels: int = 2, dtype: torch.dtype = torch.float32
+) -> Tuple[nn.Module, Dict[str, str]]:
     """A classification model (eval mode, eager attention, frozen parameters) and tags saying how it was loaded.
 
     Args:
@@ -182,7 +184,9 @@ def load_classifier(info: ModelInfo, init: str = "pretrained", seed: int = 0, nu
                 head = "random_seeded"
             else:
                 extra = {} if has_head or info.causal else {"num_labels": num_labels}
-                model, loading = auto.from_pretrained(info.path, attn_implementation="eager", dtype=dtype, local_files_only=True, output_loading_info=True, **extra)
+                model, loading = auto.from_pretrained(
+                    info.path, attn_implementation="eager", dtype=dtype, local_files_only=True, output_loading_info=True, **extra
+                )
                 head = "random_seeded" if loading.get("missing_keys") else "checkpoint"
     except (OSError, ValueError) as exc:
         raise ModelError(f"Could not load '{info.name}' as a classifier: {str(exc).splitlines()[0]}") from exc

@@ -98,7 +98,9 @@ def _projection_input(where: str, args: tuple, kwargs: dict) -> torch.Tensor:
             )
         value = kwargs[tensors[0]]
     if not isinstance(value, torch.Tensor):
-        raise ModelError(f"{where}: the output projection W_O received a {type(value).__name__}, not a tensor of the heads' outputs; the architecture table does not match this model.")
+        raise ModelError(
+            f"{where}: the output projection W_O received a {type(value).__name__}, not a tensor of the heads' outputs; the architecture table does not match this model."
+        )
     return value
 
 
@@ -145,7 +147,9 @@ def capture_heads(model: nn.Module, arch: Architecture, n_heads: int) -> Iterato
             handle.remove()
 
 
-def check_shapes(z_layers: Sequence[torch.Tensor], attention_layers: Optional[Sequence[torch.Tensor]], n_heads: int, batch: int, seq_len: Optional[int] = None) -> None:
+def check_shapes(
+    z_layers: Sequence[torch.Tensor], attention_layers: Optional[Sequence[torch.Tensor]], n_heads: int, batch: int, seq_len: Optional[int] = None
+) -> None:
     """Check the captured tensors of one forward pass before any statistic reads them.
 
     Args:
@@ -177,7 +181,9 @@ def check_shapes(z_layers: Sequence[torch.Tensor], attention_layers: Optional[Se
             )
 
 
-def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None, queries: bool = False):
+def forward_with_capture(
+    model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None, queries: bool = False
+):
     """Run ``model(**inputs)`` once and return ``(outputs, HeadCapture)``, its tensors' shapes checked.
 
     Args:
@@ -194,7 +200,7 @@ def forward_with_capture(model: nn.Module, arch: Architecture, n_heads: int, inp
     """
     from attnsim.capture.queries import recording
 
-    with capture_heads(model, arch, n_heads) as store, (recording() if queries else nullcontext([])) as recorded:
+    with capture_heads(model, arch, n_heads) as store, recording() if queries else nullcontext([]) as recorded:
         outputs = model(**inputs, output_attentions=attention)
     n_layers = len(layer_modules(model, arch))
     query_keys = None

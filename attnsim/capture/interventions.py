@@ -53,7 +53,9 @@ def head_kind(config: Any) -> str:
     return "encoder"
 
 
-def load_task_model(info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", dtype: str = "float32") -> Tuple[nn.Module, str, Dict[str, str]]:
+def load_task_model(
+    info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", dtype: str = "float32"
+) -> Tuple[nn.Module, str, Dict[str, str]]:
     """The model with its own head (classifier, masked LM, causal LM) or the bare encoder, in eval mode.
 
     Args:
@@ -111,7 +113,9 @@ def replace_heads(model: nn.Module, arch: Architecture, n_heads: int, replacemen
         def pre_hook(_module: nn.Module, args: tuple, kwargs: dict):
             concat = _projection_input(where, args, kwargs)  # (B, T, H*d)
             if concat.dim() != 3 or concat.shape[-1] % n_heads:
-                raise ModelError(f"{where}: the input of the output projection W_O has shape {tuple(concat.shape)}, not (batch, tokens, {n_heads} x d_head); the architecture table does not match this model.")
+                raise ModelError(
+                    f"{where}: the input of the output projection W_O has shape {tuple(concat.shape)}, not (batch, tokens, {n_heads} x d_head); the architecture table does not match this model."
+                )
             batch, pos, total = concat.shape
             z = concat.reshape(batch, pos, n_heads, total // n_heads).clone()  # (B, T, H, d)
             for head, value in edits.items():
@@ -134,7 +138,9 @@ def replace_heads(model: nn.Module, arch: Architecture, n_heads: int, replacemen
             handle.remove()
 
 
-def ablation_values(heads: Sequence[Head], mode: str, mean: Optional[torch.Tensor] = None, donor: Optional[Sequence[torch.Tensor]] = None) -> Dict[Head, torch.Tensor]:
+def ablation_values(
+    heads: Sequence[Head], mode: str, mean: Optional[torch.Tensor] = None, donor: Optional[Sequence[torch.Tensor]] = None
+) -> Dict[Head, torch.Tensor]:
     """The replacement Z of each head of a set under an ablation ``mode``.
 
     Args:
@@ -175,7 +181,15 @@ class Task(Protocol):
 
     needs_z: bool  # whether sums() reads both passes' Z (then given as z, clean_z, heads)
 
-    def sums(self, outputs: Any, batch: Mapping[str, Any], clean: Any, z: Optional[Sequence[torch.Tensor]] = None, clean_z: Optional[Sequence[torch.Tensor]] = None, heads: Sequence[Head] = ()) -> Tuple[torch.Tensor, torch.Tensor]: ...
+    def sums(
+        self,
+        outputs: Any,
+        batch: Mapping[str, Any],
+        clean: Any,
+        z: Optional[Sequence[torch.Tensor]] = None,
+        clean_z: Optional[Sequence[torch.Tensor]] = None,
+        heads: Sequence[Head] = (),
+    ) -> Tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class InterventionModule(pl.LightningModule):
@@ -195,7 +209,16 @@ class InterventionModule(pl.LightningModule):
         seed: the run's seed (resample's donors).
     """
 
-    def __init__(self, model: nn.Module, info: ModelInfo, head_sets: Sequence[Sequence[Head]], mode: str, task: Task, labels: Optional[torch.Tensor] = None, seed: int = 0):
+    def __init__(
+        self,
+        model: nn.Module,
+        info: ModelInfo,
+        head_sets: Sequence[Sequence[Head]],
+        mode: str,
+        task: Task,
+        labels: Optional[torch.Tensor] = None,
+        seed: int = 0,
+    ):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"unknown ablation mode {mode!r}; one of {', '.join(MODES)}")
@@ -258,7 +281,9 @@ class InterventionModule(pl.LightningModule):
             elif self.previous is not None:
                 donor = [p[:1] for p in self.previous]
             else:
-                raise ModelError("Resample ablation needs at least two windows (a window's donor is another window); the corpus has one. Use interventions.mode=zero or mean, or more windows.")
+                raise ModelError(
+                    "Resample ablation needs at least two windows (a window's donor is another window); the corpus has one. Use interventions.mode=zero or mean, or more windows."
+                )
             self.previous = [z.detach() for z in store]
         for heads in self.head_sets:
             values = ablation_values(heads, self.mode, self.mean_z, donor)

@@ -86,14 +86,25 @@ def resolve_model_path(path: str) -> str:
         if not local.is_dir():
             raise ModelError(f"Model path '{path}' is a file; give the directory that holds config.json and the weights (save_pretrained format).")
         if not (local / "config.json").is_file():
-            raise ModelError(f"Directory '{path}' is not a Hugging Face model: it has no config.json. Give a directory written by save_pretrained, or a cached hub id.")
+            raise ModelError(
+                f"Directory '{path}' is not a Hugging Face model: it has no config.json. Give a directory written by save_pretrained, or a cached hub id."
+            )
         return str(local.resolve())
     return path
 
 
 _TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
-    "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "target.spm", "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "source.spm",
+    "target.spm",
+    "special_tokens_map.json",
 )
 
 
@@ -118,7 +129,9 @@ def check_weight_files(folder: str) -> None:
         with open(path, "rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
             if length > size - 8:
-                raise ModelError(f"Weights file '{path}' is damaged or truncated: its first bytes give a header of {length + 8:,} bytes, the file has {size:,}. {fix}")
+                raise ModelError(
+                    f"Weights file '{path}' is damaged or truncated: its first bytes give a header of {length + 8:,} bytes, the file has {size:,}. {fix}"
+                )
             try:
                 header = json.loads(handle.read(length))
             except (ValueError, UnicodeDecodeError):
@@ -153,10 +166,24 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
         try:
             config = AutoConfig.for_model(str(model_type), **fields)
         except (ValueError, TypeError) as exc:
-            raise ModelError(f"Cannot build a model config from model.build ({str(exc).splitlines()[0]}). Give model.build.model_type (e.g. vit) and valid config fields.") from exc
+            raise ModelError(
+                f"Cannot build a model config from model.build ({str(exc).splitlines()[0]}). Give model.build.model_type (e.g. vit) and valid config fields."
+            ) from exc
         arch = architecture_for(config.model_type)
         n_layers, n_heads, d_head, d_model, n_kv = model_shape(config)
-        info = ModelInfo(BUILD, f"built:{model_type}", config.model_type, n_layers, n_heads, d_head, d_model, int(getattr(config, "max_position_embeddings", 0) or 0), arch, config, n_kv)
+        info = ModelInfo(
+            BUILD,
+            f"built:{model_type}",
+            config.model_type,
+            n_layers,
+            n_heads,
+            d_head,
+            d_model,
+            int(getattr(config, "max_position_embeddings", 0) or 0),
+            arch,
+            config,
+            n_kv,
+        )
         return info
     resolved = resolve_model_path(path)
     if Path(resolved).is_dir():  # a model folder (resolve_model_path checked its config.json exists)
@@ -169,7 +196,9 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
             ) from exc
         return _inspected(path, resolved, config, seq_len)
     if "/" in path and not Path(path).expanduser().exists() and (path.startswith(("/", ".", "~")) or Path(path).expanduser().parent.exists()):
-        raise ModelError(f"Model path '{path}' does not exist. Give a model folder (save_pretrained format), a .gguf file, or a named model ({', '.join(NAMED_MODELS)}).")
+        raise ModelError(
+            f"Model path '{path}' does not exist. Give a model folder (save_pretrained format), a .gguf file, or a named model ({', '.join(NAMED_MODELS)})."
+        )
     try:
         config = AutoConfig.from_pretrained(resolved, local_files_only=True)
     except (OSError, ValueError) as exc:
@@ -206,7 +235,9 @@ def _inspected(path: str, resolved: str, config: Any, seq_len: int) -> ModelInfo
         max_positions -= int(getattr(config, "pad_token_id", 1)) + 1  # positions start after padding_idx
     info = ModelInfo(resolved, display_name(path), config.model_type, n_layers, n_heads, d_head, d_model, max_positions, arch, config, n_kv)
     if not arch.vision and max_positions and seq_len > max_positions:
-        raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}.")
+        raise ConfigError(
+            f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}."
+        )
     return info
 
 
@@ -229,7 +260,9 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
     try:
         tokenizer = AutoTokenizer.from_pretrained(info.path, use_fast=True, local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise ModelError(f"No tokenizer could be loaded from '{info.name}' ({str(exc).splitlines()[0]}). The model directory needs its tokenizer files.") from exc
+        raise ModelError(
+            f"No tokenizer could be loaded from '{info.name}' ({str(exc).splitlines()[0]}). The model directory needs its tokenizer files."
+        ) from exc
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"The tokenizer of '{info.name}' is not a fast tokenizer; attnsim needs its character offsets (tokenizer.json).")
     limit = tokenizer.model_max_length
@@ -238,12 +271,20 @@ def load_tokenizer(info: ModelInfo, seq_len: int):
         # a default smaller than a long-context model's positions (README, "Long contexts")
         limit = info.max_length
     if limit and limit < 1_000_000 and seq_len > limit:
-        raise ConfigError(f"corpus.seq_len={seq_len} is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set corpus.seq_len to at most {limit}.")
+        raise ConfigError(
+            f"corpus.seq_len={seq_len} is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set corpus.seq_len to at most {limit}."
+        )
     return tokenizer
 
 
 def load_model(
-    info: ModelInfo, init: str = "pretrained", seed: int = 0, attn_implementation: str = "auto", needs_attention: bool = True, dtype: str = "float32", auto_class: Any = None
+    info: ModelInfo,
+    init: str = "pretrained",
+    seed: int = 0,
+    attn_implementation: str = "auto",
+    needs_attention: bool = True,
+    dtype: str = "float32",
+    auto_class: Any = None,
 ) -> Tuple[torch.nn.Module, Dict[str, str]]:
     """Load the model in eval mode; return it and tags describing how it was loaded.
 
@@ -352,7 +393,14 @@ def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, 
 
 
 def choose_capture_path(
-    requested: str, seq_len: int, blockwise_above: int, info: ModelInfo, needs_attention: bool, needs_gradients: bool = False, high_rule: str = "top_fraction", without_blockwise: Sequence[str] = ()
+    requested: str,
+    seq_len: int,
+    blockwise_above: int,
+    info: ModelInfo,
+    needs_attention: bool,
+    needs_gradients: bool = False,
+    high_rule: str = "top_fraction",
+    without_blockwise: Sequence[str] = (),
 ) -> str:
     """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
 
@@ -387,7 +435,9 @@ def choose_capture_path(
         if without_blockwise:
             log.warning(
                 "windows of %d tokens would use the blockwise path, but %s %s no blockwise form: the dense path (T x T maps) runs instead",
-                seq_len, ", ".join(without_blockwise), "has" if len(without_blockwise) == 1 else "have",
+                seq_len,
+                ", ".join(without_blockwise),
+                "has" if len(without_blockwise) == 1 else "have",
             )
             return "dense"
     elif info.arch.vision or needs_gradients:
@@ -411,4 +461,3 @@ def choose_capture_path(
 
         check_recomputable(info.config)
     return "blockwise"
-

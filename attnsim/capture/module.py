@@ -30,7 +30,15 @@ class CaptureModule(pl.LightningModule):
             records them likewise for the dense view that recomputes each chunk's maps (:mod:`attnsim.stats.pairs.fused`).
     """
 
-    def __init__(self, model: torch.nn.Module, info: ModelInfo, needs_attention: bool, vector: str, view_factory: Optional[ViewFactory] = None, capture_path: str = "dense"):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        info: ModelInfo,
+        needs_attention: bool,
+        vector: str,
+        view_factory: Optional[ViewFactory] = None,
+        capture_path: str = "dense",
+    ):
         super().__init__()
         self.model = model
         self.info = info
@@ -51,7 +59,13 @@ class CaptureModule(pl.LightningModule):
         # T of the batch (images: extra tokens + patches of the layout); every captured tensor is checked against it
         recorded = self.capture_path in ("blockwise", "recomputed")  # queries and keys under SDPA, no maps
         _, capture = forward_with_capture(
-            self.model, self.info.arch, self.info.n_heads, inputs, self.needs_attention and not recorded, seq_len=int(batch["input_ids"].shape[1]), queries=recorded and self.needs_attention
+            self.model,
+            self.info.arch,
+            self.info.n_heads,
+            inputs,
+            self.needs_attention and not recorded,
+            seq_len=int(batch["input_ids"].shape[1]),
+            queries=recorded and self.needs_attention,
         )
         return capture
 

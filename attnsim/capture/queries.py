@@ -67,7 +67,17 @@ def _refuse(what: str) -> None:
     )
 
 
-def recording_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None, dropout: float = 0.0, is_causal: Optional[bool] = None, **kwargs: Any):
+def recording_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Optional[torch.Tensor],
+    scaling: Optional[float] = None,
+    dropout: float = 0.0,
+    is_causal: Optional[bool] = None,
+    **kwargs: Any,
+):
     """transformers attention function: record Q, K, scaling and mask (see module docstring), then run SDPA.
 
     Raises:

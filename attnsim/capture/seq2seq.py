@@ -90,7 +90,9 @@ def _start_token(config: Any) -> Tuple[int, int]:
     start = getattr(config, "decoder_start_token_id", None)
     pad = getattr(config, "pad_token_id", None)
     if start is None:
-        raise ModelError(f"The {config.model_type} model's config has no decoder_start_token_id, so attnsim cannot build the decoder's input. Set it in the model's config.json.")
+        raise ModelError(
+            f"The {config.model_type} model's config has no decoder_start_token_id, so attnsim cannot build the decoder's input. Set it in the model's config.json."
+        )
     return int(start), int(pad if pad is not None else start)
 
 
@@ -136,21 +138,29 @@ def forward_seq2seq(model: nn.Module, arch: Seq2SeqArchitecture, batch: Dict[str
             maps = getattr(outputs, names[s], None)
             if not maps or any(m is None for m in maps):
                 impl = getattr(config, "_attn_implementation", "?")
-                raise ModelError(f"The model returned no {names[s]} (attention implementation '{impl}'). Load it with model.attn_implementation=eager; SDPA and flash attention cannot return them.")
+                raise ModelError(
+                    f"The model returned no {names[s]} (attention implementation '{impl}'). Load it with model.attn_implementation=eager; SDPA and flash attention cannot return them."
+                )
             probs[s] = tuple(maps)
     size, s_len, t_len = int(source.shape[0]), int(source.shape[1]), int(target.shape[1])
     rows = {"encoder": s_len, "decoder": t_len, "cross": t_len}
     cols = {"encoder": s_len, "decoder": t_len, "cross": s_len}
     for s in STREAMS:
         if len(z[s]) != layers[s]:
-            raise ModelError(f"Captured {len(z[s])} layers of the {s} attention's per-head outputs but the model has {layers[s]}; the architecture table does not match this model.")
+            raise ModelError(
+                f"Captured {len(z[s])} layers of the {s} attention's per-head outputs but the model has {layers[s]}; the architecture table does not match this model."
+            )
         for index, tensor in enumerate(z[s]):
             if tuple(tensor.shape[:3]) != (size, heads[s], rows[s]):
-                raise ModelError(f"{s} attention, layer {index}: Z has shape {tuple(tensor.shape)} but attnsim expects ({size}, {heads[s]}, {rows[s]}, d_head) (batch, heads, tokens, d_head).")
+                raise ModelError(
+                    f"{s} attention, layer {index}: Z has shape {tuple(tensor.shape)} but attnsim expects ({size}, {heads[s]}, {rows[s]}, d_head) (batch, heads, tokens, d_head)."
+                )
         for index, tensor in enumerate((probs or {}).get(s, ())):
             expected = (size, heads[s], rows[s], cols[s])
             if tuple(tensor.shape) != expected:
-                raise ModelError(f"{s} attention, layer {index}: the probabilities have shape {tuple(tensor.shape)} but attnsim expects {expected} (batch, heads, query, key).")
+                raise ModelError(
+                    f"{s} attention, layer {index}: the probabilities have shape {tuple(tensor.shape)} but attnsim expects {expected} (batch, heads, query, key)."
+                )
     return Seq2SeqCapture(z, probs)
 
 
@@ -182,7 +192,9 @@ def load_pair_tokenizer(info: Any, length: int) -> Any:
         ) from exc
     limit = tokenizer.model_max_length
     if limit and limit < 1_000_000 and length > limit:
-        raise ConfigError(f"corpus.seq_len / corpus.target_len of {length} tokens is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set both to at most {limit}.")
+        raise ConfigError(
+            f"corpus.seq_len / corpus.target_len of {length} tokens is larger than the {limit} tokens the tokenizer of '{info.name}' allows (model_max_length). Set both to at most {limit}."
+        )
     return tokenizer
 
 
@@ -230,4 +242,14 @@ class Seq2SeqCaptureModule(pl.LightningModule):
         outputs.release()  # every finding callback has folded the batch in (Lightning calls the module last)
 
 
-__all__ = ["STREAMS", "Seq2SeqCapture", "Seq2SeqBatch", "Seq2SeqCaptureModule", "decoder_shape", "encoder_shape", "forward_seq2seq", "load_pair_tokenizer", "shift_right"]
+__all__ = [
+    "STREAMS",
+    "Seq2SeqCapture",
+    "Seq2SeqBatch",
+    "Seq2SeqCaptureModule",
+    "decoder_shape",
+    "encoder_shape",
+    "forward_seq2seq",
+    "load_pair_tokenizer",
+    "shift_right",
+]

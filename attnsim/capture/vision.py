@@ -56,11 +56,13 @@ def check_image_size(config, arch: Architecture, image: Sequence[int]) -> None: 
     if (height, width) == native:
         return
     fix = (
-        f"Make the images {native[0]}x{native[1]}: set \"size\" in the model's preprocessor_config.json to {{\"height\": {native[0]}, \"width\": {native[1]}}}, "
+        f'Make the images {native[0]}x{native[1]}: set "size" in the model\'s preprocessor_config.json to {{"height": {native[0]}, "width": {native[1]}}}, '
         "or remove that file so that attnsim resizes every image to config.image_size."
     )
     if arch.interpolation == "none":
-        raise ModelError(f"The image processor makes images of {height}x{width} pixels, but model type '{config.model_type}' takes only its config.image_size {native[0]}x{native[1]}: it cannot resample its position embeddings. {fix}")
+        raise ModelError(
+            f"The image processor makes images of {height}x{width} pixels, but model type '{config.model_type}' takes only its config.image_size {native[0]}x{native[1]}: it cannot resample its position embeddings. {fix}"
+        )
     if rows != cols:
         raise ModelError(
             f"The image processor makes images of {height}x{width} pixels, not the model's config.image_size {native[0]}x{native[1]}, and transformers can resample "
@@ -120,9 +122,13 @@ def prepare_images(info, cfg) -> Tuple[PatchLabeler, "ImageCorpus"]:  # noqa: AN
     from attnsim.data.images import build_image_corpus
 
     if not info.arch.vision:
-        raise ConfigError(f"corpus.source=images needs a Vision Transformer (model types vit, deit, dinov2, dinov2_with_registers); model '{info.name}' is '{info.model_type}'. Set model.path to a ViT directory, or use a text corpus.")
+        raise ConfigError(
+            f"corpus.source=images needs a Vision Transformer (model types vit, deit, dinov2, dinov2_with_registers); model '{info.name}' is '{info.model_type}'. Set model.path to a ViT directory, or use a text corpus."
+        )
     if cfg.corpus.source != "images":
-        raise ConfigError(f"Model '{info.name}' is a Vision Transformer ('{info.model_type}'); it needs corpus.source=images (corpus.path: an image file or directory, or empty for scikit-image's sample photographs).")
+        raise ConfigError(
+            f"Model '{info.name}' is a Vision Transformer ('{info.model_type}'); it needs corpus.source=images (corpus.path: an image file or directory, or empty for scikit-image's sample photographs)."
+        )
     c = cfg.corpus
     corpus = build_image_corpus(None if info.path == BUILD else info.path, info.config, c.path, c.limit, c.shuffle, cfg.seed)
     check_image_size(info.config, info.arch, corpus.layout.image)  # before any weights load

@@ -103,7 +103,9 @@ def _read_experiment(path: Path) -> Tuple[Dict[str, Any], Dict[str, str]]:
     """``(body without defaults, {group: option} of its defaults list in order)`` of experiment file ``path``."""
     body = read_yaml(path, RunConfig)
     if not isinstance(body, dict):
-        raise ConfigError(f"Experiment file {path} holds a YAML {type(body).__name__}, not a mapping of config keys. Write KEY: VALUE lines (see `attnsim show csm`).")
+        raise ConfigError(
+            f"Experiment file {path} holds a YAML {type(body).__name__}, not a mapping of config keys. Write KEY: VALUE lines (see `attnsim show csm`)."
+        )
     chosen: Dict[str, str] = {}
     for entry in body.pop("defaults", None) or []:
         if not isinstance(entry, dict) or len(entry) != 1:
@@ -132,12 +134,12 @@ def _explain(exc: OmegaConfBaseException, schema: DictConfig, origin: str) -> Co
     if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and full_key:
         valid = _all_keys(schema)
         parent = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
-        siblings = [k for k in valid if k.startswith(parent) and "." not in k[len(parent):]]
+        siblings = [k for k in valid if k.startswith(parent) and "." not in k[len(parent) :]]
         close = difflib.get_close_matches(full_key, siblings or valid, n=1, cutoff=0.5)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         return ConfigError(
             f"Unknown config key '{full_key}' in {origin}.{hint} Valid keys here: "
-            f"{', '.join(s[len(parent):] for s in siblings) or '(none)'}. Fix the spelling or remove the key; "
+            f"{', '.join(s[len(parent) :] for s in siblings) or '(none)'}. Fix the spelling or remove the key; "
             f"`attnsim show NAME` prints every valid key with its value."
         )
     if isinstance(exc, ValidationError):
@@ -191,7 +193,9 @@ def load_config(name: str, overrides: Optional[List[str]] = None, known_findings
             continue
         if "[" in key:
             whole = key.split("[", 1)[0]
-            raise ConfigError(f"Override '{item}' sets one item of the list '{whole}'; give the whole list instead, e.g. {whole}=[a, b] (`attnsim show NAME` prints its current items).")
+            raise ConfigError(
+                f"Override '{item}' sets one item of the list '{whole}'; give the whole list instead, e.g. {whole}=[a, b] (`attnsim show NAME` prints its current items)."
+            )
         try:
             OmegaConf.update(command_line, key, parse_override(key, value), merge=True)
         except OmegaConfBaseException as exc:
@@ -217,9 +221,13 @@ def load_config(name: str, overrides: Optional[List[str]] = None, known_findings
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as exc:
-        raise ConfigError(f"Missing value for config key '{exc.full_key}'. Set it in the experiment YAML or on the command line ({exc.full_key}=VALUE).") from exc
+        raise ConfigError(
+            f"Missing value for config key '{exc.full_key}'. Set it in the experiment YAML or on the command line ({exc.full_key}=VALUE)."
+        ) from exc
     except (InterpolationKeyError, InterpolationResolutionError) as exc:
-        raise ConfigError(f"Config key '{exc.full_key}' is an interpolation that points at a missing value: {str(exc).splitlines()[0].rstrip('.')}. Set the key it refers to, or replace the interpolation with a value.") from exc
+        raise ConfigError(
+            f"Config key '{exc.full_key}' is an interpolation that points at a missing value: {str(exc).splitlines()[0].rstrip('.')}. Set the key it refers to, or replace the interpolation with a value."
+        ) from exc
     try:
         final = OmegaConf.merge(schema, resolved)
     except OmegaConfBaseException as exc:  # an interpolation resolved to a value its key does not take

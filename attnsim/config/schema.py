@@ -159,7 +159,9 @@ class ModelConfig:
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` when ``path: build`` has no ``build.model_type``."""
         if self.path == "build" and "model_type" not in self.build:
-            _fail("model.path=build makes a model with seeded random weights from the Hugging Face config fields under 'model.build': set model.build.model_type (e.g. vit) and its fields, or set model.path to a model directory.")
+            _fail(
+                "model.path=build makes a model with seeded random weights from the Hugging Face config fields under 'model.build': set model.build.model_type (e.g. vit) and its fields, or set model.path to a model directory."
+            )
 
 
 @dataclass
@@ -189,11 +191,15 @@ class CorpusConfig:
         if self.source in (Source.text, Source.jsonl) and not self.path:
             _fail(f"Missing value for config key 'corpus.path': corpus.source={self.source} needs a file or directory (corpus.path=/path/to/texts).")
         if self.source == Source.bbc and self.path:
-            _fail("Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path.")
+            _fail(
+                "Config key 'corpus.path' is set but corpus.source=bbc reads the bundled BBC News corpus. Set corpus.source=text or jsonl to read your own files, or remove corpus.path."
+            )
         if self.source == Source.repeated_tokens:
             self._check_repeated()
         if self.target_len is not None and (self.source != Source.translation or self.target_len < 2):
-            _fail(f"Config key 'corpus.target_len' is {self.target_len}; it sets the target tokens per sentence pair of corpus.source=translation (at least 2, or null for corpus.seq_len). Remove it for other sources.")
+            _fail(
+                f"Config key 'corpus.target_len' is {self.target_len}; it sets the target tokens per sentence pair of corpus.source=translation (at least 2, or null for corpus.seq_len). Remove it for other sources."
+            )
         if self.seq_len < 8:
             _fail(f"Config key 'corpus.seq_len' is {self.seq_len}; windows need at least 8 tokens including special tokens.")
         if self.limit is not None and self.limit < 1:
@@ -202,7 +208,9 @@ class CorpusConfig:
             _fail(f"Config key 'corpus.min_tokens' is {self.min_tokens}; a window needs at least 2 tokens to have a pair.")
         if self.encoding is not None:
             if self.source not in (Source.text, Source.jsonl, Source.translation):
-                _fail(f"Config key 'corpus.encoding' is set but corpus.source={self.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl.")
+                _fail(
+                    f"Config key 'corpus.encoding' is set but corpus.source={self.source} does not read text files. Remove corpus.encoding, or set corpus.source=text or jsonl."
+                )
             try:
                 codecs.lookup(self.encoding)
                 b"a".decode(self.encoding)  # LookupError for bytes-to-bytes codecs such as base64
@@ -213,13 +221,14 @@ class CorpusConfig:
                     f"Config key 'corpus.encoding' is '{self.encoding}', not a text encoding Python knows. Give a codec name such as utf-8, cp1252, latin-1, utf-16 or shift_jis, or null to detect each file's encoding."
                 ) from None
 
-
     def _check_repeated(self) -> None:
         # the tokenizer's own specials are checked when the windows are built (before the model loads)
         if self.path:
             _fail("Config key 'corpus.path' is set but corpus.source=repeated_tokens draws random tokens from the tokenizer's vocabulary. Remove corpus.path.")
         if self.repeat_length < 2 or self.repeats < 2:
-            _fail(f"corpus.repeat_length={self.repeat_length} and corpus.repeats={self.repeats}: a repeated sequence needs at least 2 tokens and at least 2 copies (e.g. corpus.repeat_length=50 corpus.repeats=2).")
+            _fail(
+                f"corpus.repeat_length={self.repeat_length} and corpus.repeats={self.repeats}: a repeated sequence needs at least 2 tokens and at least 2 copies (e.g. corpus.repeat_length=50 corpus.repeats=2)."
+            )
         if self.repeat_length * self.repeats > self.seq_len:
             _fail(
                 f"corpus.repeats={self.repeats} copies of corpus.repeat_length={self.repeat_length} tokens are {self.repeats * self.repeat_length} tokens, "
@@ -256,10 +265,14 @@ class StatsConfig:
         if self.short_range < 1:
             _fail(f"Config key 'stats.short_range' is {self.short_range}; give a distance of at least 1 token.")
         if not 0.0 < self.band_width <= 1.0:
-            _fail(f"Config key 'stats.band_width' is {self.band_width}; give the alignment band's half-width as a share of the sentence length in (0, 1], e.g. 0.1.")
+            _fail(
+                f"Config key 'stats.band_width' is {self.band_width}; give the alignment band's half-width as a share of the sentence length in (0, 1], e.g. 0.1."
+            )
         blank = [p for p in self.per_layer if not str(p).strip()]
         if blank:
-            _fail(f"Config key 'stats.per_layer' has an empty entry ({list(self.per_layer)}); give fnmatch patterns over finding/statistic, e.g. [distance/short_range_share] or ['*'] for every statistic, or [] for model means only.")
+            _fail(
+                f"Config key 'stats.per_layer' has an empty entry ({list(self.per_layer)}); give fnmatch patterns over finding/statistic, e.g. [distance/short_range_share] or ['*'] for every statistic, or [] for model means only."
+            )
 
 
 @dataclass
@@ -334,7 +347,10 @@ class TrackingConfig:
             _fail("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
         bad = sorted({c for c in self.experiment if c in "?#%\\" or ord(c) < 32})
         if bad or self.experiment != self.experiment.strip():
-            what = " and ".join(([", ".join(f"'{c}'" if ord(c) >= 32 else f"U+{ord(c):04X}" for c in bad)] if bad else []) + ([] if self.experiment == self.experiment.strip() else ["spaces at the start or end"]))
+            what = " and ".join(
+                ([", ".join(f"'{c}'" if ord(c) >= 32 else f"U+{ord(c):04X}" for c in bad)] if bad else [])
+                + ([] if self.experiment == self.experiment.strip() else ["spaces at the start or end"])
+            )
             _fail(
                 f"Config key 'tracking.experiment' is \"{self.experiment}\", which holds {what}: an MLflow experiment's artifact "
                 "folder is made from its name, where '?' and '#' cut a URI (a query or fragment, so 'news #1' and 'news #2' would share "
@@ -411,16 +427,23 @@ class InterventionsConfig:
         if heads is not None and heads != "each":
             pairs = list(heads) if isinstance(heads, (list, tuple, ListConfig)) else None
             ok = bool(pairs) and all(
-                isinstance(p, (list, tuple, ListConfig)) and len(p) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p) for p in pairs
+                isinstance(p, (list, tuple, ListConfig)) and len(p) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
+                for p in pairs
             )
             if not ok:
-                _fail(f"Config key 'interventions.heads' is {heads!r}; give null, each (every head alone, in turn) or a list of [layer, head] pairs (0-indexed) that form one set, e.g. interventions.heads=[[2, 9], [3, 4]].")
+                _fail(
+                    f"Config key 'interventions.heads' is {heads!r}; give null, each (every head alone, in turn) or a list of [layer, head] pairs (0-indexed) that form one set, e.g. interventions.heads=[[2, 9], [3, 4]]."
+                )
         if self.random_draws < 0 or self.random_draws == 1:
-            _fail(f"Config key 'interventions.random_draws' is {self.random_draws}; give 0 (no random baseline) or at least 2 draws (a spread needs two), e.g. 10.")
+            _fail(
+                f"Config key 'interventions.random_draws' is {self.random_draws}; give 0 (no random baseline) or at least 2 draws (a spread needs two), e.g. 10."
+            )
         if self.select.top < 0:
             _fail(f"Config key 'interventions.select.top' is {self.select.top}; give a number of heads >= 0.")
         if bool(self.select.run) != bool(self.select.metric):
-            _fail("Config keys 'interventions.select.run' and 'interventions.select.metric' go together: name the earlier run's id and its statistic (e.g. repetition/repetition_score), or neither.")
+            _fail(
+                "Config keys 'interventions.select.run' and 'interventions.select.metric' go together: name the earlier run's id and its statistic (e.g. repetition/repetition_score), or neither."
+            )
         if not 0.0 < self.mask_fraction <= 1.0:
             _fail(f"Config key 'interventions.mask_fraction' is {self.mask_fraction}; give a share of tokens in (0, 1], e.g. 0.15.")
 
@@ -436,7 +459,9 @@ class CaptureConfig:
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for ``blockwise_above`` below 2 or ``block_rows`` below 1."""
         if self.blockwise_above < 2 or self.block_rows < 1:
-            _fail(f"Config keys 'capture.blockwise_above' ({self.blockwise_above}) must be >= 2 and 'capture.block_rows' ({self.block_rows}) >= 1, e.g. 512 and 256.")
+            _fail(
+                f"Config keys 'capture.blockwise_above' ({self.blockwise_above}) must be >= 2 and 'capture.block_rows' ({self.block_rows}) >= 1, e.g. 512 and 256."
+            )
 
 
 @dataclass
@@ -466,7 +491,18 @@ class RunConfig:
             ConfigError: naming the key, the bad value and what is allowed.
         """
         _at_least("seed", self.seed, 0, "give a seed of 0 or more.")
-        for group in (self.model, self.corpus, self.stats, self.trainer, self.tracking, self.plots, self.maps, self.checkpoint, self.interventions, self.capture):
+        for group in (
+            self.model,
+            self.corpus,
+            self.stats,
+            self.trainer,
+            self.tracking,
+            self.plots,
+            self.maps,
+            self.checkpoint,
+            self.interventions,
+            self.capture,
+        ):
             group.check()
         if findings is None:
             return

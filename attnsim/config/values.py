@@ -34,7 +34,6 @@ def choices(key: str) -> Tuple[str, ...]:
     return tuple(member.value for member in kind)
 
 
-
 # -- reading values by the schema type of their key ----------------------------------------
 _UNKNOWN = object()  # a key the schema does not have: its value is left as YAML types it (the merge refuses the key)
 YAML_NULLS = ("null", "Null", "NULL", "~", "")  # YAML's own spellings of null (unquoted)
@@ -200,7 +199,7 @@ def parse_override(key: str, text: str) -> Any:
         note = " (on the command line ' #' is part of the value, not a comment)" if "#" in text else ""
         if re.search(r"(^|[\[{,:]\s*)[*&]", text):  # YAML reads an unquoted * or & as an alias or anchor
             star = re.sub(r"(^|[\[,]\s*)([*&][^,\]]*)", lambda m: f"{m.group(1)}'{m.group(2).strip()}'", text)
-            note += f" (YAML reads an unquoted * or & as an alias or anchor: quote the item, e.g. {key}=\"{star}\", in single quotes inside the shell's double quotes)"
+            note += f' (YAML reads an unquoted * or & as an alias or anchor: quote the item, e.g. {key}="{star}", in single quotes inside the shell\'s double quotes)'
         raise ConfigError(f"Config key '{key}' takes a {what}, but the command line gives it the text '{text}'{note}. Write a YAML {what}, e.g. {example}.")
     return value if whole else text
 

@@ -144,7 +144,9 @@ def file_images(path: Path) -> List[Tuple[str, Callable[[], np.ndarray]]]:
         CorpusError: the path does not exist, or the directory holds no image file.
     """
     if not path.exists():
-        raise CorpusError(f"Image path '{path}' does not exist. Set corpus.path to an image file or a directory of images, or leave it empty for scikit-image's sample photographs.")
+        raise CorpusError(
+            f"Image path '{path}' does not exist. Set corpus.path to an image file or a directory of images, or leave it empty for scikit-image's sample photographs."
+        )
     if path.is_file():
         return [(path.name, _reader(path))]
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSIONS)
@@ -170,7 +172,9 @@ class Preprocessor:
             try:
                 self.processor = AutoImageProcessor.from_pretrained(model_dir, local_files_only=True)
             except (OSError, ValueError) as exc:
-                raise CorpusError(f"The image processor of {model_dir} cannot be loaded ({str(exc).splitlines()[0]}). Fix or remove its preprocessor_config.json.") from exc
+                raise CorpusError(
+                    f"The image processor of {model_dir} cannot be loaded ({str(exc).splitlines()[0]}). Fix or remove its preprocessor_config.json."
+                ) from exc
         size = config.image_size
         self.size = (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
         self.channels = int(getattr(config, "num_channels", 3) or 3)
@@ -203,7 +207,9 @@ class Preprocessor:
         return _to_rgb(np.clip(picture.transpose(1, 2, 0) * 255.0 + 0.5, 0, 255).astype(np.uint8))
 
 
-def build_image_corpus(model_dir: Optional[str], config, path: Optional[str] = None, limit: Optional[int] = None, shuffle: bool = False, seed: int = 0) -> ImageCorpus:  # noqa: ANN001
+def build_image_corpus(
+    model_dir: Optional[str], config, path: Optional[str] = None, limit: Optional[int] = None, shuffle: bool = False, seed: int = 0
+) -> ImageCorpus:  # noqa: ANN001
     """Read, preprocess and lay out the images of a run.
 
     Args:
@@ -227,7 +233,9 @@ def build_image_corpus(model_dir: Optional[str], config, path: Optional[str] = N
         doc_id, load = sources[int(index)]
         pixels, display = preprocess(_to_rgb(load()))
         if items and pixels.shape != items[0].pixel_values.shape:
-            raise CorpusError(f"Image {doc_id} becomes {pixels.shape[1:]} pixels but the first image {items[0].pixel_values.shape[1:]}; the image processor must give one size.")
+            raise CorpusError(
+                f"Image {doc_id} becomes {pixels.shape[1:]} pixels but the first image {items[0].pixel_values.shape[1:]}; the image processor must give one size."
+            )
         items.append(ImageItem(doc_id, pixels, display))
     if not items:
         raise CorpusError("No image was read. Give corpus.path with at least one image, or raise corpus.limit.")
@@ -286,7 +294,9 @@ class ImageDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         sampler = shard_sampler(len(self.corpus.windows), self.trainer, self.batch_size)  # DDP: each image on one rank only
-        return DataLoader(_Indexed(self.corpus.windows), batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers, collate_fn=_Collate(self.corpus.layout))
+        return DataLoader(
+            _Indexed(self.corpus.windows), batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers, collate_fn=_Collate(self.corpus.layout)
+        )
 
 
 __all__ = ["SAMPLES", "ImageItem", "ImageCorpus", "Preprocessor", "sample_images", "file_images", "build_image_corpus", "collate_images", "ImageDataModule"]

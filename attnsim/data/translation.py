@@ -64,9 +64,13 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
         check_encoding(encoding)
     p = bundled_pairs_path() if path is None else Path(path).expanduser()
     if not p.exists():
-        raise CorpusError(f"Corpus path '{path}' does not exist. Set corpus.path to a JSON Lines file of sentence pairs (one {{\"source\": ..., \"target\": ...}} object per line), or null for the bundled example.")
+        raise CorpusError(
+            f'Corpus path \'{path}\' does not exist. Set corpus.path to a JSON Lines file of sentence pairs (one {{"source": ..., "target": ...}} object per line), or null for the bundled example.'
+        )
     if p.is_dir():
-        raise CorpusError(f"Corpus path '{path}' is a directory; corpus.source=translation needs one JSON Lines file with 'source' and 'target' fields on each line.")
+        raise CorpusError(
+            f"Corpus path '{path}' is a directory; corpus.source=translation needs one JSON Lines file with 'source' and 'target' fields on each line."
+        )
     try:
         decoded = _read(p, encoding)
     except BinaryFile:
@@ -76,11 +80,15 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
         missing = [name for name in FIELDS if not isinstance(record, dict) or name not in record]
         if missing:
             found = list(record) if isinstance(record, dict) else type(record).__name__
-            raise CorpusError(f"{p}:{lineno} has no field {' or '.join(repr(m) for m in missing)} (found {found}). Each line of a translation corpus needs a 'source' and a 'target' string.")
+            raise CorpusError(
+                f"{p}:{lineno} has no field {' or '.join(repr(m) for m in missing)} (found {found}). Each line of a translation corpus needs a 'source' and a 'target' string."
+            )
         texts = [clean_text(record[name]) if isinstance(record[name], str) else None for name in FIELDS]
         for name, text in zip(FIELDS, texts):
             if not text or not text.strip():
-                raise CorpusError(f"{p}:{lineno}: field '{name}' is {'empty' if isinstance(record[name], str) else 'not a string'}. Give both sides of every pair as non-empty text.")
+                raise CorpusError(
+                    f"{p}:{lineno}: field '{name}' is {'empty' if isinstance(record[name], str) else 'not a string'}. Give both sides of every pair as non-empty text."
+                )
         pairs.append(TextPair(str(record.get("id", f"{p.name}:{lineno}")), lineno, texts[0], texts[1]))
     if not pairs:
         raise CorpusError(f"Corpus file '{p}' holds no sentence pair (it is empty or blank). Give one JSON object with 'source' and 'target' per line.")
@@ -158,7 +166,9 @@ def pair_labels(tokenizer: Any, ids: Sequence[int], offsets: Any, special: Any, 
     return token_labels(tokenizer, ids, offs, special, text[span[0] : span[1]] if span is not None else None)
 
 
-def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_len: Optional[int] = None, limit: Optional[int] = None, shuffle: bool = False, seed: int = 0) -> PairCorpus:
+def build_pairs(
+    pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_len: Optional[int] = None, limit: Optional[int] = None, shuffle: bool = False, seed: int = 0
+) -> PairCorpus:
     """Tokenise and pad sentence pairs to ``seq_len`` source and ``target_len`` target tokens.
 
     Args:
@@ -192,7 +202,9 @@ def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_
         worst = {side: max(n for _, sd, n, _ in too_long if sd == side) for side in FIELDS if any(sd == side for _, sd, _, _ in too_long)}
         listed = "; ".join(f"line {p.line} ({p.pair_id}): {side} has {n} tokens > {cap}" for p, side, n, cap in too_long[:5])
         fix = " and ".join(f"corpus.{'seq_len' if side == 'source' else 'target_len'}={n}" for side, n in worst.items())
-        raise CorpusError(f"{len(too_long)} side(s) of the sentence pairs are longer than their fixed length and attnsim never cuts a sentence: {listed}. Set {fix} (or more), or shorten those lines.")
+        raise CorpusError(
+            f"{len(too_long)} side(s) of the sentence pairs are longer than their fixed length and attnsim never cuts a sentence: {listed}. Set {fix} (or more), or shorten those lines."
+        )
     n = len(chosen)
     arrays = {}
     for name, seqs, spans, width in (("source", src, src_offsets, seq_len), ("target", tgt, tgt_offsets, target_len)):
@@ -208,11 +220,27 @@ def build_pairs(pairs: Sequence[TextPair], tokenizer: Any, seq_len: int, target_
                 offsets[row, : len(seq)] = np.asarray(span, dtype=np.int64).reshape(-1, 2)
         arrays[name] = (ids, mask, special)
         arrays[name + "_offsets"] = offsets
-    return PairCorpus(list(chosen), *arrays["source"], *arrays["target"], seq_len, target_len, len(pairs), n, source_offsets=arrays["source_offsets"], target_offsets=arrays["target_offsets"])
+    return PairCorpus(
+        list(chosen),
+        *arrays["source"],
+        *arrays["target"],
+        seq_len,
+        target_len,
+        len(pairs),
+        n,
+        source_offsets=arrays["source_offsets"],
+        target_offsets=arrays["target_offsets"],
+    )
 
 
-_ROWS = (("input_ids", "source_ids", torch.long), ("attention_mask", "source_mask", torch.long), ("special_mask", "source_special", torch.bool),
-         ("target_ids", "target_ids", torch.long), ("target_mask", "target_mask", torch.long), ("target_special", "target_special", torch.bool))
+_ROWS = (
+    ("input_ids", "source_ids", torch.long),
+    ("attention_mask", "source_mask", torch.long),
+    ("special_mask", "source_special", torch.bool),
+    ("target_ids", "target_ids", torch.long),
+    ("target_mask", "target_mask", torch.long),
+    ("target_special", "target_special", torch.bool),
+)
 
 
 def collate_pairs(items: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -249,7 +277,11 @@ class PairDataset(torch.utils.data.Dataset):
         item.update(index=i, doc_id=pair.pair_id, source=pair.source, target=pair.target)
         for key in ("source_offsets", "target_offsets"):
             offsets = getattr(self.corpus, key)
-            item[key] = offsets[i] if offsets is not None else np.zeros((getattr(self.corpus, "seq_len" if key == "source_offsets" else "target_len"), 2), dtype=np.int64)
+            item[key] = (
+                offsets[i]
+                if offsets is not None
+                else np.zeros((getattr(self.corpus, "seq_len" if key == "source_offsets" else "target_len"), 2), dtype=np.int64)
+            )
         return item
 
 
@@ -263,7 +295,24 @@ class PairDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
 
     def predict_dataloader(self) -> DataLoader:
-        return DataLoader(PairDataset(self.corpus), batch_size=self.batch_size, sampler=shard_sampler(len(self.corpus), self.trainer, self.batch_size), num_workers=self.num_workers, collate_fn=collate_pairs)
+        return DataLoader(
+            PairDataset(self.corpus),
+            batch_size=self.batch_size,
+            sampler=shard_sampler(len(self.corpus), self.trainer, self.batch_size),
+            num_workers=self.num_workers,
+            collate_fn=collate_pairs,
+        )
 
 
-__all__ = ["BUNDLED_FILE", "PairCorpus", "PairDataModule", "PairDataset", "TextPair", "build_pairs", "bundled_pairs_path", "collate_pairs", "pair_labels", "read_pairs"]
+__all__ = [
+    "BUNDLED_FILE",
+    "PairCorpus",
+    "PairDataModule",
+    "PairDataset",
+    "TextPair",
+    "build_pairs",
+    "bundled_pairs_path",
+    "collate_pairs",
+    "pair_labels",
+    "read_pairs",
+]

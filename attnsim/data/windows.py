@@ -295,6 +295,7 @@ def batch_labels(tokenizer, batch: Dict[str, object], index: int, length: Option
     if text is None:
         ids = ids[:length] if length is not None else ids
         return token_labels(tokenizer, ids, [], [], None)
+
     def host(values):  # tensors (on any device) or arrays
         return values.cpu() if hasattr(values, "cpu") else values
 
@@ -424,7 +425,9 @@ def build_corpus(
         yields a window (the message says how many were read and why none was used).
     """
     if not getattr(tokenizer, "is_fast", False):
-        raise CorpusError("attnsim needs a fast (Rust) tokenizer for character offsets; the model directory must contain tokenizer.json or a convertible vocabulary.")
+        raise CorpusError(
+            "attnsim needs a fast (Rust) tokenizer for character offsets; the model directory must contain tokenizer.json or a convertible vocabulary."
+        )
     prefix, suffix = special_template(tokenizer)
     if seq_len - len(prefix) - len(suffix) < 2:
         raise CorpusError(f"corpus.seq_len={seq_len} leaves no room for text after the special tokens.")

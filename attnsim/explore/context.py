@@ -60,7 +60,9 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
         tracker.check()
         run = tracker.client.get_run(run_id)
     except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-        raise RunRefused(f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0][:160]}). Give a run id printed by `attnsim run`, and its store (--uri or MLFLOW_TRACKING_URI).") from exc
+        raise RunRefused(
+            f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0][:160]}). Give a run id printed by `attnsim run`, and its store (--uri or MLFLOW_TRACKING_URI)."
+        ) from exc
     logged = LoggedRun.of(run, tracker.client)
     if not RunKind.of(logged.tags).is_measurement:
         raise RunRefused(f"Run '{run_id}' is a {RunKind.of(logged.tags).value} run, not a measurement; give a run of `attnsim run` on {info.name}.")
@@ -102,7 +104,9 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
         values["anchors/anchor_token"], kinds["anchors/anchor_token"] = token, "text"
         values["anchors/anchor_token_windows_share"], kinds["anchors/anchor_token_windows_share"] = share, "number"
     if not values:
-        raise RunRefused(f"Run '{run_id}' ({logged.name}) logged no per-head table (tables/<finding>_heads.csv); run a finding with tables, e.g. `attnsim run paper model.path=...`.")
+        raise RunRefused(
+            f"Run '{run_id}' ({logged.name}) logged no per-head table (tables/<finding>_heads.csv); run a finding with tables, e.g. `attnsim run paper model.path=...`."
+        )
     order = sorted(values, key=lambda n: (next((i for i, word in enumerate(FIRST) if word in n), len(FIRST)), n))
     return {"run_id": run_id, "name": logged.name, "model": logged.tag(Tag.MODEL), "partial": logged.partial, "stats": order, "values": values, "kinds": kinds}
 

@@ -57,7 +57,17 @@ def explorer_for(model: str = "bundled", overrides: Sequence[str] = ()) -> Any:
     return _LOADED[key]
 
 
-def view(text: str, model: str = "bundled", run: Optional[str] = None, layer: int = 0, head: int = 0, off: Sequence[Tuple[int, int]] = (), mode: Optional[str] = None, overrides: Sequence[str] = (), uri: Optional[str] = None) -> View:
+def view(
+    text: str,
+    model: str = "bundled",
+    run: Optional[str] = None,
+    layer: int = 0,
+    head: int = 0,
+    off: Sequence[Tuple[int, int]] = (),
+    mode: Optional[str] = None,
+    overrides: Sequence[str] = (),
+    uri: Optional[str] = None,
+) -> View:
     """The explorer of one text, inline in a notebook (as bertviz's views are): no server.
 
     Args:
@@ -82,8 +92,18 @@ def view(text: str, model: str = "bundled", run: Optional[str] = None, layer: in
     info = explorer.describe()
     context = corpus_context(run, explorer.info, uri) if run else None
     boot = {
-        "live": False, "api": "", "info": info, "context": context, "data": data,
-        "initial": {"text": text, "layer": layer, "head": head, "off": [list(p) for p in off], "mode": (data.get("ablation") or {}).get("mode") or info["mode"]},
+        "live": False,
+        "api": "",
+        "info": info,
+        "context": context,
+        "data": data,
+        "initial": {
+            "text": text,
+            "layer": layer,
+            "head": head,
+            "off": [list(p) for p in off],
+            "mode": (data.get("ablation") or {}).get("mode") or info["mode"],
+        },
     }
     return View(boot)
 

@@ -63,7 +63,11 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     def index() -> str:
         info = explorer.describe()
         boot = {
-            "live": True, "api": "", "info": info, "context": app.state.context, "context_error": context_error,
+            "live": True,
+            "api": "",
+            "info": info,
+            "context": app.state.context,
+            "context_error": context_error,
             "initial": {"text": text, "layer": 0, "head": 0, "off": [], "mode": info["mode"]},
         }
         return page(boot, f"attnsim explore — {info['model']}")
@@ -95,7 +99,10 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     @app.exception_handler(Exception)
     def unexpected(_request, exc: Exception):  # noqa: ANN001 - Starlette's handler signature
         log.exception("explore request failed")
-        return JSONResponse({"error": f"The explorer failed on this request ({type(exc).__name__}: {str(exc)[:200]}); the server keeps running. Try another text or head."}, status_code=500)
+        return JSONResponse(
+            {"error": f"The explorer failed on this request ({type(exc).__name__}: {str(exc)[:200]}); the server keeps running. Try another text or head."},
+            status_code=500,
+        )
 
     return app
 
@@ -113,7 +120,9 @@ def check_port(port: int, host: str = HOST) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise ExploreServerError(f"Port {port} on {host} is in use ({exc.strerror}). Stop what listens there, or pass another: attnsim explore --port {port + 1}.") from exc
+            raise ExploreServerError(
+                f"Port {port} on {host} is in use ({exc.strerror}). Stop what listens there, or pass another: attnsim explore --port {port + 1}."
+            ) from exc
 
 
 def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], None] = print) -> int:
@@ -133,7 +142,9 @@ def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], Non
             if self.started:  # listening: the address is said once it answers
                 say(f"attnsim explore: http://{shown}:{port}/ (Ctrl-C stops it)")
                 if host not in ("127.0.0.1", "localhost", "::1"):
-                    say(f"warning: listening on {host}: anyone who can reach this machine on port {port} can run texts through the model and read what it answers (no password, no TLS).")
+                    say(
+                        f"warning: listening on {host}: anyone who can reach this machine on port {port} can run texts through the model and read what it answers (no password, no TLS)."
+                    )
 
     # uvicorn binds with SO_REUSEADDR and closes its socket on Ctrl-C: the port is free again as soon as it returns
     Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)).run()

@@ -160,7 +160,9 @@ class Explorer:
         given = any(str(o).startswith("corpus.seq_len=") for o in overrides)
         info = inspect_model(cfg.model.path, int(cfg.corpus.seq_len) if given else 8, dict(cfg.model.build or {}))
         if info.arch.vision or info.arch.seq2seq:
-            raise ExploreError(f"attnsim explore reads text with an encoder or a decoder; '{info.name}' is a {'vision' if info.arch.vision else 'encoder-decoder'} model. Give a text model (model.path=bundled or smollm2).")
+            raise ExploreError(
+                f"attnsim explore reads text with an encoder or a decoder; '{info.name}' is a {'vision' if info.arch.vision else 'encoder-decoder'} model. Give a text model (model.path=bundled or smollm2)."
+            )
         max_tokens = int(cfg.corpus.seq_len) if given else min(DEFAULT_TOKENS, info.max_length or DEFAULT_TOKENS)
         tokenizer = load_tokenizer(info, max_tokens)
         # eager attention: the probabilities are drawn; Z is captured before W_O either way
@@ -230,7 +232,9 @@ class Explorer:
             c = self.cfg.corpus
             limit = min(MEAN_WINDOWS, int(c.limit or MEAN_WINDOWS))
             documents = read_documents(str(c.source), c.path, c.text_field, list(c.categories), c.encoding)
-            corpus = build_corpus(documents, self.tokenizer, self.max_tokens, limit, False, int(c.min_tokens), bool(c.shuffle), int(self.cfg.seed), str(c.language))
+            corpus = build_corpus(
+                documents, self.tokenizer, self.max_tokens, limit, False, int(c.min_tokens), bool(c.shuffle), int(self.cfg.seed), str(c.language)
+            )
 
             class _Inputs:
                 needs_z = False
@@ -250,9 +254,13 @@ class Explorer:
         """Raises :class:`ExploreError` naming the model's shape when (layer, head) does not exist."""
         n_layers, n_heads = self.info.n_layers, self.info.n_heads
         if not (isinstance(layer, int) and isinstance(head, int) and 0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ExploreError(f"Head (layer {layer}, head {head}) does not exist: {self.info.name} has {n_layers} layers of {n_heads} heads, numbered from 0. Pick layer 0..{n_layers - 1} and head 0..{n_heads - 1}.")
+            raise ExploreError(
+                f"Head (layer {layer}, head {head}) does not exist: {self.info.name} has {n_layers} layers of {n_heads} heads, numbered from 0. Pick layer 0..{n_layers - 1} and head 0..{n_heads - 1}."
+            )
 
-    def analyse(self, text: str, layer: int = 0, head: int = 0, off: Sequence[Head] = (), mode: Optional[str] = None, every_head: bool = False) -> Dict[str, Any]:
+    def analyse(
+        self, text: str, layer: int = 0, head: int = 0, off: Sequence[Head] = (), mode: Optional[str] = None, every_head: bool = False
+    ) -> Dict[str, Any]:
         """Everything the page draws for ``text`` and head (``layer``, ``head``), as JSON-ready values.
 
         Args:
@@ -340,7 +348,12 @@ class Explorer:
             pooled, block = pool_matrix(run.stacked()[:, 0].numpy(), THUMB_CELLS)  # (L, H, c, c)
             peak = np.nanmax(pooled, axis=(-2, -1))  # (L, H)
             codes = np.rint(np.nan_to_num(pooled / np.where(peak > 0, peak, 1)[..., None, None]) * 255).astype(np.uint8)
-            run.cache["thumbs"] = {"cells": int(pooled.shape[-1]), "block": int(block), "codes": encode(codes, "uint8"), "peak": [[finite(v) for v in row] for row in peak]}
+            run.cache["thumbs"] = {
+                "cells": int(pooled.shape[-1]),
+                "block": int(block),
+                "codes": encode(codes, "uint8"),
+                "peak": [[finite(v) for v in row] for row in peak],
+            }
             run.cache["numbers"] = self.numbers(window, run)
         out: Dict[str, Any] = {
             "tokens": window.labels,
@@ -414,8 +427,15 @@ class Explorer:
         if self._categories is None:
             self._categories = separator_ids(self.tokenizer)
         view = PairView(
-            run.z, window.batch, run.attention, top_fraction=float(s.top_fraction), high_rule=str(s.high_rule), zscore=float(s.zscore),
-            include_special=bool(s.include_special), normalise=str(s.normalise), reducers=(SeparatorSums, InductionAttentionSums, EarlierCSMSums),
+            run.z,
+            window.batch,
+            run.attention,
+            top_fraction=float(s.top_fraction),
+            high_rule=str(s.high_rule),
+            zscore=float(s.zscore),
+            include_special=bool(s.include_special),
+            normalise=str(s.normalise),
+            reducers=(SeparatorSums, InductionAttentionSums, EarlierCSMSums),
         )
         n_layers, n_heads = self.info.n_layers, self.info.n_heads
         separators = SeparatorAccumulator(n_layers, n_heads, self._categories, causal=bool(self.info.causal))
@@ -425,8 +445,17 @@ class Explorer:
         found = {**separators.compute(), **induction.compute()}
         valid = window.batch["attention_mask"].bool()
         found.update(local_mass(run.stacked(), valid, LOCAL_WIDTH, causal=bool(self.info.causal)))
-        names = ("attention_entropy", "attention_entropy_chance", "attention_cls", "local_mass", "local_mass_chance",
-                 "prev_token_score", "prev_token_score_chance", "induction_score", "induction_score_chance")
+        names = (
+            "attention_entropy",
+            "attention_entropy_chance",
+            "attention_cls",
+            "local_mass",
+            "local_mass_chance",
+            "prev_token_score",
+            "prev_token_score_chance",
+            "induction_score",
+            "induction_score_chance",
+        )
         return {name: [[finite(v) for v in row] for row in found[name].double().tolist()] for name in names}
 
     def _all_maps(self, window: Window, run: Pass) -> Dict[str, Any]:

@@ -79,7 +79,17 @@ class AblationPlan:
         return index
 
 
-def build_plan(n_layers: int, n_heads: int, heads: Any, top: Sequence[Head], draws: int, seed: int, metrics: Sequence[str], statistic_name: Optional[str] = None, statistic: Optional[torch.Tensor] = None) -> AblationPlan:
+def build_plan(
+    n_layers: int,
+    n_heads: int,
+    heads: Any,
+    top: Sequence[Head],
+    draws: int,
+    seed: int,
+    metrics: Sequence[str],
+    statistic_name: Optional[str] = None,
+    statistic: Optional[torch.Tensor] = None,
+) -> AblationPlan:
     """The head sets of ``interventions.heads`` and the ``top`` heads, with their random draws.
 
     Args:
@@ -101,12 +111,16 @@ def build_plan(n_layers: int, n_heads: int, heads: Any, top: Sequence[Head], dra
         listed = [(int(p[0]), int(p[1])) for p in heads]
         bad = [p for p in listed if not (p[0] < n_layers and p[1] < n_heads)]
         if bad:
-            raise ConfigError(f"Config key 'interventions.heads' lists {bad}, outside the model's {n_layers} layers x {n_heads} heads (0-indexed). Give heads [layer, head] with layer < {n_layers} and head < {n_heads}.")
+            raise ConfigError(
+                f"Config key 'interventions.heads' lists {bad}, outside the model's {n_layers} layers x {n_heads} heads (0-indexed). Give heads [layer, head] with layer < {n_layers} and head < {n_heads}."
+            )
         sets.append(("listed", sorted(set(listed))))
     if top:
         sets.append(("top", sorted(top)))
     if not sets:
-        raise ConfigError("The ablation experiment has no head to ablate: set interventions.heads=each (every head alone), interventions.heads=[[layer, head], ...] (one set), or interventions.select={run: RUN_ID, metric: finding/statistic, top: 5}.")
+        raise ConfigError(
+            "The ablation experiment has no head to ablate: set interventions.heads=each (every head alone), interventions.heads=[[layer, head], ...] (one set), or interventions.select={run: RUN_ID, metric: finding/statistic, top: 5}."
+        )
     sizes = sorted({len(h) for _, h in sets})
     random_sets = {size: random_head_sets(n_layers, n_heads, size, draws, seed) for size in sizes} if draws else {}
     return AblationPlan(sets, random_sets, tuple(metrics), statistic_name, statistic, singles)
@@ -120,7 +134,14 @@ class AblationFinding(Finding):
     statistics = tuple(f"{m}_{p}" for m in METRICS for p in PARTS)
     needs_attention = False
     needs_interventions = True
-    config_keys = ("interventions.heads", "interventions.select", "interventions.mode", "interventions.random_draws", "interventions.split", "interventions.mask_fraction")
+    config_keys = (
+        "interventions.heads",
+        "interventions.select",
+        "interventions.mode",
+        "interventions.random_draws",
+        "interventions.split",
+        "interventions.mask_fraction",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -161,8 +182,15 @@ class AblationFinding(Finding):
                     rho = spearman(scalars[f"{metric}_effect"], plan.statistic)
                     metrics[f"{metric}_effect_statistic_spearman"] = float("nan") if rho is None else rho
             for s, (name, heads) in enumerate(plan.sets):
-                row = {"set": name, "heads": " ".join(head_name(*h) for h in heads), "size": len(heads), "metric": metric, "higher_is_better": HIGHER_IS_BETTER[metric],
-                       "clean": float(r["clean"]), "ablated": float(r["ablated"][s])}
+                row = {
+                    "set": name,
+                    "heads": " ".join(head_name(*h) for h in heads),
+                    "size": len(heads),
+                    "metric": metric,
+                    "higher_is_better": HIGHER_IS_BETTER[metric],
+                    "clean": float(r["clean"]),
+                    "ablated": float(r["ablated"][s]),
+                }
                 row.update({part: float(r[part][s]) for part in PARTS})
                 if plan.statistic is not None and len(heads) == 1:
                     row["statistic"] = float(plan.statistic[heads[0]])
@@ -182,8 +210,18 @@ class AblationFinding(Finding):
             if key not in summary.scalars:
                 continue
             sign = "drop" if HIGHER_IS_BETTER[metric] else "rise"
-            yield f"figures/ablation/{key}.png", layer_head_heatmap(summary.scalars[key], f"ablation/{key}: {metric} {sign} when the head alone is ablated", cmap="magma", annotate=self.n_heads)
+            yield (
+                f"figures/ablation/{key}.png",
+                layer_head_heatmap(
+                    summary.scalars[key], f"ablation/{key}: {metric} {sign} when the head alone is ablated", cmap="magma", annotate=self.n_heads
+                ),
+            )
             if plan.statistic is not None:
                 mean = summary.scalars[f"{metric}_random_mean"].nanmean()
                 std = summary.scalars[f"{metric}_random_std"].nanmean()
-                yield f"figures/ablation/{key}_vs_statistic.png", effect_scatter(summary.scalars[key], plan.statistic, f"{metric} effect (ablation)", plan.statistic_name or "statistic", float(mean), float(std))
+                yield (
+                    f"figures/ablation/{key}_vs_statistic.png",
+                    effect_scatter(
+                        summary.scalars[key], plan.statistic, f"{metric} effect (ablation)", plan.statistic_name or "statistic", float(mean), float(std)
+                    ),
+                )

@@ -79,7 +79,17 @@ class AlignmentFinding(Finding):
             "unknown_mask": torch.zeros_like(special),
         }
         s = self.cfg
-        return PairView(vectors, target, None, top_fraction=s.top_fraction, high_rule=s.high_rule, zscore=s.zscore, include_special=s.include_special, normalise=s.normalise, reducers=(CSMPairSums,))
+        return PairView(
+            vectors,
+            target,
+            None,
+            top_fraction=s.top_fraction,
+            high_rule=s.high_rule,
+            zscore=s.zscore,
+            include_special=s.include_special,
+            normalise=s.normalise,
+            reducers=(CSMPairSums,),
+        )
 
     def update(self, view: Any) -> None:  # a Seq2SeqBatch (attnsim.capture.seq2seq)
         capture, batch = view.capture, view.batch
@@ -99,14 +109,16 @@ class AlignmentFinding(Finding):
                 return
             n_s, n_t = int(batch["attention_mask"][b].sum()), int(batch["target_mask"][b].sum())
 
-            self.examples.append({
-                "doc_id": batch["doc_ids"][b],
-                "source_labels": _labels(tokenizer, batch, b, ("input_ids", "source_offsets", "special_mask", "sources"), n_s),
-                "target_labels": _labels(tokenizer, batch, b, ("target_ids", "target_offsets", "target_special", "targets"), n_t),
-                "cross": torch.stack([a[b, :, :n_t, :n_s] for a in capture.attention["cross"]]).float().cpu(),  # (L, H, n_t, n_s)
-                "decoder": torch.stack([a[b, :, :n_t, :n_t] for a in capture.attention["decoder"]]).float().cpu(),
-                "encoder": torch.stack([a[b, :, :n_s, :n_s] for a in capture.attention["encoder"]]).float().cpu(),  # encoder layers
-            })
+            self.examples.append(
+                {
+                    "doc_id": batch["doc_ids"][b],
+                    "source_labels": _labels(tokenizer, batch, b, ("input_ids", "source_offsets", "special_mask", "sources"), n_s),
+                    "target_labels": _labels(tokenizer, batch, b, ("target_ids", "target_offsets", "target_special", "targets"), n_t),
+                    "cross": torch.stack([a[b, :, :n_t, :n_s] for a in capture.attention["cross"]]).float().cpu(),  # (L, H, n_t, n_s)
+                    "decoder": torch.stack([a[b, :, :n_t, :n_t] for a in capture.attention["decoder"]]).float().cpu(),
+                    "encoder": torch.stack([a[b, :, :n_s, :n_s] for a in capture.attention["encoder"]]).float().cpu(),  # encoder layers
+                }
+            )
 
     def summarise(self) -> Summary:
         band = self.accumulators["band"].compute()
@@ -121,16 +133,29 @@ class AlignmentFinding(Finding):
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/alignment/heads.png", scalar_mosaic(summary.scalars, self.name)
         corpus_map = summary.figure_data["corpus_map"].cpu().numpy()
-        yield "figures/alignment/corpus_cross_attention.png", cross_attention_grid(
-            corpus_map, f"Corpus cross-attention in relative positions ({summary.windows} pairs; {corpus_map.shape[-1]} bins of each sentence's length)",
-            max_tokens=plots_cfg.max_tokens, row_axis="target position bin", col_axis="source position bin",
+        yield (
+            "figures/alignment/corpus_cross_attention.png",
+            cross_attention_grid(
+                corpus_map,
+                f"Corpus cross-attention in relative positions ({summary.windows} pairs; {corpus_map.shape[-1]} bins of each sentence's length)",
+                max_tokens=plots_cfg.max_tokens,
+                row_axis="target position bin",
+                col_axis="source position bin",
+            ),
         )
         width = float(getattr(self.cfg, "band_width", 0.1))
         for index, example in enumerate(summary.examples):
             n_t, n_s = example["cross"].shape[-2:]
-            yield f"figures/alignment/example_{index:02d}_cross_attention.png", cross_attention_grid(
-                example["cross"].numpy(), f"Cross-attention of pair {example['doc_id']} (band |i/n_t - j/n_s| <= {width:g} outlined)",
-                example["target_labels"], example["source_labels"], plots_cfg.max_tokens, band=band_mask(n_t, n_s, width).numpy(),
+            yield (
+                f"figures/alignment/example_{index:02d}_cross_attention.png",
+                cross_attention_grid(
+                    example["cross"].numpy(),
+                    f"Cross-attention of pair {example['doc_id']} (band |i/n_t - j/n_s| <= {width:g} outlined)",
+                    example["target_labels"],
+                    example["source_labels"],
+                    plots_cfg.max_tokens,
+                    band=band_mask(n_t, n_s, width).numpy(),
+                ),
             )
 
     def pages(self, summary: Summary, plots_cfg: Any, title: str) -> Iterator[Tuple[str, str]]:
@@ -155,4 +180,7 @@ class AlignmentFinding(Finding):
         for t in tokens:
             t.extend([""] * (width - len(t)))
         data = explorer_data(None, joint, tokens, lengths, [e["doc_id"] for e in summary.examples], plots_cfg.max_tokens)
-        yield "explorer_alignment.html", explorer_html(data, title + " (attention over [source; target]: encoder, cross (target rows x source columns), decoder)")
+        yield (
+            "explorer_alignment.html",
+            explorer_html(data, title + " (attention over [source; target]: encoder, cross (target rows x source columns), decoder)"),
+        )

@@ -50,7 +50,17 @@ class AnchorsFinding(Finding):
                 kept = [(int(i), float(c)) for i, c in zip(ids[layer, head].tolist(), counts[layer, head].tolist()) if c > 0]
                 names = self.token_names([i for i, _ in kept])
                 for rank, ((token_id, count), token) in enumerate(zip(kept, names), start=1):
-                    rows.append({"layer": layer, "head": head, "rank": rank, "token_id": token_id, "token": token, "windows": count, "share": count / float(windows[layer, head])})
+                    rows.append(
+                        {
+                            "layer": layer,
+                            "head": head,
+                            "rank": rank,
+                            "token_id": token_id,
+                            "token": token,
+                            "windows": count,
+                            "share": count / float(windows[layer, head]),
+                        }
+                    )
         table = pd.DataFrame(rows, columns=["layer", "head", "rank", "token_id", "token", "windows", "share"])
         top = out["top_anchor"]
         top_tokens = [self.token_names([max(int(i), 0) for i in row]) for row in top.tolist()]

@@ -248,7 +248,9 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
             if kind not in kinds:  # a reducer shared by two findings runs once
                 kinds.append(kind)
     s = stats_cfg
-    settings = dict(top_fraction=s.top_fraction, high_rule=s.high_rule, zscore=s.zscore, include_special=s.include_special, normalise=s.normalise, reducers=tuple(kinds))
+    settings = dict(
+        top_fraction=s.top_fraction, high_rule=s.high_rule, zscore=s.zscore, include_special=s.include_special, normalise=s.normalise, reducers=tuple(kinds)
+    )
     if capture_path == "recomputed":
         from attnsim.stats.pairs.fused import RecomputedPairView
 

@@ -38,7 +38,7 @@ def is_punctuation(token: str) -> bool:
     """Whether a token string (subword markers stripped) is made only of Unicode punctuation."""
     for marker in _MARKERS:
         if token.startswith(marker):
-            token = token[len(marker):]
+            token = token[len(marker) :]
     return bool(token) and all(unicodedata.category(ch).startswith("P") for ch in token)
 
 

@@ -32,6 +32,9 @@ class CSMFinding(Finding):
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         yield "figures/csm/heads.png", scalar_mosaic(summary.scalars, self.name)
-        yield "figures/csm/distance_profiles.png", plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"], summary.profile_index.get("distance_mean"))
+        yield (
+            "figures/csm/distance_profiles.png",
+            plots.distance_profiles(summary.profiles["distance_mean"], summary.profiles["distance_high_ratio"], summary.profile_index.get("distance_mean")),
+        )
         yield from plots.mean_matrices(summary.figure_data["matrix"], plots_cfg.max_tokens)
         yield from plots.example_csms(examples, plots_cfg.max_tokens)

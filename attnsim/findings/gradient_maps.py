@@ -132,9 +132,26 @@ class GradientMapsFinding(Finding):
                 yield f"figures/gradient_maps/window{e}_overlay.png", plots.saliency_overlay(example["image"], grids, names, f"Gradient maps of image {title}")
                 continue
             rows = [f"after layer {d}" for d in range(example["rollout"].shape[0])]
-            yield f"figures/gradient_maps/window{e}_rollout.png", plots.token_strip(
-                example["rollout"], example["labels"], rows, f"Gradient-weighted rollout, {self.categories.readout_name} row, {title}", plots_cfg.max_tokens, unit="relevance (logit units)"
+            yield (
+                f"figures/gradient_maps/window{e}_rollout.png",
+                plots.token_strip(
+                    example["rollout"],
+                    example["labels"],
+                    rows,
+                    f"Gradient-weighted rollout, {self.categories.readout_name} row, {title}",
+                    plots_cfg.max_tokens,
+                    unit="relevance (logit units)",
+                ),
             )
-            yield f"figures/gradient_maps/window{e}_cdam.png", plots.token_strip(
-                example["cdam"][None], example["labels"], ["CDAM"], f"CDAM scores (red: evidence for, blue: against), {title}", plots_cfg.max_tokens, signed=True, unit="logit units"
+            yield (
+                f"figures/gradient_maps/window{e}_cdam.png",
+                plots.token_strip(
+                    example["cdam"][None],
+                    example["labels"],
+                    ["CDAM"],
+                    f"CDAM scores (red: evidence for, blue: against), {title}",
+                    plots_cfg.max_tokens,
+                    signed=True,
+                    unit="logit units",
+                ),
             )

@@ -28,9 +28,23 @@ class InductionFinding(Finding):
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars
         yield "figures/induction/heads.png", scalar_mosaic(s, self.name)
-        yield "figures/induction/induction_score.png", layer_head_heatmap(
-            s["induction_score"], "induction score: attention from a repeated token to the token after its earlier occurrence", chance=s["induction_score_chance"], cmap="magma", annotate=self.n_heads
+        yield (
+            "figures/induction/induction_score.png",
+            layer_head_heatmap(
+                s["induction_score"],
+                "induction score: attention from a repeated token to the token after its earlier occurrence",
+                chance=s["induction_score_chance"],
+                cmap="magma",
+                annotate=self.n_heads,
+            ),
         )
-        yield "figures/induction/prev_token_score.png", layer_head_heatmap(
-            s["prev_token_score"], "previous-token score: attention from each token to the token before it", chance=s["prev_token_score_chance"], cmap="magma", annotate=self.n_heads
+        yield (
+            "figures/induction/prev_token_score.png",
+            layer_head_heatmap(
+                s["prev_token_score"],
+                "previous-token score: attention from each token to the token before it",
+                chance=s["prev_token_score_chance"],
+                cmap="magma",
+                annotate=self.n_heads,
+            ),
         )

@@ -36,4 +36,7 @@ class NoiseFinding(Finding):
             "high attention": s["explained_attention"],
             "none of these": s["unexplained_share"],
         }
-        yield "figures/noise/by_layer.png", by_layer(series, "What explains high-CSM pairs", "share of high pairs", {"none of these": s["unexplained_share_chance"]}, heads=False)
+        yield (
+            "figures/noise/by_layer.png",
+            by_layer(series, "What explains high-CSM pairs", "share of high pairs", {"none of these": s["unexplained_share_chance"]}, heads=False),
+        )

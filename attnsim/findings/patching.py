@@ -42,6 +42,12 @@ class PatchingFinding(Finding):
         return Summary(self.name, {n: out[n] for n in SCALARS}, metrics=metrics, windows=self.windows)
 
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
-        yield "figures/patching/restored_share.png", layer_head_heatmap(
-            summary.scalars["restored_share"], "patching/restored_share: (patched - corrupted) / (clean - corrupted) logit difference", cmap="RdBu_r", annotate=self.n_heads
+        yield (
+            "figures/patching/restored_share.png",
+            layer_head_heatmap(
+                summary.scalars["restored_share"],
+                "patching/restored_share: (patched - corrupted) / (clean - corrupted) logit difference",
+                cmap="RdBu_r",
+                annotate=self.n_heads,
+            ),
         )

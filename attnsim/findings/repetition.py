@@ -28,6 +28,9 @@ class RepetitionFinding(Finding):
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars
         yield "figures/repetition/heads.png", scalar_mosaic(s, self.name)
-        yield "figures/repetition/repetition_score.png", layer_head_heatmap(
-            s["repetition_score"], "repetition score: long-range (d >= T/2) identical pairs that are high / chance", cmap="magma", annotate=self.n_heads
+        yield (
+            "figures/repetition/repetition_score.png",
+            layer_head_heatmap(
+                s["repetition_score"], "repetition score: long-range (d >= T/2) identical pairs that are high / chance", cmap="magma", annotate=self.n_heads
+            ),
         )

@@ -128,14 +128,25 @@ class RolloutFinding(Finding):
         mean = summary.figure_data["readout_mean"].detach().cpu().double().numpy()  # (L, T)
         if self.vision and self.layout is not None:
             grids = [plots.grid_values(mean[d], self.layout.n_extra, self.layout.grid) for d in depth_panels(self.n_layers)]
-            yield "figures/rollout/mean_readout_grid.png", plots.grid_heatmaps(
-                grids, [f"after layer {d}" for d in depth_panels(self.n_layers)], f"Corpus-mean [CLS] rollout on the patch grid ({fusion})", unit="share"
+            yield (
+                "figures/rollout/mean_readout_grid.png",
+                plots.grid_heatmaps(
+                    grids, [f"after layer {d}" for d in depth_panels(self.n_layers)], f"Corpus-mean [CLS] rollout on the patch grid ({fusion})", unit="share"
+                ),
             )
         else:
             labels = [str(p) for p in range(mean.shape[1])]
             mean[:, -1 if self.causal else 0] = np.nan  # the readout token's own share (a full causal window's last token)
-            yield "figures/rollout/mean_readout.png", plots.token_strip(
-                mean, labels, [f"layer {d}" for d in range(mean.shape[0])], f"Corpus-mean readout ({self.categories.readout_name}) rollout row by position ({fusion}; own entry left blank)", max_tokens, unit="share"
+            yield (
+                "figures/rollout/mean_readout.png",
+                plots.token_strip(
+                    mean,
+                    labels,
+                    [f"layer {d}" for d in range(mean.shape[0])],
+                    f"Corpus-mean readout ({self.categories.readout_name}) rollout row by position ({fusion}; own entry left blank)",
+                    max_tokens,
+                    unit="share",
+                ),
             )
         for e, example in enumerate(summary.examples):
             yield from self._example_figures(e, example, max_tokens, fusion)
@@ -150,19 +161,39 @@ class RolloutFinding(Finding):
             if "flow" in example:
                 grids.append(plots.grid_values(example["flow"], self.layout.n_extra, self.layout.grid))
                 names.append("attention flow")
-            yield f"figures/rollout/window{e}_overlay.png", plots.saliency_overlay(example["image"], grids, names, f"[CLS] rollout of image {e} ({example['doc_id']}, {fusion})")
+            yield (
+                f"figures/rollout/window{e}_overlay.png",
+                plots.saliency_overlay(example["image"], grids, names, f"[CLS] rollout of image {e} ({example['doc_id']}, {fusion})"),
+            )
             return
         rows = [f"after layer {d}" for d in range(readout.shape[0])]
         shown = readout.copy()
         own = example.get("readout_position", 0)
         name = self.categories.readout_name
         shown[:, own] = np.nan  # the readout token's own share (mostly the residual) would flatten every other token's colour
-        yield f"figures/rollout/window{e}_readout.png", plots.token_strip(shown, labels, rows, f"{name} rollout row of {title} ({fusion}; {name}'s own entry left blank)", max_tokens, unit="share")
-        yield f"figures/rollout/window{e}_matrix.png", matrix_grid(example["matrix"][None], ["final"], f"Rollout through every layer, {title} (rows: output token, columns: input token)", max_tokens, labels, cmap="viridis", cols=1)
+        yield (
+            f"figures/rollout/window{e}_readout.png",
+            plots.token_strip(shown, labels, rows, f"{name} rollout row of {title} ({fusion}; {name}'s own entry left blank)", max_tokens, unit="share"),
+        )
+        yield (
+            f"figures/rollout/window{e}_matrix.png",
+            matrix_grid(
+                example["matrix"][None],
+                ["final"],
+                f"Rollout through every layer, {title} (rows: output token, columns: input token)",
+                max_tokens,
+                labels,
+                cmap="viridis",
+                cols=1,
+            ),
+        )
         if "flow" in example:
             flow, last = example["flow"].copy(), readout[-1].copy()
             flow[own] = last[own] = np.nan
-            yield f"figures/rollout/window{e}_flow.png", plots.flow_and_rollout(flow, last, labels, f"Attention flow and rollout of the {name}, {title} (its own entry left blank)", max_tokens)
+            yield (
+                f"figures/rollout/window{e}_flow.png",
+                plots.flow_and_rollout(flow, last, labels, f"Attention flow and rollout of the {name}, {title} (its own entry left blank)", max_tokens),
+            )
 
     def metric_names(self) -> List[str]:
         return [f"{self.name}/{s}" for s in self.statistics]

@@ -29,6 +29,7 @@ class SentencesFinding(Finding):
         s = summary.scalars
         yield "figures/sentences/heads.png", scalar_mosaic(s, self.name)
         series = {"same-sentence share": s["same_sentence_share"], "distance-matched share": s["same_sentence_share_distance_matched"]}
-        yield "figures/sentences/same_sentence_by_layer.png", by_layer(
-            series, "High-CSM pairs within one sentence", "share of high pairs", {"same-sentence share": s["same_sentence_share_chance"]}
+        yield (
+            "figures/sentences/same_sentence_by_layer.png",
+            by_layer(series, "High-CSM pairs within one sentence", "share of high pairs", {"same-sentence share": s["same_sentence_share_chance"]}),
         )

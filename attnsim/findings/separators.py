@@ -61,7 +61,13 @@ def separator_ids(tokenizer) -> Dict[str, List[int]]:  # noqa: ANN001
     def newline() -> List[int]:
         return under(("a\nb", "a\n\nb", "a \n b"), lambda piece: "\n" in piece and not piece.strip())
 
-    return {"cls": special("cls_token_id", "bos_token_id"), "sep": special("sep_token_id", "eos_token_id"), "period": text("."), "comma": text(","), "newline": newline()}
+    return {
+        "cls": special("cls_token_id", "bos_token_id"),
+        "sep": special("sep_token_id", "eos_token_id"),
+        "period": text("."),
+        "comma": text(","),
+        "newline": newline(),
+    }
 
 
 class SeparatorsFinding(Finding):
@@ -85,9 +91,26 @@ class SeparatorsFinding(Finding):
     def figures(self, summary: Summary, examples: Any, plots_cfg: Any) -> Iterator[Tuple[str, Any]]:
         s = summary.scalars
         yield "figures/separators/heads.png", scalar_mosaic(s, self.name)
-        series = {"first token ([CLS]/BOS)": s["attention_cls"], "[SEP]/EOS": s["attention_sep"], '"."': s["attention_period"], '","': s["attention_comma"], "newline": s["attention_newline"], "union of the first four": s["attention_separators"]}
-        yield "figures/separators/by_layer.png", by_layer(
-            series, "Attention mass on separator tokens", "attention mass per query", {"union of the first four": s["attention_separators_chance"]}, heads=False
+        series = {
+            "first token ([CLS]/BOS)": s["attention_cls"],
+            "[SEP]/EOS": s["attention_sep"],
+            '"."': s["attention_period"],
+            '","': s["attention_comma"],
+            "newline": s["attention_newline"],
+            "union of the first four": s["attention_separators"],
+        }
+        yield (
+            "figures/separators/by_layer.png",
+            by_layer(
+                series,
+                "Attention mass on separator tokens",
+                "attention mass per query",
+                {"union of the first four": s["attention_separators_chance"]},
+                heads=False,
+            ),
         )
         if "position_mass" in summary.profiles:
-            yield "figures/separators/position_profile.png", position_profile(summary.profiles["position_mass"], summary.profiles["position_mass_chance"], summary.profile_index["position_mass"])
+            yield (
+                "figures/separators/position_profile.png",
+                position_profile(summary.profiles["position_mass"], summary.profiles["position_mass_chance"], summary.profile_index["position_mass"]),
+            )

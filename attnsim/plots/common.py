@@ -36,6 +36,8 @@ def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
 def labels_fitting(inches: float, most: int = 32) -> int:
     """How many token labels fit along ``inches`` at :data:`TOKEN_SPACING` (at least 2, at most ``most``)."""
     return max(2, min(most, int(inches / TOKEN_SPACING)))
+
+
 FIXED_LAYOUT = "attnsim_fixed_layout"  # attribute marking a figure laid out by hand (see fixed_layout)
 
 

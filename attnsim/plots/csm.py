@@ -20,15 +20,18 @@ def mean_matrices(matrix: torch.Tensor, max_tokens: int) -> Iterator[Tuple[str, 
     """
     data = matrix.detach().cpu().double().numpy()
     n_layers, n_heads = data.shape[:2]
-    yield "figures/csm/mean_csm.png", matrix_grid(
-        data.reshape(n_layers * n_heads, *data.shape[2:]),
-        None,
-        "Corpus-mean CSM, every head of every layer",
-        max_tokens,
-        cols=n_heads,
-        row_names=[f"L{layer}" for layer in range(n_layers)],
-        col_names=[f"H{head}" for head in range(n_heads)],
-        panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+    yield (
+        "figures/csm/mean_csm.png",
+        matrix_grid(
+            data.reshape(n_layers * n_heads, *data.shape[2:]),
+            None,
+            "Corpus-mean CSM, every head of every layer",
+            max_tokens,
+            cols=n_heads,
+            row_names=[f"L{layer}" for layer in range(n_layers)],
+            col_names=[f"H{head}" for head in range(n_heads)],
+            panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+        ),
     )
 
 
@@ -59,7 +62,9 @@ def distance_profiles(distance_mean: torch.Tensor, high_ratio: torch.Tensor, dis
         finite_data = data[np.isfinite(data)]
         low, high = (float(finite_data.min()), float(finite_data.max())) if finite_data.size else (0.0, 1.0)
         ax.set_ylim(*((0.0, top) if data is ratios else (low - 0.05 * (high - low + 1e-12), high + 0.05 * (high - low + 1e-12))))
-        ax.vlines([layer * span - (span - size + 1) / 2 for layer in range(1, n_layers)], 0, 1, transform=ax.get_xaxis_transform(), colors="grey", linewidths=0.5)
+        ax.vlines(
+            [layer * span - (span - size + 1) / 2 for layer in range(1, n_layers)], 0, 1, transform=ax.get_xaxis_transform(), colors="grey", linewidths=0.5
+        )
         ax.tick_params(labelsize=7)
     axes[1].axhline(1.0, color="black", linewidth=0.6, linestyle="--")
     for layer in range(n_layers):
@@ -98,17 +103,20 @@ def example_csms(examples, max_tokens: int) -> Iterator[Tuple[str, Any]]:
         labels = examples.tokens[e][:length]
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
         data = pooled.reshape(n_layers * n_heads, *pooled.shape[-2:])
-        yield f"figures/examples/window{e}_csm.png", matrix_grid(
-            data,
-            None,
-            f"CSM of window {e} ({examples.label(e)}), every head of every layer; lines: sentence boundaries",
-            max_tokens,
-            labels,
-            starts,
-            cols=n_heads,
-            row_names=[f"L{layer}" for layer in range(n_layers)],
-            col_names=[f"H{head}" for head in range(n_heads)],
-            panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
-            block=block,
-            max_labels=16,
+        yield (
+            f"figures/examples/window{e}_csm.png",
+            matrix_grid(
+                data,
+                None,
+                f"CSM of window {e} ({examples.label(e)}), every head of every layer; lines: sentence boundaries",
+                max_tokens,
+                labels,
+                starts,
+                cols=n_heads,
+                row_names=[f"L{layer}" for layer in range(n_layers)],
+                col_names=[f"H{head}" for head in range(n_heads)],
+                panel_inches=1.3,  # about 2 pixels per pooled cell at 100 dpi
+                block=block,
+                max_labels=16,
+            ),
         )

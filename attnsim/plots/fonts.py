@@ -111,7 +111,12 @@ def use_fonts() -> List[str]:
             if family in {entry.name for entry in font_manager.fontManager.ttflist}:
                 families.append(family)
             else:  # e.g. a sub-font of a collection (.ttc) with matplotlib < 3.11, which reads only the first
-                log.warning("Figures cannot draw %s text: matplotlib %s did not find that family in %s. Upgrade matplotlib to 3.11 or later.", family, matplotlib.__version__, path)
+                log.warning(
+                    "Figures cannot draw %s text: matplotlib %s did not find that family in %s. Upgrade matplotlib to 3.11 or later.",
+                    family,
+                    matplotlib.__version__,
+                    path,
+                )
         _families = families
     matplotlib.rcParams["font.family"] = list(_families)
     return list(_families)

@@ -81,7 +81,9 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
     left, bar_gap, bar, bar_labels = 0.62, 0.08, 0.12, 0.62
     above, below = 0.32, 0.5
     panel_w, panel_h = left + width + bar_gap + bar + bar_labels, above + height + below
-    heading = wrap_title(f"{title}: one panel per statistic; rows: layers, columns: heads ({INDEX_NOTE}); each colour bar gives its panel's values", cols * panel_w, MIN_FONT + 1)
+    heading = wrap_title(
+        f"{title}: one panel per statistic; rows: layers, columns: heads ({INDEX_NOTE}); each colour bar gives its panel's values", cols * panel_w, MIN_FONT + 1
+    )
     top = 0.12 + 0.2 * len(heading)
     fig_w, fig_h = 0.1 + cols * panel_w, top + rows * panel_h
     fig = plt.figure(figsize=(fig_w, fig_h))
@@ -103,13 +105,27 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
         constant = finite.size > 0 and high <= low  # one value everywhere: said in words, not a colour on a made-up scale
         bx = x0 + width + bar_gap
         if constant:
-            ax.imshow(np.ma.masked_invalid(data), cmap=FLAT, vmin=0, vmax=1, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+            ax.imshow(
+                np.ma.masked_invalid(data), cmap=FLAT, vmin=0, vmax=1, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest"
+            ).set_gid(f"{name}:panel")
             ax.text(x0 + width / 2, y0 + height / 2, f"constant\n{low:.3g}", fontsize=MIN_FONT + 1, ha="center", va="center", gid=f"{name}:constant")
         else:
-            ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:panel")
+            ax.imshow(
+                np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest"
+            ).set_gid(f"{name}:panel")
             ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, extent=(bx, bx + bar, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:bar")
-            marks += [((bx, y0), (bx + bar, y0)), ((bx, y0 + height), (bx + bar, y0 + height)), ((bx, y0), (bx, y0 + height)), ((bx + bar, y0), (bx + bar, y0 + height))]
-        marks += [((x0, y0), (x0 + width, y0)), ((x0, y0 + height), (x0 + width, y0 + height)), ((x0, y0), (x0, y0 + height)), ((x0 + width, y0), (x0 + width, y0 + height))]
+            marks += [
+                ((bx, y0), (bx + bar, y0)),
+                ((bx, y0 + height), (bx + bar, y0 + height)),
+                ((bx, y0), (bx, y0 + height)),
+                ((bx + bar, y0), (bx + bar, y0 + height)),
+            ]
+        marks += [
+            ((x0, y0), (x0 + width, y0)),
+            ((x0, y0 + height), (x0 + width, y0 + height)),
+            ((x0, y0), (x0, y0 + height)),
+            ((x0 + width, y0), (x0 + width, y0 + height)),
+        ]
         for head in xticks:
             x = x0 + (head + 0.5) * dx
             marks.append(((x, y0 + height), (x, y0 + height + 0.03)))

@@ -10,7 +10,15 @@ import torch
 from attnsim.plots.common import INDEX_NOTE, inch_axes
 
 
-def effect_scatter(effects: torch.Tensor, statistic: torch.Tensor, effect_label: str, statistic_label: str, random_mean: Optional[float] = None, random_std: Optional[float] = None, label_top: int = 5):
+def effect_scatter(
+    effects: torch.Tensor,
+    statistic: torch.Tensor,
+    effect_label: str,
+    statistic_label: str,
+    random_mean: Optional[float] = None,
+    random_std: Optional[float] = None,
+    label_top: int = 5,
+):
     """Each head's ablation effect (y) against a statistic of the same head (x).
 
     Args:

@@ -15,7 +15,9 @@ def layer_means(values: torch.Tensor) -> np.ndarray:
     return values.detach().double().cpu().nanmean(-1).numpy()
 
 
-def by_layer(series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: Optional[Dict[str, torch.Tensor]] = None, heads: bool = True, log_y: bool = False):
+def by_layer(
+    series: Dict[str, torch.Tensor], title: str, ylabel: str, chance: Optional[Dict[str, torch.Tensor]] = None, heads: bool = True, log_y: bool = False
+):
     """Layer means of (layer, head) statistics, each beside its chance value.
 
     Args:
@@ -77,4 +79,3 @@ def position_profile(mass: torch.Tensor, chance: torch.Tensor, positions: torch.
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, ncol=2)
     return fig
-

@@ -47,8 +47,9 @@ def mean_attention(matrix: torch.Tensor, max_tokens: int, finding: str) -> Itera
     data = matrix.detach().cpu().double().numpy()
     for layer in range(data.shape[0]):
         titles = [f"L{layer} H{head}" for head in range(data.shape[1])]
-        yield f"figures/{finding}/mean_attention_L{layer:02d}.png", matrix_grid(
-            data[layer], titles, f"Corpus-mean attention (rows: query, columns: key), layer {layer}", max_tokens, cmap="viridis"
+        yield (
+            f"figures/{finding}/mean_attention_L{layer:02d}.png",
+            matrix_grid(data[layer], titles, f"Corpus-mean attention (rows: query, columns: key), layer {layer}", max_tokens, cmap="viridis"),
         )
 
 
@@ -63,8 +64,17 @@ def example_attention(examples, max_tokens: int, finding: str) -> Iterator[Tuple
         for layer in range(n_layers):
             data = pooled[layer]
             titles = [f"L{layer} H{h}" for h in range(data.shape[0])]
-            yield f"figures/{finding}/window{e}_attention_L{layer:02d}.png", matrix_grid(
-                data, titles, f"Attention of window {e} ({examples.label(e)}), layer {layer} (rows: query, columns: key)", max_tokens, labels, cmap="viridis", block=block
+            yield (
+                f"figures/{finding}/window{e}_attention_L{layer:02d}.png",
+                matrix_grid(
+                    data,
+                    titles,
+                    f"Attention of window {e} ({examples.label(e)}), layer {layer} (rows: query, columns: key)",
+                    max_tokens,
+                    labels,
+                    cmap="viridis",
+                    block=block,
+                ),
             )
 
 

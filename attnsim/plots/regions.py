@@ -92,4 +92,7 @@ def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_frac
             f"CSM of window {e} ({examples.label(e)}), per layer the head with the highest Jaccard overlap; "
             f"cyan: high-attention region (top {top_fraction:.0%} pairs), white lines: sentence boundaries"
         )
-        yield f"figures/attention_regions/window{e}.png", matrix_grid(csm, titles, suptitle, max_tokens, examples.tokens[e][:length], starts, outlines, cols=3, block=block)
+        yield (
+            f"figures/attention_regions/window{e}.png",
+            matrix_grid(csm, titles, suptitle, max_tokens, examples.tokens[e][:length], starts, outlines, cols=3, block=block),
+        )

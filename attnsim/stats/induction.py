@@ -136,10 +136,13 @@ def induction_weights(earlier: torch.Tensor, real: torch.Tensor, queries: torch.
     n_encoder = real.sum(-1, keepdim=True).float().expand(batch, seq_len)  # every real key
     n_causal = real.long().cumsum(-1).float()  # real keys 0..i
     n_targets = targets.sum(-1).float()
-    chance = torch.stack([
-        torch.stack([(n_targets / n_encoder.clamp_min(1)).sum(-1), (n_targets / n_causal.clamp_min(1)).sum(-1)], -1),
-        torch.stack([(prev_query / n_encoder.clamp_min(1)).sum(-1), (prev_query / n_causal.clamp_min(1)).sum(-1)], -1),
-    ], 1)  # (B, 2 stats, 2 kinds)
+    chance = torch.stack(
+        [
+            torch.stack([(n_targets / n_encoder.clamp_min(1)).sum(-1), (n_targets / n_causal.clamp_min(1)).sum(-1)], -1),
+            torch.stack([(prev_query / n_encoder.clamp_min(1)).sum(-1), (prev_query / n_causal.clamp_min(1)).sum(-1)], -1),
+        ],
+        1,
+    )  # (B, 2 stats, 2 kinds)
     counts = torch.stack([ind_query.sum(-1), prev_query.sum(-1)], -1).float()
     return {"cells": cells, "chance": chance, "counts": counts}
 
@@ -331,4 +334,13 @@ class InductionAccumulator(Accumulator):
         return _induction_compute(self.metric_state)
 
 
-__all__ = ["SCALARS", "InductionAccumulator", "InductionAttentionSums", "EarlierCSMSums", "earlier_positions", "earlier_occurrences", "induction_weights", "earlier_pair_weights"]
+__all__ = [
+    "SCALARS",
+    "InductionAccumulator",
+    "InductionAttentionSums",
+    "EarlierCSMSums",
+    "earlier_positions",
+    "earlier_occurrences",
+    "induction_weights",
+    "earlier_pair_weights",
+]

@@ -46,7 +46,16 @@ from attnsim.stats.pairs.geometry import context_similarity
 METRICS = ("accuracy", "logit_diff", "mlm_loss", "lm_loss", "repeat_loss", "first_copy_loss", "cosine", "csm_change")
 """Every task metric, in the order of the accumulator's metric axis."""
 
-HIGHER_IS_BETTER = {"accuracy": True, "logit_diff": True, "mlm_loss": False, "lm_loss": False, "repeat_loss": False, "first_copy_loss": False, "cosine": True, "csm_change": False}
+HIGHER_IS_BETTER = {
+    "accuracy": True,
+    "logit_diff": True,
+    "mlm_loss": False,
+    "lm_loss": False,
+    "repeat_loss": False,
+    "first_copy_loss": False,
+    "cosine": True,
+    "csm_change": False,
+}
 
 TASK_METRICS = {
     "classifier": ("accuracy", "logit_diff"),
@@ -58,7 +67,6 @@ TASK_METRICS = {
 
 REPEATED_METRICS = ("repeat_loss", "first_copy_loss")
 """A causal LM's extra metrics on repeated random tokens (``corpus.source=repeated_tokens``)."""
-
 
 
 def _zeros() -> Tuple[torch.Tensor, torch.Tensor]:
@@ -186,7 +194,9 @@ def cosine_sums(hidden: torch.Tensor, clean: torch.Tensor, attention_mask: torch
     return sums, counts
 
 
-def csm_change_sums(z: Sequence[torch.Tensor], clean_z: Sequence[torch.Tensor], attention_mask: torch.Tensor, ablated: Sequence[Tuple[int, int]] = (), normalise: str = "none") -> Tuple[torch.Tensor, torch.Tensor]:
+def csm_change_sums(
+    z: Sequence[torch.Tensor], clean_z: Sequence[torch.Tensor], attention_mask: torch.Tensor, ablated: Sequence[Tuple[int, int]] = (), normalise: str = "none"
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Sum and count of ``csm_change``: the other heads' CSM change under an ablation, relative to the clean CSMs.
 
     Per layer l and head h, CSM = Z Zᵀ over positions with a zero diagonal (:func:`~attnsim.stats.pairs.geometry.context_similarity`,
@@ -307,7 +317,9 @@ class MetricSums(Accumulator):
         return {"mean": safe_divide(self.sums, self.counts)}
 
 
-def set_effects(means: torch.Tensor, metrics: Sequence[str], n_sets: int, random_index: Dict[int, List[int]], set_sizes: Sequence[int]) -> Dict[str, Dict[str, torch.Tensor]]:
+def set_effects(
+    means: torch.Tensor, metrics: Sequence[str], n_sets: int, random_index: Dict[int, List[int]], set_sizes: Sequence[int]
+) -> Dict[str, Dict[str, torch.Tensor]]:
     """Effect, random mean, random spread and z-score of every head set, per metric.
 
     Args:
@@ -333,7 +345,14 @@ def set_effects(means: torch.Tensor, metrics: Sequence[str], n_sets: int, random
             passes = random_index.get(int(size), [])
             m, sd = random_baseline(effect(clean, column[passes], better)[None] if passes else torch.empty(1, 0, dtype=torch.float64))
             rand_mean[s], rand_std[s] = m[0], sd[0]
-        out[name] = {"clean": clean, "ablated": ablated, "effect": eff, "random_mean": rand_mean, "random_std": rand_std, "zscore": zscore(eff, rand_mean, rand_std)}
+        out[name] = {
+            "clean": clean,
+            "ablated": ablated,
+            "effect": eff,
+            "random_mean": rand_mean,
+            "random_std": rand_std,
+            "zscore": zscore(eff, rand_mean, rand_std),
+        }
     return out
 
 
@@ -392,7 +411,9 @@ class TaskMetric:
             batches then carry ``earlier_position`` and ``sentence_ids``).
     """
 
-    def __init__(self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0, normalise: str = "none", repeated: bool = False):
+    def __init__(
+        self, kind: str, mask_token_id: Optional[int] = None, mask_fraction: float = 0.15, seed: int = 0, normalise: str = "none", repeated: bool = False
+    ):
         if kind not in TASK_METRICS:
             raise ValueError(f"unknown model head kind {kind!r}; one of {', '.join(TASK_METRICS)}")
         self.kind = kind
@@ -418,7 +439,15 @@ class TaskMetric:
             ids = ids.masked_fill(self._masked(batch), int(self.mask_token_id))
         return {"input_ids": ids, "attention_mask": batch["attention_mask"]}
 
-    def sums(self, outputs, batch, clean, z: Optional[Sequence[torch.Tensor]] = None, clean_z: Optional[Sequence[torch.Tensor]] = None, heads: Sequence[Tuple[int, int]] = ()) -> Tuple[torch.Tensor, torch.Tensor]:
+    def sums(
+        self,
+        outputs,
+        batch,
+        clean,
+        z: Optional[Sequence[torch.Tensor]] = None,
+        clean_z: Optional[Sequence[torch.Tensor]] = None,
+        heads: Sequence[Tuple[int, int]] = (),
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """(sums, counts) of this kind's metrics for one pass (see the module docstring).
 
         Raises:
@@ -460,11 +489,22 @@ class PatchSums(Accumulator):
 
     def update(self, clean: torch.Tensor, corrupted: torch.Tensor, patched: torch.Tensor) -> None:  # type: ignore[override]
         """Add one batch: ``clean``, ``corrupted`` (B,) and ``patched`` (layer, head, B) logit differences."""
-        self.fold({"clean": clean.double().sum().reshape(1).to(self.clean), "corrupted": corrupted.double().sum().reshape(1).to(self.corrupted),
-                   "patched": patched.double().sum(-1).to(self.patched), "pairs": torch.tensor([float(clean.numel())], dtype=torch.float64, device=self.pairs.device)})
+        self.fold(
+            {
+                "clean": clean.double().sum().reshape(1).to(self.clean),
+                "corrupted": corrupted.double().sum().reshape(1).to(self.corrupted),
+                "patched": patched.double().sum(-1).to(self.patched),
+                "pairs": torch.tensor([float(clean.numel())], dtype=torch.float64, device=self.pairs.device),
+            }
+        )
 
     def compute(self) -> Dict[str, torch.Tensor]:
         clean = safe_divide(self.clean, self.pairs)[0]
         corrupted = safe_divide(self.corrupted, self.pairs)[0]
         patched = safe_divide(self.patched, self.pairs.expand_as(self.patched))
-        return {"clean_logit_diff": clean, "corrupted_logit_diff": corrupted, "patched_logit_diff": patched, "restored_share": restored_share(patched, corrupted, clean)}
+        return {
+            "clean_logit_diff": clean,
+            "corrupted_logit_diff": corrupted,
+            "patched_logit_diff": patched,
+            "restored_share": restored_share(patched, corrupted, clean),
+        }

@@ -129,7 +129,11 @@ class NoiseAccumulator(Accumulator):
         both_rest = rule_counts(view, view.high_in_attention_index, self.short_range)[..., 3]
         region_rest = rule_counts(view, view.attention_index, self.short_range)[..., 3]
         high = rule_counts(view, view.high_index, self.short_range)
-        self.fold(_noise_update(high, both_rest, region_rest, view.high_count, view.high_in_attention, view.class_counts, view.class_counts_by_distance, self.short_range))
+        self.fold(
+            _noise_update(
+                high, both_rest, region_rest, view.high_count, view.high_in_attention, view.class_counts, view.class_counts_by_distance, self.short_range
+            )
+        )
 
     def compute(self) -> Dict[str, torch.Tensor]:
         """Scalars, each (layer, head) float64; NaN without high pairs."""

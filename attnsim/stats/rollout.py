@@ -136,7 +136,9 @@ def add_residual(attention: torch.Tensor, valid: Optional[torch.Tensor] = None) 
     return residual / residual.sum(-1, keepdim=True)  # row sums >= 1/2: never a division by 0
 
 
-def residual_attention(attention: torch.Tensor, valid: Optional[torch.Tensor] = None, fusion: str = "mean", discard_ratio: float = 0.0, keep: Optional[torch.Tensor] = None) -> torch.Tensor:
+def residual_attention(
+    attention: torch.Tensor, valid: Optional[torch.Tensor] = None, fusion: str = "mean", discard_ratio: float = 0.0, keep: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """Per-layer matrices ``Â_l`` of rollout and flow: fuse heads, discard, add the residual, renormalise.
 
     Args:
@@ -154,7 +156,9 @@ def residual_attention(attention: torch.Tensor, valid: Optional[torch.Tensor] = 
     return add_residual(fused, valid)
 
 
-def attention_rollout(attention: torch.Tensor, valid: Optional[torch.Tensor] = None, fusion: str = "mean", discard_ratio: float = 0.0, keep: Optional[torch.Tensor] = None) -> torch.Tensor:
+def attention_rollout(
+    attention: torch.Tensor, valid: Optional[torch.Tensor] = None, fusion: str = "mean", discard_ratio: float = 0.0, keep: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """Attention rollout after every layer (Abnar & Zuidema 2020, Eq. 1; module docstring).
 
     Args:

@@ -68,7 +68,9 @@ def scalar_names(categories: Sequence[str] = CATEGORIES) -> tuple:
     )
 
 
-def key_categories(input_ids: torch.Tensor, keys: torch.Tensor, category_ids: Sequence[Sequence[int]], first: Optional[int] = None, union: Optional[int] = None) -> torch.Tensor:
+def key_categories(
+    input_ids: torch.Tensor, keys: torch.Tensor, category_ids: Sequence[Sequence[int]], first: Optional[int] = None, union: Optional[int] = None
+) -> torch.Tensor:
     """0/1 membership of each key in each category, and in the union of the first ``union`` (last column).
 
     Args:
@@ -259,7 +261,20 @@ class SeparatorAccumulator(Accumulator):
         key_mass = sums.key_mass.transpose(0, 1)  # (L, B, H, T)
         entropy = sums.entropy.transpose(0, 1)  # (L, B, H)
         distance = sums.distance.transpose(0, 1)  # (L, B, H)
-        self.fold(_separator_update(key_mass, entropy, distance, view.batch["input_ids"], view.batch["attention_mask"].float(), view.tokens.float(), self.category_ids, self.first, self.union, self.causal))
+        self.fold(
+            _separator_update(
+                key_mass,
+                entropy,
+                distance,
+                view.batch["input_ids"],
+                view.batch["attention_mask"].float(),
+                view.tokens.float(),
+                self.category_ids,
+                self.first,
+                self.union,
+                self.causal,
+            )
+        )
         if self.seq_len is not None:
             keys = view.batch["attention_mask"].double()  # (B, T) real keys
             queries = view.tokens.double()  # (B, T) queries that enter statistics

@@ -105,7 +105,11 @@ def open_hint(tracking_uri: str, experiment_id: str, run_id: Optional[str] = Non
     alone, on the port it uses: ``open it: http://127.0.0.1:5001/#/... (attnsim ui serves this store)``.
     """
     port = None if is_server(tracking_uri) else running_ui_port(tracking_uri)
-    url = run_url(experiment_id, run_id, tracking_uri, port=port or DEFAULT_PORT, artifact=artifact) if run_id else experiment_url(experiment_id, tracking_uri, port=port or DEFAULT_PORT)
+    url = (
+        run_url(experiment_id, run_id, tracking_uri, port=port or DEFAULT_PORT, artifact=artifact)
+        if run_id
+        else experiment_url(experiment_id, tracking_uri, port=port or DEFAULT_PORT)
+    )
     if is_server(tracking_uri):
         return f"open it: {url}"
     if port is not None:

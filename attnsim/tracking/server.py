@@ -89,10 +89,21 @@ def check_backend(uri: str, timeout_s: int = 10) -> None:
 def server_command(backend_uri: str, artifacts: Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> List[str]:
     """The ``mlflow server`` command line ``attnsim server`` runs (run it with ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``)."""
     return [
-        sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", backend_uri,
-        "--serve-artifacts", "--artifacts-destination", str(artifacts),
-        "--host", host, "--port", str(port), "--workers", "1",
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        backend_uri,
+        "--serve-artifacts",
+        "--artifacts-destination",
+        str(artifacts),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
     ]
 
 
@@ -120,11 +131,15 @@ class TrackingServer(UiServer):
 
         self.started = time.monotonic()
         with open(log, "ab") as out:
-            self.process = subprocess.Popen(self.command, env=server_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command, env=server_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return self
 
 
-def serve(backend_uri: str, artifacts: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, say: Optional[Callable[[str], None]] = None) -> int:
+def serve(
+    backend_uri: str, artifacts: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, say: Optional[Callable[[str], None]] = None
+) -> int:
     """Run the shared tracking server until Ctrl-C, SIGTERM or SIGHUP; return the exit status (0).
 
     Args:
@@ -150,7 +165,9 @@ def serve(backend_uri: str, artifacts: Optional[str] = None, host: str = DEFAULT
         server,
         say,
         starting="starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(shown),
-        ready=lambda seconds: f"ready after {seconds:.1f} s on {server.url}; log to it with --uri {server.url} or MLFLOW_TRACKING_URI={server.url}  (Ctrl-C stops it)",
+        ready=lambda seconds: (
+            f"ready after {seconds:.1f} s on {server.url}; log to it with --uri {server.url} or MLFLOW_TRACKING_URI={server.url}  (Ctrl-C stops it)"
+        ),
         failed=lambda code: ServerError(f"The MLflow server exited with status {code}; its messages are above."),
     )
     say("stopped the MLflow server")

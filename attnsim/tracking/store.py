@@ -93,7 +93,10 @@ def _server_answers(uri: str, timeout_s: float) -> bool:
     import urllib.request
 
     request = urllib.request.Request(
-        uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", data=json.dumps({"max_results": 1}).encode(), headers={"Content-Type": "application/json"}, method="POST"
+        uri.rstrip("/") + "/api/2.0/mlflow/experiments/search",
+        data=json.dumps({"max_results": 1}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s):
@@ -112,7 +115,9 @@ def _server_answers(uri: str, timeout_s: float) -> bool:
             "or point tracking.uri / MLFLOW_TRACKING_URI at a working store."
         ) from None
     except (OSError, TimeoutError) as exc:
-        raise TrackingError(f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point tracking.uri / MLFLOW_TRACKING_URI at a working store.") from None
+        raise TrackingError(
+            f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point tracking.uri / MLFLOW_TRACKING_URI at a working store."
+        ) from None
 
 
 def _process_start(pid: int) -> Optional[str]:
@@ -150,12 +155,12 @@ def process_alive(pid: int, start: Optional[str] = None) -> bool:
 def _artifact_root(uri: str) -> Optional[str]:
     """Artifact root for experiments created in an SQLite store: ``<db folder>/artifacts``."""
     if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()
+        return (Path(uri[len("sqlite:///") :]).parent / "artifacts").as_uri()
     return None
 
 
 def _sqlite_path(uri: str) -> Path:
-    return Path(uri[len("sqlite:///"):])
+    return Path(uri[len("sqlite:///") :])
 
 
 def _half_migrated(uri: str, detail: str) -> HalfMigratedStoreError:
@@ -198,15 +203,21 @@ def prepare_sqlite(uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
     try:
         lock.acquire(timeout=timeout_s)
     except Timeout as exc:
-        raise TrackingError(f"Another process has held the lock {path}.lock of the SQLite tracking store {path} for over {timeout_s:.0f} s while creating or upgrading it. Wait for it to finish; if no attnsim or MLflow process is running, delete the lock file.") from exc
+        raise TrackingError(
+            f"Another process has held the lock {path}.lock of the SQLite tracking store {path} for over {timeout_s:.0f} s while creating or upgrading it. Wait for it to finish; if no attnsim or MLflow process is running, delete the lock file."
+        ) from exc
     except OSError as exc:
-        raise TrackingError(f"Cannot create the lock file {path}.lock beside the SQLite tracking store {path}: {exc}. Give a store in a writable folder (tracking.uri / --uri / MLFLOW_TRACKING_URI).") from exc
+        raise TrackingError(
+            f"Cannot create the lock file {path}.lock beside the SQLite tracking store {path}: {exc}. Give a store in a writable folder (tracking.uri / --uri / MLFLOW_TRACKING_URI)."
+        ) from exc
     engine = sqlalchemy.create_engine(uri)
     try:
         try:
             tables = sqlalchemy.inspect(engine).get_table_names()
         except sqlalchemy.exc.DatabaseError as exc:
-            raise TrackingError(f"The tracking store {path} is not an SQLite database ({str(getattr(exc, 'orig', exc))}). Point tracking.uri / --uri / MLFLOW_TRACKING_URI at an MLflow SQLite store (or a new path), or move this file aside.") from exc
+            raise TrackingError(
+                f"The tracking store {path} is not an SQLite database ({str(getattr(exc, 'orig', exc))}). Point tracking.uri / --uri / MLFLOW_TRACKING_URI at an MLflow SQLite store (or a new path), or move this file aside."
+            ) from exc
         leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
         if leftovers:
             raise _half_migrated(uri, "leftover table(s) " + ", ".join(leftovers))
@@ -249,7 +260,7 @@ class Tracker:
                 f"(e.g. tracking.uri=sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}) or an MLflow server (http://host:port)."
             )
         if self.uri.startswith("sqlite:///"):
-            folder = Path(self.uri[len("sqlite:///"):]).parent
+            folder = Path(self.uri[len("sqlite:///") :]).parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -258,7 +269,9 @@ class Tracker:
         try:
             self.client = MlflowClient(tracking_uri=self.uri)
         except Exception as exc:  # noqa: BLE001 - MLflow raises several types for unusable URIs
-            raise TrackingError(f"MLflow cannot use the tracking store '{self.uri}': {str(exc).splitlines()[0]} Use sqlite:///PATH/mlflow.db or http://host:port.") from exc
+            raise TrackingError(
+                f"MLflow cannot use the tracking store '{self.uri}': {str(exc).splitlines()[0]} Use sqlite:///PATH/mlflow.db or http://host:port."
+            ) from exc
 
     def check(self, timeout_s: float = 5.0) -> None:
         """Fail fast when the store cannot be reached (before any model is loaded)."""
@@ -278,7 +291,9 @@ class Tracker:
         try:
             self.client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 - any store failure is reported the same way
-            raise TrackingError(f"The MLflow tracking store {self.uri} cannot be used: {str(exc).splitlines()[0]}. Fix tracking.uri / MLFLOW_TRACKING_URI.") from exc
+            raise TrackingError(
+                f"The MLflow tracking store {self.uri} cannot be used: {str(exc).splitlines()[0]}. Fix tracking.uri / MLFLOW_TRACKING_URI."
+            ) from exc
 
     def check_experiment(self, name: str) -> Optional[str]:
         """Refuse experiment ``name`` when it was deleted (MLflow UI or API); call before any model loads.
@@ -341,7 +356,9 @@ class Tracker:
         """
         host = socket.gethostname()
         try:
-            running = self.client.search_runs([experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.`{Tag.HOST.value}` = '{host}'", max_results=1000)
+            running = self.client.search_runs(
+                [experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.`{Tag.HOST.value}` = '{host}'", max_results=1000
+            )
         except Exception:  # noqa: BLE001 - a store that cannot search (old server): nothing to end
             return []
         ended = []
@@ -350,14 +367,18 @@ class Tracker:
             pid = int(tags.get(Tag.PID.value, "0") or 0)
             if not pid or process_alive(pid, tags.get(Tag.PROCESS_START.value)):
                 continue
-            self.client.set_tag(run.info.run_id, Tag.ERROR.value, f"process ended without closing the run (host {host}, pid {pid}); found by a later attnsim command")
+            self.client.set_tag(
+                run.info.run_id, Tag.ERROR.value, f"process ended without closing the run (host {host}, pid {pid}); found by a later attnsim command"
+            )
             self.client.set_terminated(run.info.run_id, status="FAILED")
             log.warning("run %s was left RUNNING by process %d, which has ended; marked it FAILED (what it logged is kept)", run.info.run_id, pid)
             ended.append(run.info.run_id)
         return ended
 
     @contextmanager
-    def run(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0) -> Iterator[RunSink]:
+    def run(
+        self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0
+    ) -> Iterator[RunSink]:
         """Create a run, yield its sink, and always end it (FINISHED, KILLED or FAILED).
 
         Tag values are fitted to MLflow's limit (:func:`~attnsim.tracking.sink.fit_tags`); a run
@@ -440,8 +461,19 @@ PREDICT_TRAINER_KEYS = ("accelerator", "devices", "num_nodes", "strategy", "prec
 #: trainer and the capture path. A finding declares the keys it reads beyond these
 #: (:attr:`attnsim.findings.base.Finding.config_keys`).
 RUN_KEYS = (
-    "seed", "findings", "model", "corpus", "capture", "tracking",
-    "stats.top_fraction", "stats.high_rule", "stats.zscore", "stats.include_special", "stats.normalise", "stats.per_head", "stats.per_layer",
+    "seed",
+    "findings",
+    "model",
+    "corpus",
+    "capture",
+    "tracking",
+    "stats.top_fraction",
+    "stats.high_rule",
+    "stats.zscore",
+    "stats.include_special",
+    "stats.normalise",
+    "stats.per_head",
+    "stats.per_layer",
     *(f"trainer.{key}" for key in PREDICT_TRAINER_KEYS),
 )
 #: Read only when ``tracking.figures`` is on: logged then.
@@ -450,8 +482,20 @@ FIGURE_KEYS = ("plots",)
 #: its tags (set as the run's tags), how many processes draw and whether a bar shows progress (no number or
 #: figure changes), the fine-tuning keys (``attnsim finetune`` logs them).
 NOT_PARAMS = (
-    "name", "description", "task", "tracking.tags", "plots.processes", "trainer.progress_bar", "checkpoint",
-    "trainer.max_steps", "trainer.learning_rate", "trainer.weight_decay", "trainer.warmup_steps", "trainer.val_fraction", "trainer.val_limit", "trainer.val_every_n_steps",
+    "name",
+    "description",
+    "task",
+    "tracking.tags",
+    "plots.processes",
+    "trainer.progress_bar",
+    "checkpoint",
+    "trainer.max_steps",
+    "trainer.learning_rate",
+    "trainer.weight_decay",
+    "trainer.warmup_steps",
+    "trainer.val_fraction",
+    "trainer.val_limit",
+    "trainer.val_every_n_steps",
 )
 
 #: ``corpus`` keys that only some corpus sources read: logged as params only for those sources.

@@ -61,12 +61,16 @@ def check_store(uri: str) -> None:
             (nothing was logged there; serving it would show an empty UI).
     """
     if is_server(uri):
-        raise UiError(f"The tracking store {uri} is an MLflow server, which serves its own UI; `attnsim ui` serves local stores only. Open {experiments_url(uri)} in a browser.")
+        raise UiError(
+            f"The tracking store {uri} is an MLflow server, which serves its own UI; `attnsim ui` serves local stores only. Open {experiments_url(uri)} in a browser."
+        )
     scheme = urlparse(uri).scheme
     if scheme in ("", "file"):
-        raise UiError(f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db).")
+        raise UiError(
+            f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db)."
+        )
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
+        path = Path(uri[len("sqlite:///") :])
         if not path.is_file():
             raise UiError(
                 f"There is no tracking store at {path} (from {uri}): nothing has been logged there, so the UI would be empty. "
@@ -89,13 +93,15 @@ def check_port(port: int, host: str = HOST) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise UiError(f"Port {port} on {host} is in use ({exc.strerror}), perhaps by another `attnsim ui` or MLflow server. Stop that one, or pass a free port: attnsim ui --port {port + 1}.") from exc
+            raise UiError(
+                f"Port {port} on {host} is in use ({exc.strerror}), perhaps by another `attnsim ui` or MLflow server. Stop that one, or pass a free port: attnsim ui --port {port + 1}."
+            ) from exc
 
 
 def artifact_root(uri: str) -> Optional[str]:
     """Default artifact root of an SQLite store: ``<database folder>/artifacts`` as a ``file://`` URI (None for other stores)."""
     if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).resolve().parent / "artifacts").as_uri()
+        return (Path(uri[len("sqlite:///") :]).resolve().parent / "artifacts").as_uri()
     return None
 
 
@@ -246,7 +252,9 @@ class UiServer:
         while True:
             code = self.process.poll()
             if code is not None:
-                raise UiError(f"The MLflow server for {self.uri} exited with status {code} before it was ready; its messages are above. Check that the store is an MLflow database you can read.")
+                raise UiError(
+                    f"The MLflow server for {self.uri} exited with status {code} before it was ready; its messages are above. Check that the store is an MLflow database you can read."
+                )
             try:
                 with opener.open(f"{self.url}/health", timeout=1.0) as response:
                     if response.status == 200:
@@ -254,7 +262,9 @@ class UiServer:
             except OSError:  # URLError, connection refused or reset while the server starts
                 pass
             if time.monotonic() - self.started > timeout_s:
-                raise UiError(f"The MLflow server for {self.uri} did not answer on {self.url}/health within {timeout_s:.0f} s, so it was stopped. Try again with `attnsim -v ui` to see its messages.")
+                raise UiError(
+                    f"The MLflow server for {self.uri} did not answer on {self.url}/health within {timeout_s:.0f} s, so it was stopped. Try again with `attnsim -v ui` to see its messages."
+                )
             time.sleep(0.1)
 
     def alive(self) -> bool:

@@ -57,7 +57,7 @@ def _as_checkpoint(path: Path) -> Checkpoint:
     if match is None:
         raise CheckpointError(
             f"Checkpoint directory '{path}' has no {CHECKPOINT_META} and no step number at the end of its name, so its training step is unknown. "
-            "Rename it like step-000050 or checkpoint-50, or write {\"global_step\": 50} into its " + CHECKPOINT_META + "."
+            'Rename it like step-000050 or checkpoint-50, or write {"global_step": 50} into its ' + CHECKPOINT_META + "."
         )
     return Checkpoint(int(match.group(1)), str(path.resolve()), meta)
 

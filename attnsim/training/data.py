@@ -33,7 +33,9 @@ def label_names(documents: Sequence[Document]) -> List[str]:
         )
     labels = sorted({str(d.label) for d in documents})
     if len(labels) < 2:
-        raise CorpusError(f"Fine-tuning a classifier needs at least two labels; the corpus has {labels}. Add documents of another label or widen corpus.categories.")
+        raise CorpusError(
+            f"Fine-tuning a classifier needs at least two labels; the corpus has {labels}. Add documents of another label or widen corpus.categories."
+        )
     return labels
 
 
@@ -64,7 +66,9 @@ def split_documents(documents: Sequence[Document], val_fraction: float, seed: in
         order = rng.permutation(len(members))
         val.update(members[i] for i in order[:n_val])
     if not val:
-        raise CorpusError(f"trainer.val_fraction={val_fraction} leaves no validation document among {len(documents)}. Give more documents or a larger trainer.val_fraction.")
+        raise CorpusError(
+            f"trainer.val_fraction={val_fraction} leaves no validation document among {len(documents)}. Give more documents or a larger trainer.val_fraction."
+        )
     train_docs = [d for i, d in enumerate(documents) if i not in val]
     val_docs = [d for i, d in enumerate(documents) if i in val]
     return train_docs, val_docs
@@ -105,7 +109,14 @@ class ClassificationDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, generator=generator, num_workers=self.num_workers, drop_last=len(self.train_set) > self.batch_size)
+        return DataLoader(
+            self.train_set,
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=generator,
+            num_workers=self.num_workers,
+            drop_last=len(self.train_set) > self.batch_size,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)

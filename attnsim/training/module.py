@@ -26,6 +26,7 @@ from attnsim.training.checkpoints import CHECKPOINT_META, checkpoint_name
 
 log = logging.getLogger(__name__)
 
+
 def warmup_linear(warmup_steps: int, max_steps: int) -> Callable[[int], float]:
     """Learning-rate factor per optimizer step: linear warm-up to 1, then linear decay to 0 at ``max_steps``.
 

@@ -119,12 +119,14 @@ def run_tags(cfg: Any, info: Any, corpus: Any, model_tags: Optional[Mapping[str,
         Tag.STATS_DEFINITION: attnsim.STATS_VERSION,
     }
     out: Dict[str, str] = {key.value: value for key, value in tags.items()}
-    out.update({
-        "torch.version": torch.__version__,
-        "transformers.version": transformers.__version__,
-        "python.version": platform.python_version(),
-        NOTE_TAG: run_note(cfg.description),
-    })
+    out.update(
+        {
+            "torch.version": torch.__version__,
+            "transformers.version": transformers.__version__,
+            "python.version": platform.python_version(),
+            NOTE_TAG: run_note(cfg.description),
+        }
+    )
     commit = git_commit()
     if commit:
         out["mlflow.source.git.commit"] = commit

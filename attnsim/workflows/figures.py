@@ -170,7 +170,13 @@ def _log_here(sink, job: Job, examples: Any, plots_cfg: Any, title: str, has_fix
 
 
 def log_figures(
-    sink, jobs: Sequence[Job], examples: Any, plots_cfg: Any, title: str, has_fixed_layout: Callable[[Any], bool], meanwhile: Optional[Callable[[], None]] = None
+    sink,
+    jobs: Sequence[Job],
+    examples: Any,
+    plots_cfg: Any,
+    title: str,
+    has_fixed_layout: Callable[[Any], bool],
+    meanwhile: Optional[Callable[[], None]] = None,
 ) -> int:
     """Draw every finding's figures (and pages) and log them to the run of ``sink``.
 

@@ -102,7 +102,9 @@ def validate_finetune(cfg: Any) -> None:
     if t.max_steps < 1:
         raise ConfigError(f"Config key 'trainer.max_steps' is {t.max_steps}; give a positive number of optimizer steps, e.g. trainer.max_steps=200.")
     if c.every_n_steps < 1:
-        raise ConfigError(f"Config key 'checkpoint.every_n_steps' is {c.every_n_steps}; give a positive number of steps between checkpoints, e.g. checkpoint.every_n_steps=50.")
+        raise ConfigError(
+            f"Config key 'checkpoint.every_n_steps' is {c.every_n_steps}; give a positive number of steps between checkpoints, e.g. checkpoint.every_n_steps=50."
+        )
     if t.val_every_n_steps < 1:
         raise ConfigError(f"Config key 'trainer.val_every_n_steps' is {t.val_every_n_steps}; give a positive number of steps between validations.")
     if not t.learning_rate > 0:
@@ -158,7 +160,9 @@ def prepare_finetune(cfg: Any) -> FinetunePrepared:
     documents = read_documents(c.source, c.path, c.text_field, list(c.categories), c.encoding)
     labels = label_names(documents)
     train_docs, val_docs = split_documents(documents, t.val_fraction, cfg.seed)
-    common = dict(drop_short=c.drop_short, min_tokens=c.min_tokens, shuffle=c.shuffle, seed=cfg.seed, language=c.language, keep_text=0)  # nothing drawn: no window text
+    common = dict(
+        drop_short=c.drop_short, min_tokens=c.min_tokens, shuffle=c.shuffle, seed=cfg.seed, language=c.language, keep_text=0
+    )  # nothing drawn: no window text
     train = build_corpus(train_docs, tokenizer, c.seq_len, c.limit, **common)
     val = build_corpus(val_docs, tokenizer, c.seq_len, t.val_limit, **common)
     return FinetunePrepared(cfg, tracker, info, tokenizer, labels, train, val, checkpoint_dir)
@@ -220,19 +224,23 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
     model = trainable_classifier(prepared.info, prepared.labels, cfg.model.init, cfg.seed)
     label2id = {label: i for i, label in enumerate(prepared.labels)}
     tags = run_tags(cfg, prepared.info, prepared.train, {Tag.MODEL_INIT.value: cfg.model.init})
-    tags.update({
-        Tag.KIND.value: RunKind.FINETUNE.value,
-        Tag.LABELS.value: ",".join(prepared.labels),
-        Tag.VAL_CORPUS_HASH.value: prepared.val.content_hash,
-        Tag.VAL_WINDOWS.value: str(len(prepared.val)),
-    })
+    tags.update(
+        {
+            Tag.KIND.value: RunKind.FINETUNE.value,
+            Tag.LABELS.value: ",".join(prepared.labels),
+            Tag.VAL_CORPUS_HASH.value: prepared.val.content_hash,
+            Tag.VAL_WINDOWS.value: str(len(prepared.val)),
+        }
+    )
     with prepared.tracker.run(cfg.tracking.experiment, cfg.tracking.run_name or cfg.name, tags) as sink:
         directory = prepared.checkpoint_dir or (Path.cwd() / "checkpoints" / cfg.name / sink.run_id).resolve()
         sink.set_tags({Tag.CHECKPOINT_DIR.value: str(directory)})
         sink.log_params(flatten(cfg))
         sink.log_text(to_yaml(cfg), "config.yaml")
         name, source = dataset_name(cfg), corpus_source(cfg)
-        log_datasets(sink, [DatasetInput(f"{name}_training", prepared.train, source, "training"), DatasetInput(f"{name}_validation", prepared.val, source, "validation")])
+        log_datasets(
+            sink, [DatasetInput(f"{name}_training", prepared.train, source, "training"), DatasetInput(f"{name}_validation", prepared.val, source, "validation")]
+        )
         meta = {
             "run_id": sink.run_id,
             "tracking_uri": prepared.tracker.uri,
@@ -279,18 +287,27 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
             # the last validation was before the last step: measure the final weights too
             trainer.validate(module, datamodule=datamodule, verbose=False)
         seconds = time.perf_counter() - start
-        sink.log_metrics({run_key("time_fit"): seconds, run_key("windows_train"): float(len(prepared.train)), run_key("windows_val"): float(len(prepared.val))}, step=int(trainer.global_step))
+        sink.log_metrics(
+            {run_key("time_fit"): seconds, run_key("windows_train"): float(len(prepared.train)), run_key("windows_val"): float(len(prepared.val))},
+            step=int(trainer.global_step),
+        )
         listing = [{"global_step": step, "path": str(path)} for step, path in saver.saved]
         sink.log_text(json.dumps(listing, indent=2), "checkpoints.json")
         sink.flush()
-        metrics = {key: max(history, key=lambda m: (m.step, m.timestamp)).value for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy") if (history := sink.client.get_metric_history(sink.run_id, key))}
+        metrics = {
+            key: max(history, key=lambda m: (m.step, m.timestamp)).value
+            for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy")
+            if (history := sink.client.get_metric_history(sink.run_id, key))
+        }
         experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
     checkpoints = [(step, str(path)) for step, path in sorted(saver.saved)]
     splits = {"train": prepared.train, "val": prepared.val}
     windows = {key: len(corpus) for key, corpus in splits.items()}
     documents = {key: len({w.doc_id for w in corpus.windows}) for key, corpus in splits.items()}
     categories = {key: len({w.label for w in corpus.windows if w.label is not None}) for key, corpus in splits.items()}
-    return FinetuneResult(sink.run_id, experiment_id, prepared.tracker.uri, str(directory), checkpoints, metrics, list(prepared.labels), seconds, windows, documents, categories)
+    return FinetuneResult(
+        sink.run_id, experiment_id, prepared.tracker.uri, str(directory), checkpoints, metrics, list(prepared.labels), seconds, windows, documents, categories
+    )
 
 
 def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]] = None) -> FinetuneResult:
@@ -318,5 +335,7 @@ def finetune(experiment: str = DEFAULT_EXPERIMENT, overrides: Optional[List[str]
 
     cfg = load_config(experiment, overrides, known_findings=FINDINGS)
     if cfg.task != "finetune":
-        raise ConfigError(f"Experiment '{cfg.name}' measures a model (task: {cfg.task}); `attnsim finetune` needs a fine-tuning experiment such as {DEFAULT_EXPERIMENT}. Run this one with `attnsim run {cfg.name}`.")
+        raise ConfigError(
+            f"Experiment '{cfg.name}' measures a model (task: {cfg.task}); `attnsim finetune` needs a fine-tuning experiment such as {DEFAULT_EXPERIMENT}. Run this one with `attnsim run {cfg.name}`."
+        )
     return execute_finetune(prepare_finetune(cfg))

@@ -108,9 +108,13 @@ def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int, model_ty
     try:
         earlier = tracker.client.get_run(select.run)
     except Exception as exc:  # noqa: BLE001 - MLflow raises its own types for a missing run
-        raise TrackingError(f"Config key 'interventions.select.run' is '{select.run}', which is not a run in the tracking store {tracker.uri}. Give the id of the measurement run whose statistic selects the heads (`attnsim run repetition` prints it).") from exc
+        raise TrackingError(
+            f"Config key 'interventions.select.run' is '{select.run}', which is not a run in the tracking store {tracker.uri}. Give the id of the measurement run whose statistic selects the heads (`attnsim run repetition` prints it)."
+        ) from exc
     if earlier.info.status != "FINISHED":
-        raise ConfigError(f"Config key 'interventions.select.run' is '{select.run}', a run that is {earlier.info.status}, not FINISHED: its statistics are incomplete. Give a finished run of this model.")
+        raise ConfigError(
+            f"Config key 'interventions.select.run' is '{select.run}', a run that is {earlier.info.status}, not FINISHED: its statistics are incomplete. Give a finished run of this model."
+        )
     measured = earlier.data.tags.get(Tag.MODEL_TYPE.value)
     if model_type is not None and measured is not None and measured != str(model_type):
         raise ConfigError(
@@ -123,9 +127,13 @@ def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int, model_ty
     if table is None or stat not in table:
         have = [c for c in table.columns if c not in ("layer", "head")] if table is not None else []
         example = f"{finding}/{have[0]}" if have else "repetition/repetition_score"
-        raise ConfigError(f"Config key 'interventions.select.metric' is '{name}', but run {select.run} has no such per-head statistic (its {finding} heads table has: {', '.join(have) or 'none'}). Give finding/statistic of that run, e.g. {example}.")
+        raise ConfigError(
+            f"Config key 'interventions.select.metric' is '{name}', but run {select.run} has no such per-head statistic (its {finding} heads table has: {', '.join(have) or 'none'}). Give finding/statistic of that run, e.g. {example}."
+        )
     if int(table["layer"].max()) + 1 != n_layers or int(table["head"].max()) + 1 != n_heads:
-        raise ConfigError(f"Run {select.run} measured a model of {int(table['layer'].max()) + 1} layers x {int(table['head'].max()) + 1} heads, but this model has {n_layers} x {n_heads}: its heads cannot select this model's heads. Name a run of the same model.")
+        raise ConfigError(
+            f"Run {select.run} measured a model of {int(table['layer'].max()) + 1} layers x {int(table['head'].max()) + 1} heads, but this model has {n_layers} x {n_heads}: its heads cannot select this model's heads. Name a run of the same model."
+        )
     values = torch.full((n_layers, n_heads), float("nan"), dtype=torch.float64)
     for row in table.itertuples():
         values[int(row.layer), int(row.head)] = float(getattr(row, stat))
@@ -162,7 +170,9 @@ def prepare_interventions(cfg: Any, info: Any, tokenizer: Any, corpus: Any, trac
     from attnsim.capture.interventions import head_kind
 
     if info.arch.vision:
-        raise ConfigError(f"Model '{info.name}' is a vision model; interventions measure a text model's task (classification, masked or causal LM loss, hidden states).")
+        raise ConfigError(
+            f"Model '{info.name}' is a vision model; interventions measure a text model's task (classification, masked or causal LM loss, hidden states)."
+        )
     kind = head_kind(info.config)
     names = {k.name for k in finding_types}
     setup = InterventionSetup(kind)
@@ -170,7 +180,9 @@ def prepare_interventions(cfg: Any, info: Any, tokenizer: Any, corpus: Any, trac
         from attnsim.data.prompt_pairs import prompt_pair_corpus
 
         if not cfg.interventions.pairs:
-            raise ConfigError("Missing value for config key 'interventions.pairs': the patching experiment needs a JSON Lines file of clean/corrupted prompt pairs (or bundled for the example file).")
+            raise ConfigError(
+                "Missing value for config key 'interventions.pairs': the patching experiment needs a JSON Lines file of clean/corrupted prompt pairs (or bundled for the example file)."
+            )
         label2id = {str(k): int(v) for k, v in (getattr(info.config, "label2id", None) or {}).items()}
         setup.pairs = prompt_pair_corpus(iv_pairs(cfg), tokenizer, kind, label2id)
         return setup
@@ -179,7 +191,9 @@ def prepare_interventions(cfg: Any, info: Any, tokenizer: Any, corpus: Any, trac
     if kind == "classifier":
         setup.labels = window_labels(corpus.windows, info.config)
     if str(cfg.interventions.mode) == "resample" and len(corpus) < 2:
-        raise ConfigError(f"interventions.mode=resample takes each window's Z from another window, but the corpus has {len(corpus)} window. Use more windows (corpus.limit), or interventions.mode=zero or mean.")
+        raise ConfigError(
+            f"interventions.mode=resample takes each window's Z from another window, but the corpus has {len(corpus)} window. Use more windows (corpus.limit), or interventions.mode=zero or mean."
+        )
     setup.top, setup.statistic_name, setup.statistic = selected_heads(cfg, tracker, info.n_layers, info.n_heads, info.model_type)
     from attnsim.findings.ablation import build_plan
     from attnsim.stats.interventions import TASK_METRICS

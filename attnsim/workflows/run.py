@@ -53,7 +53,21 @@ from attnsim.workflows.startup import freeze_if_exiting_soon
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunResult", "Prepared", "Interrupted", "prepare", "execute", "run", "build_findings", "build_module", "make_trainer", "global_rank", "check_shards", "log_results", "headline_metrics"]
+__all__ = [
+    "RunResult",
+    "Prepared",
+    "Interrupted",
+    "prepare",
+    "execute",
+    "run",
+    "build_findings",
+    "build_module",
+    "make_trainer",
+    "global_rank",
+    "check_shards",
+    "log_results",
+    "headline_metrics",
+]
 
 
 @dataclass
@@ -121,11 +135,15 @@ def prepare(cfg: DictConfig) -> Prepared:
     """
     accelerator = cfg.trainer.accelerator
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.accelerator={accelerator} but no CUDA GPU is visible to torch on this machine. Use trainer.accelerator=auto (GPU when present, else CPU) or cpu.")
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} but no CUDA GPU is visible to torch on this machine. Use trainer.accelerator=auto (GPU when present, else CPU) or cpu."
+        )
     if accelerator == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("trainer.accelerator=mps but Apple's MPS backend is not available here. Use trainer.accelerator=auto or cpu.")
     if cfg.task != "measure":
-        raise ConfigError(f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`.")
+        raise ConfigError(
+            f"Experiment '{cfg.name}' is a {cfg.task} experiment (task: {cfg.task}); run it with `attnsim {cfg.task} {cfg.name}`, not `attnsim run` or `attnsim sweep`."
+        )
     for key in cfg.tracking.tags:  # MLflow refuses keys over 250 characters, and attnsim never cuts one
         check_key(str(key))
     try:
@@ -142,7 +160,16 @@ def prepare(cfg: DictConfig) -> Prepared:
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
     needs = Needs.of(finding_types)
-    path = choose_capture_path(cfg.capture.path, cfg.corpus.seq_len, cfg.capture.blockwise_above, info, needs.attention, needs.gradients, cfg.stats.high_rule, list(needs.without_blockwise))
+    path = choose_capture_path(
+        cfg.capture.path,
+        cfg.corpus.seq_len,
+        cfg.capture.blockwise_above,
+        info,
+        needs.attention,
+        needs.gradients,
+        cfg.stats.high_rule,
+        list(needs.without_blockwise),
+    )
     check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention)  # before any weights or run
     kind = choose_kind(cfg, info, finding_types)  # the one place the kind of run is decided
     tokenizer, corpus = kind.inputs(cfg, info)
@@ -336,7 +363,11 @@ def check_shards(trainer: pl.Trainer, windows: int, batch_size: int) -> None:
     batches = -(-windows // batch_size)
     world = int(trainer.world_size)
     if world > batches:
-        fix = f"trainer.batch_size={windows // world} or smaller, or fewer devices" if windows >= world else f"at least {world} windows (corpus.limit) or at most {max(windows, 1)} processes"
+        fix = (
+            f"trainer.batch_size={windows // world} or smaller, or fewer devices"
+            if windows >= world
+            else f"at least {world} windows (corpus.limit) or at most {max(windows, 1)} processes"
+        )
         raise ConfigError(
             f"The corpus has {windows} windows, {batches} batches of trainer.batch_size={batch_size}, but the run has {world} processes "
             f"(trainer.devices × trainer.num_nodes), and every process needs at least one batch. Use {fix}."
@@ -421,7 +452,9 @@ def execute(
         failed = [f for f in findings if f.error is not None]
         if failed:
             raise failed[0].error  # type: ignore[misc]
-        return RunResult("", "", prepared.tracker.uri, {}, len(prepared.corpus), timings, status="NOT_LOGGED", run_name=name, experiment=cfg.tracking.experiment, rank=rank)
+        return RunResult(
+            "", "", prepared.tracker.uri, {}, len(prepared.corpus), timings, status="NOT_LOGGED", run_name=name, experiment=cfg.tracking.experiment, rank=rank
+        )
     with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
         sink.log_params({**measure_params(cfg), **(extra_params or {})})
@@ -458,8 +491,16 @@ def execute(
         sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
     ended = prepared.tracker.client.get_run(sink.run_id).info
     return RunResult(
-        sink.run_id, ended.experiment_id, prepared.tracker.uri, summaries, len(prepared.corpus), timings,
-        metrics=headline_metrics(summaries), status=ended.status, run_name=ended.run_name or name, experiment=cfg.tracking.experiment,
+        sink.run_id,
+        ended.experiment_id,
+        prepared.tracker.uri,
+        summaries,
+        len(prepared.corpus),
+        timings,
+        metrics=headline_metrics(summaries),
+        status=ended.status,
+        run_name=ended.run_name or name,
+        experiment=cfg.tracking.experiment,
     )
 
 

@@ -34,11 +34,17 @@ def is_seq2seq(info: Any, cfg: Any, finding_types: Sequence[type]) -> bool:
             "attnsim bundles no encoder–decoder: set model.path to a local T5, BART or Marian directory (e.g. attnsim run alignment model.path=/models/opus-mt-en-de), or use another corpus.source."
         )
     if model and other_findings:
-        raise ConfigError(f"Finding(s) {', '.join(other_findings)} measure single-stream models; on an encoder–decoder ({info.model_type}) run the alignment finding (experiment 'alignment') instead.")
+        raise ConfigError(
+            f"Finding(s) {', '.join(other_findings)} measure single-stream models; on an encoder–decoder ({info.model_type}) run the alignment finding (experiment 'alignment') instead."
+        )
     if model and cfg.model.vector != "z":
-        raise ConfigError(f"model.vector={cfg.model.vector} is not available for encoder–decoder models; their CSM reads the heads' outputs Z before W_O. Set model.vector=z.")
+        raise ConfigError(
+            f"model.vector={cfg.model.vector} is not available for encoder–decoder models; their CSM reads the heads' outputs Z before W_O. Set model.vector=z."
+        )
     if pair_findings and not model:
-        raise ConfigError(f"Finding(s) {', '.join(pair_findings)} need an encoder–decoder model (t5, bart, marian) and corpus.source=translation; model '{info.name}' is a {info.model_type}.")
+        raise ConfigError(
+            f"Finding(s) {', '.join(pair_findings)} need an encoder–decoder model (t5, bart, marian) and corpus.source=translation; model '{info.name}' is a {info.model_type}."
+        )
     return model
 
 
@@ -55,7 +61,9 @@ def prepare_pairs(info: Any, cfg: Any) -> Tuple[Any, Any]:
     c = cfg.corpus
     target_len = c.target_len or c.seq_len
     if info.max_length and target_len > info.max_length:
-        raise ConfigError(f"corpus.target_len={target_len} is larger than the {info.max_length} tokens model '{info.name}' accepts. Set corpus.target_len to at most {info.max_length}.")
+        raise ConfigError(
+            f"corpus.target_len={target_len} is larger than the {info.max_length} tokens model '{info.name}' accepts. Set corpus.target_len to at most {info.max_length}."
+        )
     tokenizer = load_pair_tokenizer(info, max(c.seq_len, target_len))  # fast, or slow for Marian (no offsets)
     pairs = read_pairs(c.path, c.encoding)
     return tokenizer, build_pairs(pairs, tokenizer, c.seq_len, target_len, c.limit, c.shuffle, cfg.seed)

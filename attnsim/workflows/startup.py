@@ -143,7 +143,9 @@ def keep_freed_memory() -> bool:
     if setting not in ("", "reuse", "default"):
         from attnsim.errors import ConfigError
 
-        raise ConfigError(f"ATTNSIM_MALLOC is {os.environ['ATTNSIM_MALLOC']!r}; give 'reuse' (the default: freed blocks kept for reuse) or 'default' (glibc's own settings), or unset it.")
+        raise ConfigError(
+            f"ATTNSIM_MALLOC is {os.environ['ATTNSIM_MALLOC']!r}; give 'reuse' (the default: freed blocks kept for reuse) or 'default' (glibc's own settings), or unset it."
+        )
     libc = _glibc()
     if libc is None or setting == "default" or not hasattr(libc, "mallopt"):  # not Linux, turned off, or not glibc (e.g. musl)
         return False

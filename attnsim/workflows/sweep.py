@@ -90,7 +90,9 @@ def check_jobs(jobs: Any) -> int:
         SweepError: ``jobs`` is not a whole number of at least 1.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise SweepError(f"jobs={jobs!r}: the number of children measured at once must be a whole number of at least 1 (e.g. --jobs 2); use 1 to measure them one after another.")
+        raise SweepError(
+            f"jobs={jobs!r}: the number of children measured at once must be a whole number of at least 1 (e.g. --jobs 2); use 1 to measure them one after another."
+        )
     return jobs
 
 
@@ -131,17 +133,25 @@ def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
     path = Path(source).expanduser()
     if not path.exists():
         if not re.fullmatch(r"[0-9a-f]{32}", source):
-            raise SweepError(f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id.")
+            raise SweepError(
+                f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id."
+            )
         try:
             run = tracker.client.get_run(source)
         except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
-            raise SweepError(f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI).") from exc
+            raise SweepError(
+                f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI)."
+            ) from exc
         directory = run.data.tags.get(Tag.CHECKPOINT_DIR.value)
         if not directory:
-            raise SweepError(f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself.")
+            raise SweepError(
+                f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself."
+            )
         path = Path(directory)
         if not path.is_dir():
-            raise SweepError(f"Run {source} saved its checkpoints in '{directory}', which no longer exists on this machine. Copy them back or give their new directory.")
+            raise SweepError(
+                f"Run {source} saved its checkpoints in '{directory}', which no longer exists on this machine. Copy them back or give their new directory."
+            )
     return list_checkpoints(path), path.resolve()
 
 
@@ -196,12 +206,19 @@ def _with_model(cfg: Any, path: str) -> Any:
 
 
 def _find_parent(tracker: Any, experiment_id: str, key: str) -> Optional[Any]:
-    runs = tracker.client.search_runs([experiment_id], filter_string=f"tags.`{Tag.SWEEP_KEY}` = '{key}' AND tags.`{Tag.KIND}` = '{KIND}'", order_by=["attributes.start_time DESC"], max_results=1)
+    runs = tracker.client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{Tag.SWEEP_KEY}` = '{key}' AND tags.`{Tag.KIND}` = '{KIND}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     return runs[0] if runs else None
 
 
 def _finished_children(tracker: Any, experiment_id: str, parent_id: str) -> Dict[int, Any]:
-    children = tracker.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"])
+    children = tracker.client.search_runs(
+        [experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"]
+    )
     done: Dict[int, Any] = {}
     for child in children:
         step = child.data.tags.get(Tag.SWEEP_STEP.value)
@@ -216,7 +233,9 @@ def _end_abandoned_children(tracker: Any, experiment_id: str, parent_id: str) ->
 
     stale = tracker.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' AND attributes.status = 'RUNNING'")
     for child in stale:
-        RunSink(tracker.client, child.info.run_id).fail(RuntimeError("abandoned: the process measuring it ended without ending the run; found when the sweep was resumed"), status="KILLED")
+        RunSink(tracker.client, child.info.run_id).fail(
+            RuntimeError("abandoned: the process measuring it ended without ending the run; found when the sweep was resumed"), status="KILLED"
+        )
     return [child.info.run_id for child in stale]
 
 
@@ -269,12 +288,21 @@ def _measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note
     from attnsim.workflows.run import execute
 
     extra = {
-        Tag.KIND.value: RunKind.SWEEP_CHILD.value, Tag.SWEEP_KEY.value: key, Tag.SWEEP_STEP.value: str(step),
-        Tag.GLOBAL_STEP.value: str(step), Tag.CHECKPOINT.value: path, NOTE_TAG: note,
+        Tag.KIND.value: RunKind.SWEEP_CHILD.value,
+        Tag.SWEEP_KEY.value: key,
+        Tag.SWEEP_STEP.value: str(step),
+        Tag.GLOBAL_STEP.value: str(step),
+        Tag.CHECKPOINT.value: path,
+        NOTE_TAG: note,
     }
     result = execute(
-        prepared, parent_run_id=parent_id, run_name=child_name(step), extra_tags=extra,
-        step=step, extra_params={STEP_PARAM: str(step)}, extra_metrics={STEP_KEY: float(step)},
+        prepared,
+        parent_run_id=parent_id,
+        run_name=child_name(step),
+        extra_tags=extra,
+        step=step,
+        extra_params={STEP_PARAM: str(step)},
+        extra_metrics={STEP_KEY: float(step)},
     )
     return result.run_id, statistic_means(result.summaries)
 
@@ -315,7 +343,9 @@ def visible_gpus() -> List[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def _fan_out(children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException]]:
+def _fan_out(
+    children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str
+) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException]]:
     """Measure ``pending`` (step, path) children in up to ``jobs`` worker processes.
 
     Returns:
@@ -343,7 +373,10 @@ def _fan_out(children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int
         hf_verbosity = None
     payload = {step: dataclasses.replace(children[step], tracker=None) for step, _ in pending}  # a Tracker's client stays here
     executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(slots, visible_gpus(), levels, hf_verbosity))
-    futures = {executor.submit(_worker_measure, payload[step], uri, parent_id, step, path, key, _note(children[step], parent_id, step, path)): step for step, path in pending}
+    futures = {
+        executor.submit(_worker_measure, payload[step], uri, parent_id, step, path, key, _note(children[step], parent_id, step, path)): step
+        for step, path in pending
+    }
     results: Dict[int, Tuple[str, Dict[str, float]]] = {}
     errors: Dict[int, BaseException] = {}
     try:
@@ -441,7 +474,9 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
             continue
         if tokenizer.get_vocab() != vocab:
-            raise SweepError(f"The tokenizer of checkpoint '{path}' (step {step}) differs from that of '{entries[0][1]}'; a sweep needs one tokenizer so that every child sees the same windows.")
+            raise SweepError(
+                f"The tokenizer of checkpoint '{path}' (step {step}) differs from that of '{entries[0][1]}'; a sweep needs one tokenizer so that every child sees the same windows."
+            )
         children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=info)
 
     experiment_id = tracker.experiment_id(cfg.tracking.experiment)
@@ -454,19 +489,28 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
                 f"but the corpus now gives {prepared.corpus.content_hash[:12]}: the corpus changed. Restore it, or delete that run to start the sweep afresh."
             )
         if parent.info.status == "RUNNING":
-            log.warning("sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id)
+            log.warning(
+                "sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id
+            )
         context = tracker.resume(parent.info.run_id)
     else:
         tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
-        tags.update({
-            Tag.KIND.value: KIND,
-            Tag.SWEEP_KEY.value: key,
-            Tag.SWEEP_SOURCE.value: checkpoints,
-            Tag.CHECKPOINT_DIR.value: str(directory),
-            Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
-            Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
-            NOTE_TAG: run_note(cfg.description, [f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."]),
-        })
+        tags.update(
+            {
+                Tag.KIND.value: KIND,
+                Tag.SWEEP_KEY.value: key,
+                Tag.SWEEP_SOURCE.value: checkpoints,
+                Tag.CHECKPOINT_DIR.value: str(directory),
+                Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
+                Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
+                NOTE_TAG: run_note(
+                    cfg.description,
+                    [
+                        f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."
+                    ],
+                ),
+            }
+        )
         context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name}", tags)
 
     rows: List[Dict[str, Any]] = []

@@ -85,7 +85,15 @@ def test_flags_mark_trained_verdicts_the_control_also_earns():
     trained = fake_report_run()
     assessment = Assessment.of([trained, control_that_differs()])
     verdicts = [[o.verdict for o in row] for row in assessment.outcomes]
-    assert verdicts == [["holds", "holds"], ["holds", "does not hold"], ["mixed", "mixed"], ["does not hold", "does not hold"], ["holds", "holds"], ["holds", "mixed"], ["mixed", "mixed"]]
+    assert verdicts == [
+        ["holds", "holds"],
+        ["holds", "does not hold"],
+        ["mixed", "mixed"],
+        ["does not hold", "does not hold"],
+        ["holds", "holds"],
+        ["holds", "mixed"],
+        ["mixed", "mixed"],
+    ]
     assert assessment.flagged == [[True, False], [False, False], [True, False], [False, False], [True, False], [False, False], [True, False]]
     text = render([trained, control_that_differs()])
     glance = [line for line in text.splitlines() if re.match(r"\| \d\. ", line)]

@@ -33,12 +33,14 @@ class TableClient:
 
 
 def hand_made_run():
-    table = pd.DataFrame({
-        "layer": [0, 0, 0, 1, 1, 1],
-        "head": [0, 1, 2, 0, 1, 2],
-        "a": [1.0, NAN, 4.0, 0.5, 0.25, 1.5],  # layer 0: (1 + 4) / 2, the undefined head does not count
-        "b": [NAN, NAN, NAN, 2.0, 2.0, 5.0],  # layer 0 undefined in every head
-    })
+    table = pd.DataFrame(
+        {
+            "layer": [0, 0, 0, 1, 1, 1],
+            "head": [0, 1, 2, 0, 1, 2],
+            "a": [1.0, NAN, 4.0, 0.5, 0.25, 1.5],  # layer 0: (1 + 4) / 2, the undefined head does not count
+            "b": [NAN, NAN, NAN, 2.0, 2.0, 5.0],  # layer 0 undefined in every head
+        }
+    )
     client = TableClient({"f": table})
     metrics = {"f/a": 1.45, "f/b": 3.0, "f/c": 7.0, "f/c/L00": 6.0, "f/c/L01": 8.0, "zz_run/windows": 4.0}
     run = LoggedRun("r" * 32, "run", "FINISHED", "0", {}, {"findings": "f"}, metrics, client)
@@ -79,8 +81,14 @@ def paper_run(tiny_bert, tmp_path_factory):
     folder = tmp_path_factory.mktemp("paper_layers")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     overrides = [
-        f"model.path={tiny_bert}", "corpus.limit=4", "corpus.seq_len=32", "trainer.batch_size=4", "trainer.progress_bar=false",
-        "tracking.figures=false", f"stats.per_layer=[{ONE}]", f"tracking.uri={uri}",
+        f"model.path={tiny_bert}",
+        "corpus.limit=4",
+        "corpus.seq_len=32",
+        "trainer.batch_size=4",
+        "trainer.progress_bar=false",
+        "tracking.figures=false",
+        f"stats.per_layer=[{ONE}]",
+        f"tracking.uri={uri}",
     ]
     return run("paper", overrides), uri, folder
 
@@ -110,7 +118,9 @@ def test_report_fills_every_claim_as_if_every_layer_mean_was_logged(paper_run):
 
     result, uri, _ = paper_run
     _, (stored,) = load_runs([result.run_id], uri)
-    full = LoggedRun(stored.run_id, stored.name, stored.status, stored.experiment_id, stored.tags, stored.params, {**stored.metrics, **result.metrics}, stored.client)
+    full = LoggedRun(
+        stored.run_id, stored.name, stored.status, stored.experiment_id, stored.tags, stored.params, {**stored.metrics, **result.metrics}, stored.client
+    )
     for claim in CLAIMS:
         got, want = claim.evaluate(stored, Groups.of(stored.n_layers)), claim.evaluate(full, Groups.of(full.n_layers))
         assert got.values == want.values and got.criteria == want.criteria, claim.title

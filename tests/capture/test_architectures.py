@@ -120,7 +120,9 @@ def test_phi_table_entry_captures():
     """Phi (dense output projection, partial rotary) from a config: the head outputs sum to the projection's output."""
     from transformers import AutoConfig, AutoModel
 
-    config = AutoConfig.for_model("phi", vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+    config = AutoConfig.for_model(
+        "phi", vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
+    )
     torch.manual_seed(0)
     model = AutoModel.from_config(config, attn_implementation="eager").eval()
     arch = architecture_for("phi")
@@ -159,7 +161,11 @@ def test_windows_take_the_tokenizers_own_specials(tiny_decoders):
         assert tokenizer.convert_ids_to_tokens(start.tolist()) == prefix and len(end) == 0, family
         corpus = build_corpus([Document("a", text), Document("b", short)], tokenizer, 24, shuffle=False, min_tokens=2)
         for window in corpus.windows:
-            assert len(window.input_ids) == 24 and window.special_mask[: len(prefix)].all() and not window.special_mask[len(prefix) : int(window.attention_mask.sum())].any()
+            assert (
+                len(window.input_ids) == 24
+                and window.special_mask[: len(prefix)].all()
+                and not window.special_mask[len(prefix) : int(window.attention_mask.sum())].any()
+            )
         assert corpus.windows[-1].attention_mask.sum() < 24  # the short document is padded
         assert (corpus.windows[-1].input_ids[corpus.windows[-1].attention_mask == 0] == pad_token_id(tokenizer)).all()
 

@@ -19,7 +19,6 @@ from tests.helpers.paths import ROOT
 pytestmark = pytest.mark.cuda
 
 
-
 @pytest.fixture(scope="module")
 def bundled_batch(tmp_path_factory):
     """The bundled MiniLM's config and 4 BBC windows of 64 tokens, collated as attnsim's loader does."""
@@ -59,7 +58,15 @@ def test_a_gpu_run_finishes_with_the_cpu_runs_statistics(tmp_path):
 
     results = {}
     for accelerator in ("cpu", "gpu"):
-        overrides = ["corpus.limit=8", "corpus.seq_len=64", "trainer.batch_size=4", f"trainer.accelerator={accelerator}", "trainer.progress_bar=false", "tracking.figures=false", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+        overrides = [
+            "corpus.limit=8",
+            "corpus.seq_len=64",
+            "trainer.batch_size=4",
+            f"trainer.accelerator={accelerator}",
+            "trainer.progress_bar=false",
+            "tracking.figures=false",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        ]
         results[accelerator] = run("paper", overrides)
     cpu, gpu = results["cpu"], results["gpu"]
     assert gpu.status == "FINISHED" and gpu.windows == cpu.windows == 8

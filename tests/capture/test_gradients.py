@@ -22,6 +22,10 @@ def test_gradient_capture_refuses_inference_mode(tiny_bert):
     info = inspect_model(str(tiny_bert), 16)
     model, _ = load_classifier(info, seed=0)
     module = GradientModule(model, info, "z")
-    batch = {"input_ids": torch.tensor([[101, 2054, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long), "special_mask": torch.zeros(1, 3, dtype=torch.bool)}
+    batch = {
+        "input_ids": torch.tensor([[101, 2054, 102]]),
+        "attention_mask": torch.ones(1, 3, dtype=torch.long),
+        "special_mask": torch.zeros(1, 3, dtype=torch.bool),
+    }
     with torch.inference_mode(), pytest.raises(ModelError, match="inference_mode=False"):
         module.predict_step(batch, 0)

@@ -109,13 +109,19 @@ def test_projection_called_with_keywords_is_captured(mode):
 
 
 def test_ambiguous_keywords_are_refused_not_an_index_error():
-    with pytest.raises(ModelError, match=r"Layer 0 \(layers.0.attention.output.dense\): the output projection W_O was called with keyword arguments \['hidden_states', 'residual'\]"):
+    with pytest.raises(
+        ModelError,
+        match=r"Layer 0 \(layers.0.attention.output.dense\): the output projection W_O was called with keyword arguments \['hidden_states', 'residual'\]",
+    ):
         with torch.no_grad():
             forward_with_capture(FakeModel("keyword_two"), FAKE, HEADS, _inputs(), attention=False)
 
 
 def test_unconcatenated_heads_are_an_error_naming_layer_and_shape():
-    with pytest.raises(ModelError, match=r"Layer 0 \(layers.0.attention.output.dense\): the input of the output projection W_O has shape \(2, 4, 7, 8\).*heads x d_head = 4 x 8 = 32"):
+    with pytest.raises(
+        ModelError,
+        match=r"Layer 0 \(layers.0.attention.output.dense\): the input of the output projection W_O has shape \(2, 4, 7, 8\).*heads x d_head = 4 x 8 = 32",
+    ):
         with torch.no_grad():
             forward_with_capture(FakeModel("split_heads"), FAKE, HEADS, _inputs(), attention=False)
 

@@ -201,7 +201,14 @@ def test_patching_every_head_of_every_layer_restores_the_clean_logit_difference(
     mask[:] = 1
     corrupted_ids = clean_ids.clone()
     corrupted_ids[:, 3:6] = torch.tensor([7, 8, 9])  # some words swapped; [CLS] (the read-out) kept
-    batch = {"clean_ids": clean_ids, "corrupted_ids": corrupted_ids, "attention_mask": mask, "position": torch.zeros(2, dtype=torch.long), "answer": torch.tensor([3, 0]), "wrong": torch.tensor([0, 2])}
+    batch = {
+        "clean_ids": clean_ids,
+        "corrupted_ids": corrupted_ids,
+        "attention_mask": mask,
+        "position": torch.zeros(2, dtype=torch.long),
+        "answer": torch.tensor([3, 0]),
+        "wrong": torch.tensor([0, 2]),
+    }
     module = PatchingModule(model, info, "classifier")
     with torch.no_grad():
         with capture_heads(model, info.arch, info.n_heads) as store:
@@ -216,8 +223,6 @@ def test_patching_every_head_of_every_layer_restores_the_clean_logit_difference(
 
 
 # -- task metrics ----------------------------------------------------------------------------------------
-
-
 
 
 def test_next_token_loss_equals_the_models_own_loss(gpt2):
@@ -257,10 +262,6 @@ def test_masked_lm_metric_masks_the_same_seeded_tokens(tiny_bert):
 # -- effect arithmetic (hand-worked) ---------------------------------------------------------------------
 
 
-
-
-
-
 def test_random_draws_are_reproducible_under_the_seed():
     first = random_head_sets(6, 12, 5, 10, seed=0)
     assert first == random_head_sets(6, 12, 5, 10, seed=0)
@@ -271,8 +272,6 @@ def test_random_draws_are_reproducible_under_the_seed():
     again = build_plan(2, 4, "each", [(1, 1), (0, 2)], 3, 0, ("cosine",))
     assert plan.passes() == again.passes() and len(plan.passes()) == 8 + 1 + 3 + 3
     assert plan.random_index() == {1: [10, 11, 12], 2: [13, 14, 15]}
-
-
 
 
 # -- config and input checks -----------------------------------------------------------------------------
@@ -301,8 +300,6 @@ def test_the_experiments_compose():
     cfg = load_config("ablation", ["interventions.heads=[[1, 2], [0, 3]]", "interventions.mode=mean"])
     assert list(map(list, cfg.interventions.heads)) == [[1, 2], [0, 3]] and cfg.interventions.mode == "mean"
     assert load_config("patching").interventions.pairs == "bundled"
-
-
 
 
 def test_bundled_pairs_read_for_a_classifier_and_bad_pairs_are_refused(tiny_bert, tmp_path):
@@ -335,13 +332,29 @@ def test_the_report_reads_the_verdict_of_the_singled_out_heads(z, verdict):
     from attnsim.analysis.runs import LoggedRun
     from attnsim.analysis.verdicts import intervention_verdicts
 
-    metrics = {"ablation/clean_accuracy": 0.9, "ablation/top_accuracy_effect": 0.3, "ablation/top_accuracy_random_mean": 0.05, "ablation/top_accuracy_random_std": 0.1, "ablation/top_accuracy_zscore": z}
-    params = {"interventions.select.metric": "repetition/repetition_score", "interventions.select.top": "5", "interventions.select.run": "abcdef0123456789", "findings": "ablation"}
+    metrics = {
+        "ablation/clean_accuracy": 0.9,
+        "ablation/top_accuracy_effect": 0.3,
+        "ablation/top_accuracy_random_mean": 0.05,
+        "ablation/top_accuracy_random_std": 0.1,
+        "ablation/top_accuracy_zscore": z,
+    }
+    params = {
+        "interventions.select.metric": "repetition/repetition_score",
+        "interventions.select.top": "5",
+        "interventions.select.run": "abcdef0123456789",
+        "findings": "ablation",
+    }
     run = LoggedRun("f" * 32, "ablation", "FINISHED", "0", params=params, metrics=metrics)
-    assert intervention_verdicts(run) == [("top", "accuracy", verdict, f"accuracy effect 0.3 against random heads 0.05 ± 0.1 (z = {'n/a' if z != z else f'{z:.3g}'}; clean accuracy 0.9)")]
+    assert intervention_verdicts(run) == [
+        ("top", "accuracy", verdict, f"accuracy effect 0.3 against random heads 0.05 ± 0.1 (z = {'n/a' if z != z else f'{z:.3g}'}; clean accuracy 0.9)")
+    ]
     text = render([run])
     section = text.split("## Interventions")[1]
-    assert f"top 5 heads by `repetition/repetition_score` of run `abcdef01`, by accuracy: the heads the statistic singles out matter more than random heads: **{verdict}**" in section
+    assert (
+        f"top 5 heads by `repetition/repetition_score` of run `abcdef01`, by accuracy: the heads the statistic singles out matter more than random heads: **{verdict}**"
+        in section
+    )
     repetition = text.split("## 6. Repetition heads")[1].split("## 7.")[0]
     assert f"(top heads by `repetition/repetition_score`): the heads the statistic singles out matter more than random heads: **{verdict}**" in repetition
     assert "the heads the statistic singles out" not in text.split("## 6. Repetition heads")[0].split("## Runs")[1]  # not under other claims

@@ -98,5 +98,7 @@ def test_activation_patching_on_a_tiny_gpt2(tmp_path_factory, tracking_uri):
             diffs[key].append(float(logits[answer] - logits[wrong]))
     assert summary.metrics["clean_logit_diff"] == pytest.approx(sum(diffs["clean"]) / len(pairs), abs=1e-5)
     assert summary.metrics["corrupted_logit_diff"] == pytest.approx(sum(diffs["corrupted"]) / len(pairs), abs=1e-5)
-    expected = (summary.scalars["patched_logit_diff"] - summary.metrics["corrupted_logit_diff"]) / (summary.metrics["clean_logit_diff"] - summary.metrics["corrupted_logit_diff"])
+    expected = (summary.scalars["patched_logit_diff"] - summary.metrics["corrupted_logit_diff"]) / (
+        summary.metrics["clean_logit_diff"] - summary.metrics["corrupted_logit_diff"]
+    )
     assert torch.allclose(share, expected) and math.isfinite(float(share.sum()))

@@ -34,7 +34,12 @@ def image_dir(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize(
     "kind, image_size, extra, grid",
-    [("vit", 32, ("[CLS]",), (4, 4)), ("deit", 32, ("[CLS]", "[DIST]"), (4, 4)), ("dinov2_registers", 32, ("[CLS]", "[REG0]", "[REG1]"), (4, 4)), ("vit", (32, 48), ("[CLS]",), (4, 6))],
+    [
+        ("vit", 32, ("[CLS]",), (4, 4)),
+        ("deit", 32, ("[CLS]", "[DIST]"), (4, 4)),
+        ("dinov2_registers", 32, ("[CLS]", "[REG0]", "[REG1]"), (4, 4)),
+        ("vit", (32, 48), ("[CLS]",), (4, 6)),
+    ],
 )
 def test_layout_comes_from_config_and_matches_the_model(tmp_path, kind, image_size, extra, grid):
     from transformers import AutoConfig, AutoModel
@@ -64,8 +69,6 @@ def test_image_not_a_whole_number_of_patches(tmp_path):
     assert token_layout(config, (30, 32)).grid == (3, 4)
     with pytest.raises(ModelError, match="no whole 8x8 patch"):
         token_layout(config, (6, 32))
-
-
 
 
 def test_image_sources_and_preprocessing(tmp_path, image_dir):
@@ -120,7 +123,10 @@ def test_vit_gradient_maps_run(tmp_path, image_dir, tracking_uri):
     from attnsim.workflows.run import run
 
     vit = save_tiny_vit(tmp_path / "vit", "vit")
-    result = run("gradient_maps", [f"model.path={vit}", "corpus=images", f"corpus.path={image_dir}", "trainer.progress_bar=false", "plots.examples=1", "maps.target_class=2"])
+    result = run(
+        "gradient_maps",
+        [f"model.path={vit}", "corpus=images", f"corpus.path={image_dir}", "trainer.progress_bar=false", "plots.examples=1", "maps.target_class=2"],
+    )
     client, runs = runs_of(tracking_uri)
     (grad_run,) = [r for r in runs if r.info.run_id == result.run_id]
     assert grad_run.data.tags["attnsim.classifier_head"] == "checkpoint" and grad_run.data.tags["attnsim.target_class"] == "2"

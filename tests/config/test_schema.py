@@ -130,5 +130,7 @@ def test_config_imports_nothing_from_attnsim_but_errors():
     imported = set()
     for path in Path(config.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text())
-        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+        }
     assert {m for m in imported if m and m.startswith("attnsim") and not m.startswith("attnsim.config")} == {"attnsim.errors"}

@@ -36,7 +36,10 @@ def test_str_keys_keep_command_line_text_exactly(text):
 
 
 def test_str_items_of_lists_and_maps_keep_their_text():
-    cfg = load_config("csm", ["corpus.categories=[1e3, tech, 695e0514, true]", "stats.per_head=[1e3, csm/*]", "tracking.tags={commit: 695e0514, size: 1e3, flag: on, quoted: '7'}"])
+    cfg = load_config(
+        "csm",
+        ["corpus.categories=[1e3, tech, 695e0514, true]", "stats.per_head=[1e3, csm/*]", "tracking.tags={commit: 695e0514, size: 1e3, flag: on, quoted: '7'}"],
+    )
     assert list(cfg.corpus.categories) == ["1e3", "tech", "695e0514", "true"]
     assert list(cfg.stats.per_head) == ["1e3", "csm/*"]
     assert dict(cfg.tracking.tags) == {"commit": "695e0514", "size": "1e3", "flag": "on", "quoted": "7"}
@@ -49,13 +52,16 @@ def _experiment(tmp_path, body: str):
 
 
 def test_str_keys_keep_yaml_text_in_experiment_files(tmp_path):
-    path = _experiment(tmp_path, (
-        "description: 1e3\n"
-        "findings: [csm]\n"
-        "tracking:\n  experiment: 695e0514\n  run_name: 0x10\n  tags: {commit: 695e0514, size: 1e3, flag: true, note: 'None'}\n"
-        "corpus:\n  categories: [1e3, tech]\n"
-        "stats:\n  per_head: [1_000]\n"
-    ))
+    path = _experiment(
+        tmp_path,
+        (
+            "description: 1e3\n"
+            "findings: [csm]\n"
+            "tracking:\n  experiment: 695e0514\n  run_name: 0x10\n  tags: {commit: 695e0514, size: 1e3, flag: true, note: 'None'}\n"
+            "corpus:\n  categories: [1e3, tech]\n"
+            "stats:\n  per_head: [1_000]\n"
+        ),
+    )
     cfg = load_config(str(path))
     assert cfg.description == "1e3"
     assert cfg.tracking.experiment == "695e0514" and cfg.tracking.run_name == "0x10"
@@ -107,7 +113,9 @@ def test_null_spellings_are_null_on_nullable_keys(spelling):
 
 
 def test_none_in_yaml_is_null_on_nullable_keys_and_text_elsewhere(tmp_path):
-    path = _experiment(tmp_path, "checkpoint:\n  dir: None\ncorpus:\n  limit: none\ntracking:\n  run_name: None\n  tags: {note: None}\nstats:\n  normalise: none\n")
+    path = _experiment(
+        tmp_path, "checkpoint:\n  dir: None\ncorpus:\n  limit: none\ntracking:\n  run_name: None\n  tags: {note: None}\nstats:\n  normalise: none\n"
+    )
     cfg = load_config(str(path))
     assert (cfg.checkpoint.dir, cfg.corpus.limit, cfg.tracking.run_name) == (None, None, None)
     assert cfg.tracking.tags["note"] == "None"  # a tag value cannot be null: text
@@ -145,9 +153,21 @@ def test_list_and_map_keys_need_an_explicit_list_or_map():
 def test_show_and_a_tiny_run_log_the_text_as_written(tracking_uri, tiny_bert, text_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = _experiment(tmp_path, "findings: [csm]\ntracking:\n  experiment: 1e3\n  tags: {commit: 695e0514}\n")
-    overrides = ["corpus=text", f"corpus.path={text_dir}", f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=32", "trainer.batch_size=2",
-                 "tracking.figures=false", "plots.explorer=false", "plots.examples=0", "trainer.progress_bar=false",
-                 "tracking.run_name=695e0514", "tracking.tags.note=ablation #2", "checkpoint.dir=None"]
+    overrides = [
+        "corpus=text",
+        f"corpus.path={text_dir}",
+        f"model.path={tiny_bert}",
+        "corpus.limit=2",
+        "corpus.seq_len=32",
+        "trainer.batch_size=2",
+        "tracking.figures=false",
+        "plots.explorer=false",
+        "plots.examples=0",
+        "trainer.progress_bar=false",
+        "tracking.run_name=695e0514",
+        "tracking.tags.note=ablation #2",
+        "checkpoint.dir=None",
+    ]
     assert main(["show", str(path), *overrides]) == 0
     shown = capsys.readouterr().out
     assert "run_name: '695e0514'" in shown and "commit: '695e0514'" in shown and "experiment: '1e3'" in shown

@@ -40,7 +40,7 @@ def test_headline_without_punctuation_ends_at_line_break():
         # sentence-final punctuation (closing quotes after it) leaves the break to sentencex
         ("He said:\nthe end came.", ["He said:\nthe end came."]),
         ("Wait\u2026\nNobody came.", ["Wait\u2026\nNobody came."]),
-        ('He said \u201cNo.\u201d\nNobody answered', ["He said \u201cNo.\u201d", "Nobody answered"]),
+        ("He said \u201cNo.\u201d\nNobody answered", ["He said \u201cNo.\u201d", "Nobody answered"]),
         # a closing bracket is not sentence-final punctuation: the line break ends the sentence
         ("She asked (twice.)\nNobody answered", ["She asked (twice.)", "Nobody answered"]),
         # a lowercase next line continues a hard-wrapped sentence
@@ -75,5 +75,24 @@ def test_sentence_ids_of_tokens_follow_line_breaks(tokenizer):
     w = corpus.windows[0]
     n = int(w.attention_mask.sum())
     tokens = tokenizer.convert_ids_to_tokens(w.input_ids[:n].tolist())
-    assert tokens == ["[CLS]", "markets", "rally", "shares", "in", "london", "rose", "sharply", "on", "monday", ".", "see", "vol", ".", "3", "now", ".", "[SEP]"]
+    assert tokens == [
+        "[CLS]",
+        "markets",
+        "rally",
+        "shares",
+        "in",
+        "london",
+        "rose",
+        "sharply",
+        "on",
+        "monday",
+        ".",
+        "see",
+        "vol",
+        ".",
+        "3",
+        "now",
+        ".",
+        "[SEP]",
+    ]
     assert w.sentence_ids[:n].tolist() == [-1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, -1]

@@ -54,7 +54,9 @@ def test_missing_path_and_directory_are_refused(tmp_path):
 
 
 def test_tokenised_with_the_tokenizers_own_specials_and_padded(tokenizers, tmp_path):
-    pairs = read_pairs(_write(tmp_path, [{"source": "The minister said.", "target": "Der Minister sagte."}, {"source": "Shares fell.", "target": "Aktien fielen."}]))
+    pairs = read_pairs(
+        _write(tmp_path, [{"source": "The minister said.", "target": "Der Minister sagte."}, {"source": "Shares fell.", "target": "Aktien fielen."}])
+    )
     for family, tok in tokenizers.items():
         corpus = build_pairs(pairs, tok, seq_len=16, target_len=20)
         assert corpus.source_ids.shape == (2, 16) and corpus.target_ids.shape == (2, 20)

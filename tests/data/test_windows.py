@@ -37,7 +37,7 @@ def test_window_fields_and_sentence_ids(tokenizer):
     tokens = tokenizer.convert_ids_to_tokens(w.input_ids.tolist())
     n = int(w.attention_mask.sum())
     assert tokens[0] == "[CLS]" and tokens[n - 1] == "[SEP]" and tokens[n] == "[PAD]"
-    assert w.special_mask[0] and w.special_mask[n - 1] and not w.special_mask[1:n - 1].any()
+    assert w.special_mask[0] and w.special_mask[n - 1] and not w.special_mask[1 : n - 1].any()
     # by hand: "the cat sat ." -> 0, "the dog ran far away ." -> 1, "birds sing ." -> 2
     assert w.sentence_ids[:n].tolist() == [-1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, -1]
     assert (w.sentence_ids[n:] == -1).all()

@@ -182,7 +182,9 @@ def test_classifier_logits_beside_the_clean_ones(tmp_path, tiny_bert):
     from attnsim.capture.interventions import ablation_values, replace_heads
 
     torch.manual_seed(0)
-    config = BertConfig.from_pretrained(tiny_bert, num_labels=3, id2label={0: "sport", 1: "tech", 2: "politics"}, label2id={"sport": 0, "tech": 1, "politics": 2})
+    config = BertConfig.from_pretrained(
+        tiny_bert, num_labels=3, id2label={0: "sport", 1: "tech", 2: "politics"}, label2id={"sport": 0, "tech": 1, "politics": 2}
+    )
     BertForSequenceClassification(config).save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(tmp_path)
     explorer = Explorer.load([f"model.path={tmp_path}", "corpus.seq_len=32"])
@@ -200,7 +202,18 @@ def test_corpus_context_of_a_run_and_a_foreign_run_refused(tiny_bert, bert, gpt2
     from attnsim.explore.context import RunRefused, corpus_context
     from attnsim.workflows.run import run
 
-    result = run("attention_maps", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=24", "corpus.limit=2", "trainer.progress_bar=false", "plots.examples=0"])
+    result = run(
+        "attention_maps",
+        [
+            f"model.path={tiny_bert}",
+            "corpus=text",
+            f"corpus.path={text_dir}",
+            "corpus.seq_len=24",
+            "corpus.limit=2",
+            "trainer.progress_bar=false",
+            "plots.examples=0",
+        ],
+    )
     context = corpus_context(result.run_id, bert.info, tracking_uri)
     assert context["run_id"] == result.run_id and context["stats"]
     grid = context["values"]["attention_maps/previous_mass"]

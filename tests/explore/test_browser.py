@@ -69,7 +69,9 @@ def minilm():
 
 def wait_drawn(page, after: int = 0) -> int:
     """Wait until the page drew an answer newer than request ``after``; returns its number."""
-    seq = page.wait_for(f"(function(){{var r={ROOT_JS}; var s=+(r.getAttribute('data-seq')||0); return r.getAttribute('data-state')==='ready' && s>{after} ? s : 0}})()", 90)
+    seq = page.wait_for(
+        f"(function(){{var r={ROOT_JS}; var s=+(r.getAttribute('data-seq')||0); return r.getAttribute('data-state')==='ready' && s>{after} ? s : 0}})()", 90
+    )
     return int(seq)
 
 
@@ -155,7 +157,9 @@ def test_switching_a_head_off_in_the_page_equals_a_direct_ablation(tmp_path):
             second = wait_drawn(page, first)
             page.press("x", "KeyX", 88)  # switch it off
             wait_drawn(page, second)
-            data = page.evaluate(f"(function(){{var d={ROOT_JS}.__explore.data; return {{off: d.ablation.off, p: d.ablation.predictions.p, ids: d.ablation.predictions.ids, clean: d.predictions.p, cells: {ROOT_JS}.querySelector('[data-role=predictions]').textContent}}}})()")
+            data = page.evaluate(
+                f"(function(){{var d={ROOT_JS}.__explore.data; return {{off: d.ablation.off, p: d.ablation.predictions.p, ids: d.ablation.predictions.ids, clean: d.predictions.p, cells: {ROOT_JS}.querySelector('[data-role=predictions]').textContent}}}})()"
+            )
             assert "off=0.2" in page.evaluate("location.hash")
     finally:
         served.stop()
@@ -196,7 +200,14 @@ def test_notebook_view_renders_in_chromium_without_a_server(tiny_bert, tmp_path)
 def test_ctrl_c_stops_the_server_and_frees_the_port(tiny_bert):
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "attnsim.cli", "explore", f"model.path={tiny_bert}", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnsim.cli", "explore", f"model.path={tiny_bert}", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         lines = []
         deadline = time.monotonic() + 120

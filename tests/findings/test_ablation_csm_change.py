@@ -45,8 +45,6 @@ def test_csm_change_by_hand():
     assert float(sums[index]) == pytest.approx(2.0)
 
 
-
-
 def test_ablating_a_first_layer_head_changes_later_csms_and_a_last_layer_head_changes_nothing(tiny_bert, tracking_uri):
     result = attnsim.run("ablation", [f"model.path={tiny_bert}", "interventions.heads=each"] + SMALL)
     summary = result.summaries["ablation"]
@@ -81,7 +79,10 @@ def test_csm_change_of_a_listed_set_matches_a_direct_computation(tiny_bert, trac
     mask = torch.from_numpy(np.stack([w.attention_mask for w in windows])).long()
     with capture_heads(model, info.arch, info.n_heads) as clean:
         model(input_ids=ids, attention_mask=mask)
-    with capture_heads(model, info.arch, info.n_heads) as ablated, replace_heads(model, info.arch, info.n_heads, {(0, 1): torch.zeros(()), (1, 3): torch.zeros(())}):
+    with (
+        capture_heads(model, info.arch, info.n_heads) as ablated,
+        replace_heads(model, info.arch, info.n_heads, {(0, 1): torch.zeros(()), (1, 3): torch.zeros(())}),
+    ):
         model(input_ids=ids, attention_mask=mask)
     pairs = (mask.bool()[:, :, None] & mask.bool()[:, None, :]).triu(1)[:, None]  # (B, 1, T, T)
     changed = total = 0.0

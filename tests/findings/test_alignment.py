@@ -107,8 +107,15 @@ def save_marian_sentencepiece(path):
     pieces = {}
     for name, extra in (("source", [p.source for p in pairs]), ("target", [p.target for p in pairs])):
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines + extra), model_prefix=str(path / name), vocab_size=300, character_coverage=1.0,
-            pad_id=-1, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
+            sentence_iterator=iter(lines + extra),
+            model_prefix=str(path / name),
+            vocab_size=300,
+            character_coverage=1.0,
+            pad_id=-1,
+            bos_id=-1,
+            eos_id=-1,
+            unk_id=0,
+            minloglevel=2,
         )
         (path / f"{name}.model").rename(path / f"{name}.spm")
         processor = spm.SentencePieceProcessor(model_file=str(path / f"{name}.spm"))
@@ -122,7 +129,9 @@ def save_marian_sentencepiece(path):
     tokenizer.save_pretrained(path)
     torch.manual_seed(0)
     pad = vocab["<pad>"]
-    model = AutoModelForSeq2SeqLM.from_config(tiny_config("marian", len(vocab), pad_token_id=pad, eos_token_id=0, bos_token_id=None, decoder_start_token_id=pad))
+    model = AutoModelForSeq2SeqLM.from_config(
+        tiny_config("marian", len(vocab), pad_token_id=pad, eos_token_id=0, bos_token_id=None, decoder_start_token_id=pad)
+    )
     model.save_pretrained(path)
     return path
 
@@ -162,10 +171,16 @@ def test_explorer_page_places_the_blocks_of_source_then_target():
     cross = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])  # 3 target x 2 source
     decoder = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
     encoder = torch.tensor([[0.6, 0.4], [0.3, 0.7]])
-    example = {"doc_id": "p0", "source_labels": ["a", "</s>"], "target_labels": ["x", "y", "</s>"],
-               "cross": cross[None, None], "decoder": decoder[None, None], "encoder": encoder[None, None]}
+    example = {
+        "doc_id": "p0",
+        "source_labels": ["a", "</s>"],
+        "target_labels": ["x", "y", "</s>"],
+        "cross": cross[None, None],
+        "decoder": decoder[None, None],
+        "encoder": encoder[None, None],
+    }
     finding = AlignmentFinding(1, 1, 3, StatsConfig())
-    (path, page), = finding.pages(Summary("alignment", {}, examples=[example]), SimpleNamespace(max_tokens=64), "t")
+    ((path, page),) = finding.pages(Summary("alignment", {}, examples=[example]), SimpleNamespace(max_tokens=64), "t")
     assert path == "explorer_alignment.html" and 'id="attention"' in page and 'id="csm"' not in page
     data = json.loads(re.search(r'id="explorer-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
     entry = data["examples"][0]

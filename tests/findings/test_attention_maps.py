@@ -51,8 +51,6 @@ def test_separator_queries_follow_include_special():
     assert math.isclose(out["attention_distance"], 1.0, rel_tol=1e-6)
 
 
-
-
 def test_region_finding_keeps_the_example_windows_high_attention_pairs():
     from attnsim.config import StatsConfig
     from attnsim.findings.attention_regions import AttentionRegionsFinding

@@ -11,8 +11,6 @@ from attnsim.findings.registry import FINDINGS
 DEFAULT_SUMMARY = {"attention_maps", "attention_regions", "csm", "distance", "induction", "noise", "repetition", "sentences", "separators"}
 
 
-
-
 def test_nine_findings_share_the_default_summarise():
     assert {name for name in FINDINGS if FINDINGS[name].summarise is Finding.summarise} == DEFAULT_SUMMARY
 

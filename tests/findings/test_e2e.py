@@ -47,7 +47,14 @@ def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracki
     CountingModule.created = []
     monkeypatch.setattr(capture_module, "CaptureModule", CountingModule)  # built by attnsim.workflows.kinds.base.make_capture_module
     windows, batch_size = 10, 4
-    overrides = [f"model.path={tiny_bert}", f"corpus.limit={windows}", "corpus.seq_len=64", f"trainer.batch_size={batch_size}", "plots.examples=1", "trainer.progress_bar=false"]
+    overrides = [
+        f"model.path={tiny_bert}",
+        f"corpus.limit={windows}",
+        "corpus.seq_len=64",
+        f"trainer.batch_size={batch_size}",
+        "plots.examples=1",
+        "trainer.progress_bar=false",
+    ]
     result = runner.run("paper", overrides)
     (module,) = CountingModule.created
     batches = -(-windows // batch_size)
@@ -60,7 +67,9 @@ def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracki
     layers, heads = 2, 4
     cfg = load_config("paper", overrides)
     assert [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if f"{name}/{stat}" not in metrics] == []  # every model mean
-    layered = {f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if any(fnmatch.fnmatchcase(f"{name}/{stat}", p) for p in cfg.stats.per_layer)}
+    layered = {
+        f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if any(fnmatch.fnmatchcase(f"{name}/{stat}", p) for p in cfg.stats.per_layer)
+    }
     assert len(layered) == 15 and {k.rsplit("/", 1)[0] for k in metrics if re.fullmatch(r"\w+/\w+/L\d\d", k)} == layered  # layer means: stats.per_layer only
     logged = LoggedRun.of(run, client)  # the reader gives every layer mean, logged or from the heads table
     missing = [f"{name}/{stat}" for name in PAPER for stat in FINDINGS[name].statistics if logged.layer_values(f"{name}/{stat}") is None]
@@ -74,7 +83,12 @@ def test_paper_run_one_forward_pass_per_batch_and_every_metric(tiny_bert, tracki
     figures = {a.path for name in PAPER for a in client.list_artifacts(run.info.run_id, f"figures/{name}")}
     for name in PAPER[1:]:
         assert f"figures/{name}/heads.png" in figures
-    assert {"figures/sentences/same_sentence_by_layer.png", "figures/anchors/anchor_tokens.png", "figures/repetition/repetition_score.png", "figures/attention_regions/window0.png"} <= figures
+    assert {
+        "figures/sentences/same_sentence_by_layer.png",
+        "figures/anchors/anchor_tokens.png",
+        "figures/repetition/repetition_score.png",
+        "figures/attention_regions/window0.png",
+    } <= figures
     anchors = pd.read_csv(io.StringIO(open(client.download_artifacts(run.info.run_id, "tables/anchors_top.csv")).read()))
     assert {"layer", "head", "rank", "token", "windows"} <= set(anchors.columns) and len(anchors) >= layers * heads
     assert run.data.tags["attnsim.control"] == "none"

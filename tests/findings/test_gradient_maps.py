@@ -41,8 +41,6 @@ def test_padding_is_masked_and_cdam_hand_worked():
         cdam(tokens, grads[:, :2])
 
 
-
-
 def test_gradient_accumulator_hand_worked_and_merge():
     relevance = torch.zeros(2, 1, 2, 2, 2, dtype=D)  # (L=2, B=1, H=2, T=2, T)
     relevance[0, 0, 0] = 1.0  # sum 4
@@ -78,7 +76,16 @@ def _tiny_classifier(tmp_path):
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64, num_labels=3, initializer_range=0.3)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=3,
+        initializer_range=0.3,
+    )
     model = BertForSequenceClassification(config)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
@@ -158,6 +165,7 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
     for item, position, dim in [(0, 0, 3), (0, 4, 7), (1, 2, 0)]:
         values = []
         for sign in (1, -1):
+
             def bump(_module, args, kwargs, sign=sign, item=item, position=position, dim=dim):
                 hidden = args[0].clone()
                 hidden[item, position, dim] += sign * eps
@@ -174,7 +182,3 @@ def test_attention_and_token_gradients_match_finite_differences(tmp_path):
         assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (item, position, dim, numeric, analytic)
     # CDAM is gradient x token summed over d_model
     assert torch.allclose(cdam(capture.final_tokens, capture.final_gradients), (capture.final_tokens * capture.final_gradients).sum(-1))
-
-
-
-

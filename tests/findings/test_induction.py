@@ -264,14 +264,30 @@ def test_induction_end_to_end_on_tiny_bert(tiny_bert, tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = [
-        f"model.path={tiny_bert}", "corpus.limit=3", "corpus.seq_len=24", "corpus.repeat_length=10", "corpus.repeats=2",
-        "trainer.batch_size=2", "trainer.progress_bar=false", f"tracking.uri={uri}", "plots.explorer=false", "plots.examples=1",
+        f"model.path={tiny_bert}",
+        "corpus.limit=3",
+        "corpus.seq_len=24",
+        "corpus.repeat_length=10",
+        "corpus.repeats=2",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        f"tracking.uri={uri}",
+        "plots.explorer=false",
+        "plots.examples=1",
     ]
     result = run("induction", overrides)
     client = MlflowClient(uri)
     data = client.get_run(result.run_id).data
     assert data.tags["attnsim.corpus"] == "repeated_tokens:10x2"
-    for stat in ("induction_score", "induction_score_chance", "prev_token_score", "prev_token_score_chance", "earlier_csm_mean", "earlier_csm_chance", "earlier_csm_ratio"):
+    for stat in (
+        "induction_score",
+        "induction_score_chance",
+        "prev_token_score",
+        "prev_token_score_chance",
+        "earlier_csm_mean",
+        "earlier_csm_chance",
+        "earlier_csm_ratio",
+    ):
         assert np.isfinite(data.metrics[f"induction/{stat}"]), stat
     assert "induction/induction_score/L01/H03" in data.metrics
     # encoder rows see every real key: 1 target of the 22 real tokens ([CLS] 2 x 10 [SEP])
@@ -300,12 +316,28 @@ def test_induction_end_to_end_on_tiny_decoders(family, tmp_path):
     model = save_tiny(tmp_path / family, family)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = [
-        f"model.path={model}", "corpus.limit=3", "corpus.seq_len=24", "corpus.repeat_length=10", "corpus.repeats=2",
-        "trainer.batch_size=2", "trainer.progress_bar=false", f"tracking.uri={uri}", "plots.explorer=false", "plots.examples=1",
+        f"model.path={model}",
+        "corpus.limit=3",
+        "corpus.seq_len=24",
+        "corpus.repeat_length=10",
+        "corpus.repeats=2",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        f"tracking.uri={uri}",
+        "plots.explorer=false",
+        "plots.examples=1",
     ]
     result = run("induction", overrides)
     metrics = MlflowClient(uri).get_run(result.run_id).data.metrics
-    for stat in ("induction_score", "induction_score_chance", "prev_token_score", "prev_token_score_chance", "earlier_csm_mean", "earlier_csm_chance", "earlier_csm_ratio"):
+    for stat in (
+        "induction_score",
+        "induction_score_chance",
+        "prev_token_score",
+        "prev_token_score_chance",
+        "earlier_csm_mean",
+        "earlier_csm_chance",
+        "earlier_csm_ratio",
+    ):
         assert np.isfinite(metrics[f"induction/{stat}"]), stat
     prefix, suffix = special_template(train_tokenizer(family))
     start, real = len(prefix), len(prefix) + 20 + len(suffix)
@@ -313,8 +345,6 @@ def test_induction_end_to_end_on_tiny_decoders(family, tmp_path):
     second_copy = range(start + 10, start + 20)
     assert metrics["induction/induction_score_chance"] == pytest.approx(np.mean([1 / (i + 1) for i in second_copy]), rel=1e-5)
     assert metrics["induction/prev_token_score_chance"] == pytest.approx(np.mean([1 / (i + 1) for i in range(1, real)]), rel=1e-5)
-
-
 
 
 def test_too_long_copies_are_refused_before_any_model_or_run(tiny_bert, tmp_path, monkeypatch):

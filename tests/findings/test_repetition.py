@@ -1,8 +1,3 @@
 """Repetition statistics (identical-token pairs), worked by hand on an 8-token window."""
 
 from __future__ import annotations
-
-
-
-
-

@@ -41,8 +41,6 @@ def test_sentence_statistics_by_hand():
     assert math.isclose(out["csm_cross_mean"], (1 + 0 + 3 - 1 + 9 + 0) / 6, rel_tol=1e-6)
 
 
-
-
 def test_finding_summary_has_every_statistic_per_layer_and_head():
     from attnsim.config import StatsConfig
 

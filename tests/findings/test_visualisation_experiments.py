@@ -74,9 +74,27 @@ def test_rollout_uses_eval_mode_attention(tmp_path, text_dir, tracking_uri):
     from tests.helpers.models import BUNDLED
 
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, attention_probs_dropout_prob=0.9, hidden_dropout_prob=0.9)).save_pretrained(tmp_path / "model")
+    BertModel(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            attention_probs_dropout_prob=0.9,
+            hidden_dropout_prob=0.9,
+        )
+    ).save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    args = [f"model.path={tmp_path / 'model'}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=24", "corpus.limit=4", "tracking.figures=false", "trainer.progress_bar=false"]
+    args = [
+        f"model.path={tmp_path / 'model'}",
+        "corpus=text",
+        f"corpus.path={text_dir}",
+        "corpus.seq_len=24",
+        "corpus.limit=4",
+        "tracking.figures=false",
+        "trainer.progress_bar=false",
+    ]
     first, second = run("rollout", args), run("rollout", args)
     for key, value in first.summaries["rollout"].scalars.items():
         assert value.equal(second.summaries["rollout"].scalars[key]), key

@@ -15,7 +15,9 @@ def bert_pair(vocab: int):
     """The same seeded tiny BERT (512 positions) loaded eager (dense path) and with the recording SDPA."""
     from transformers import AutoModel, BertConfig
 
-    config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=512, initializer_range=0.3)
+    config = BertConfig(
+        vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=512, initializer_range=0.3
+    )
     torch.manual_seed(0)
     eager = AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager").eval()
     blockwise = AutoModel.from_config(copy.deepcopy(config), attn_implementation=register()).eval()

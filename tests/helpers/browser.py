@@ -48,7 +48,9 @@ class Page:
         self._json = _json
         self.proc = subprocess.Popen(
             [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "--remote-debugging-port=0", url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         port = None
         deadline = time.monotonic() + 60

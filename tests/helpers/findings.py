@@ -50,7 +50,14 @@ def batch_of(input_ids: torch.Tensor, sentence_ids: Optional[torch.Tensor] = Non
     }
 
 
-def view_from_csm(csm: torch.Tensor, batch: Dict[str, torch.Tensor], attention: Optional[torch.Tensor] = None, top_fraction: float = 0.02, include_special: bool = True, **settings) -> PairView:
+def view_from_csm(
+    csm: torch.Tensor,
+    batch: Dict[str, torch.Tensor],
+    attention: Optional[torch.Tensor] = None,
+    top_fraction: float = 0.02,
+    include_special: bool = True,
+    **settings,
+) -> PairView:
     """A PairView whose CSM is ``csm`` (layer, batch, head, T, T) instead of z zᵀ."""
     return HandView(csm, batch, attention, top_fraction=top_fraction, include_special=include_special, **settings)
 

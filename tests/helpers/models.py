@@ -27,11 +27,32 @@ def save_tiny_model(path: Path, kind: str = "bert", layers: int = 2, heads: int 
     vocab = len(tokenizer)
     torch.manual_seed(seed)
     if kind == "bert":
-        model = BertModel(BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=256))
+        model = BertModel(
+            BertConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=2 * hidden,
+                max_position_embeddings=256,
+            )
+        )
     elif kind == "distilbert":
-        model = DistilBertModel(DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden, max_position_embeddings=256))
+        model = DistilBertModel(
+            DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden, max_position_embeddings=256)
+        )
     elif kind == "roberta":
-        model = RobertaModel(RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=258, pad_token_id=tokenizer.pad_token_id))
+        model = RobertaModel(
+            RobertaConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=2 * hidden,
+                max_position_embeddings=258,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        )
     else:
         raise ValueError(kind)
     model.save_pretrained(path)
@@ -60,7 +81,11 @@ def save_tiny_vit(path: Path, kind: str = "vit", image_size=32, processor: bool 
     elif kind == "deit":
         model = DeiTForImageClassificationWithTeacher(DeiTConfig(image_size=image_size, patch_size=8, num_labels=3, **TINY_VIT))
     elif kind == "dinov2_registers":
-        model = Dinov2WithRegistersModel(Dinov2WithRegistersConfig(image_size=image_size, patch_size=8, num_register_tokens=2, mlp_ratio=2, **{k: v for k, v in TINY_VIT.items() if k != "intermediate_size"}))
+        model = Dinov2WithRegistersModel(
+            Dinov2WithRegistersConfig(
+                image_size=image_size, patch_size=8, num_register_tokens=2, mlp_ratio=2, **{k: v for k, v in TINY_VIT.items() if k != "intermediate_size"}
+            )
+        )
     else:
         raise ValueError(kind)
     model.save_pretrained(path)

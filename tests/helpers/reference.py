@@ -84,7 +84,9 @@ def centred_squares(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return (((values - mean) * weight) ** 2).sum(-1)
 
 
-def dense_reference(vectors: torch.Tensor, batch: Dict[str, torch.Tensor], attention: torch.Tensor, top_fraction: float, include_special: bool = True) -> Dict[str, torch.Tensor]:
+def dense_reference(
+    vectors: torch.Tensor, batch: Dict[str, torch.Tensor], attention: torch.Tensor, top_fraction: float, include_special: bool = True
+) -> Dict[str, torch.Tensor]:
     """Every shared quantity of a PairView (and the statistics' per-chunk sums), recomputed densely in float64.
 
     Args:
@@ -107,7 +109,9 @@ def dense_reference(vectors: torch.Tensor, batch: Dict[str, torch.Tensor], atten
     if "unknown_mask" in batch:
         content = content & ~batch["unknown_mask"].bool()
     identical = (batch["input_ids"][:, pairs[0]] == batch["input_ids"][:, pairs[1]]) & content[:, pairs[0]] & content[:, pairs[1]] & valid
-    classes = torch.stack([valid, (first == second) & (first >= 0) & valid, (first != second) & (first >= 0) & (second >= 0) & valid, identical, valid & ~identical], -1)
+    classes = torch.stack(
+        [valid, (first == second) & (first >= 0) & valid, (first != second) & (first >= 0) & (second >= 0) & valid, identical, valid & ~identical], -1
+    )
     a = attention.double()
     high_attention = top_fraction_pairs(attention_pair_values(a), valid[None, :, None], top_fraction)
     queries, keys = tokens.double(), real.double()

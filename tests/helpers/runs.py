@@ -52,7 +52,8 @@ def tiny_fit(model, checkpoint_dir, steps=4, every=2):
 def slow_run(tracking_uri: str, tiny_bert: Path, text_dir: Path, tmp_path: Path) -> subprocess.Popen:
     """`attnsim run csm` in a child process whose finding prints "batch" and sleeps 0.3 s per batch (time to signal it)."""
     script = tmp_path / "slow_run.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys, time
         from attnsim.findings import registry
         from attnsim.findings.csm import CSMFinding
@@ -68,7 +69,8 @@ def slow_run(tracking_uri: str, tiny_bert: Path, text_dir: Path, tmp_path: Path)
         from attnsim.cli import main
         sys.exit(main(["run", "csm", "model.path={tiny_bert}", "corpus=text", "corpus.path={text_dir}", "corpus.seq_len=16",
                        "trainer.batch_size=1", "tracking.figures=false", "plots.examples=0", "findings=[slow]", "trainer.progress_bar=false"]))
-    """))
+    """)
+    )
     env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
 
@@ -88,7 +90,19 @@ def heavy_after(call: str) -> tuple:
     return lines[:-1], json.loads(lines[-1]), proc.stderr
 
 
-def fake_compare_run(tracker: Tracker, name: str, values: dict, seq_len: int = 128, top_fraction: float = 0.02, status: str = "FINISHED", kind: str | None = None, experiment: str | None = None, parent: str | None = None, step: int | None = None, corpus: str = "bbc") -> str:
+def fake_compare_run(
+    tracker: Tracker,
+    name: str,
+    values: dict,
+    seq_len: int = 128,
+    top_fraction: float = 0.02,
+    status: str = "FINISHED",
+    kind: str | None = None,
+    experiment: str | None = None,
+    parent: str | None = None,
+    step: int | None = None,
+    corpus: str = "bbc",
+) -> str:
     """A run with csm layer/model means ``values = {stat: [layer values]}`` and attnsim's comparability tags."""
     tags = {
         "attnsim.seq_len": str(seq_len),
@@ -101,9 +115,18 @@ def fake_compare_run(tracker: Tracker, name: str, values: dict, seq_len: int = 1
         tags["attnsim.kind"] = kind
     if step is not None:
         tags["attnsim.global_step"] = str(step)
-    run = tracker.client.create_run(tracker.experiment_id(experiment or tracker.test_experiment), run_name=name, tags={**tags, **({"mlflow.parentRunId": parent} if parent else {})})
+    run = tracker.client.create_run(
+        tracker.experiment_id(experiment or tracker.test_experiment), run_name=name, tags={**tags, **({"mlflow.parentRunId": parent} if parent else {})}
+    )
     run_id = run.info.run_id
-    params = {"findings": "csm", "stats.high_rule": "top_fraction", "stats.top_fraction": str(top_fraction), "stats.include_special": "True", "stats.normalise": "none", "stats.short_range": "4"}
+    params = {
+        "findings": "csm",
+        "stats.high_rule": "top_fraction",
+        "stats.top_fraction": str(top_fraction),
+        "stats.include_special": "True",
+        "stats.normalise": "none",
+        "stats.short_range": "4",
+    }
     for key, value in params.items():
         tracker.client.log_param(run_id, key, value)
     for stat, layers in values.items():
@@ -138,11 +161,19 @@ def fake_report_run(control: bool = False) -> LoggedRun:
     layer("separators/attention_separators_chance", [0.1] * 3)
     layer("anchors/distinct_anchors", [4, 3, 2])  # of 4 heads: layer 2 has 2 >= 2: (a) yes
     layer("anchors/anchor_consistency", [0.3, 0.3, 0.3])  # (b) yes -> holds
-    tags = {"attnsim.control": "random" if control else "none", "attnsim.model": "fake", "attnsim.windows": "10", "attnsim.corpus_hash": "ab" * 32, "attnsim.experiment": "paper"}
+    tags = {
+        "attnsim.control": "random" if control else "none",
+        "attnsim.model": "fake",
+        "attnsim.windows": "10",
+        "attnsim.corpus_hash": "ab" * 32,
+        "attnsim.experiment": "paper",
+    }
     run = LoggedRun("f" * 32 if control else "e" * 32, "paper", "FINISHED", "0", tags=tags, metrics=m)
     heads = pd.DataFrame({"layer": [0, 0, 1, 1, 2, 2, 2, 2], "head": [0, 1, 0, 1, 0, 1, 2, 3]})
     run._tables["anchors"] = heads
-    repetition = heads.assign(repetition_score=[1.0, 2.0, 12.0, 3.0, 1.0, math.nan, 40.0, 1.0], long_identical_high_share=[0.0, 0.1, 0.2, 0.1, 0.0, math.nan, 0.7, 0.0])
+    repetition = heads.assign(
+        repetition_score=[1.0, 2.0, 12.0, 3.0, 1.0, math.nan, 40.0, 1.0], long_identical_high_share=[0.0, 0.1, 0.2, 0.1, 0.0, math.nan, 0.7, 0.0]
+    )
     run._tables["repetition"] = repetition  # L2H2 scores 40 with 70% of long identical pairs high: holds
     return run
 

@@ -11,7 +11,9 @@ def postgres_bin() -> "Path | None":
     import shutil
 
     candidates = [os.environ.get("ATTNSIM_PG_BIN", "")]
-    candidates += [str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)]
+    candidates += [
+        str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)
+    ]
     found = shutil.which("pg_ctl")
     candidates.append(str(Path(found).parent) if found else "")
     for folder in candidates:

@@ -78,15 +78,49 @@ def tiny_config(family: str, vocab_size: int, layers: int = 2, heads: int = 4, h
     if family == "gpt2":
         fields = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=positions)
     elif family == "gpt_neox":
-        fields = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden, max_position_embeddings=positions, rotary_pct=0.5)
+        fields = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=2 * hidden,
+            max_position_embeddings=positions,
+            rotary_pct=0.5,
+        )
     elif family in ("llama", "mistral", "qwen2", "gemma"):
-        fields = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), intermediate_size=2 * hidden, max_position_embeddings=positions, head_dim=hidden // heads)
+        fields = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            intermediate_size=2 * hidden,
+            max_position_embeddings=positions,
+            head_dim=hidden // heads,
+        )
     elif family == "opt":
-        fields = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=2 * hidden, max_position_embeddings=positions, word_embed_proj_dim=hidden)
+        fields = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            ffn_dim=2 * hidden,
+            max_position_embeddings=positions,
+            word_embed_proj_dim=hidden,
+        )
     elif family == "t5":
-        fields = dict(d_model=hidden, d_kv=hidden // heads, d_ff=2 * hidden, num_layers=layers, num_decoder_layers=layers, num_heads=heads, decoder_start_token_id=0)
+        fields = dict(
+            d_model=hidden, d_kv=hidden // heads, d_ff=2 * hidden, num_layers=layers, num_decoder_layers=layers, num_heads=heads, decoder_start_token_id=0
+        )
     elif family in ("bart", "marian"):
-        fields = dict(d_model=hidden, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=2 * hidden, decoder_ffn_dim=2 * hidden, max_position_embeddings=positions, decoder_start_token_id=0 if family == "marian" else 2)
+        fields = dict(
+            d_model=hidden,
+            encoder_layers=layers,
+            decoder_layers=layers,
+            encoder_attention_heads=heads,
+            decoder_attention_heads=heads,
+            encoder_ffn_dim=2 * hidden,
+            decoder_ffn_dim=2 * hidden,
+            max_position_embeddings=positions,
+            decoder_start_token_id=0 if family == "marian" else 2,
+        )
     else:
         raise ValueError(f"unknown family {family}")
     fields.update(common)

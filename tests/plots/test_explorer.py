@@ -60,7 +60,16 @@ def explorer_page(tiny_bert, tmp_path_factory) -> Path:
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     result = run(
         "attention_maps",
-        [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=24", "corpus.limit=3", "plots.examples=2", "trainer.progress_bar=false", f"tracking.uri={uri}"],
+        [
+            f"model.path={tiny_bert}",
+            "corpus=text",
+            f"corpus.path={texts}",
+            "corpus.seq_len=24",
+            "corpus.limit=3",
+            "plots.examples=2",
+            "trainer.progress_bar=false",
+            f"tracking.uri={uri}",
+        ],
     )
     client = MlflowClient(uri)
     assert "explorer.html" in {a.path for a in client.list_artifacts(result.run_id)}

@@ -172,7 +172,19 @@ def test_a_run_names_its_examples_by_document_and_window(tiny_bert, tmp_path):
     texts.mkdir()
     (texts / "only.txt").write_text(" ".join(f"The river rose on day {k} and the farmers moved." for k in range(20)))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    result = run("csm", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=24", "corpus.limit=3", "plots.examples=2", "trainer.progress_bar=false", f"tracking.uri={uri}"])
+    result = run(
+        "csm",
+        [
+            f"model.path={tiny_bert}",
+            "corpus=text",
+            f"corpus.path={texts}",
+            "corpus.seq_len=24",
+            "corpus.limit=3",
+            "plots.examples=2",
+            "trainer.progress_bar=false",
+            f"tracking.uri={uri}",
+        ],
+    )
     page = Path(MlflowClient(uri).download_artifacts(result.run_id, "explorer.html", str(tmp_path))).read_text()
     data = json.loads(re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', page, re.S).group(1))
     doc = data["examples"][0]["doc"]
@@ -207,8 +219,18 @@ def test_both_panels_stand_side_by_side_in_a_1000_px_pane(page, tmp_path):
     copy = page.with_name("narrow.html")
     copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
     out = subprocess.run(
-        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'p9'}", "--window-size=1020,900", "--virtual-time-budget=500", "--dump-dom", copy.as_uri()],
-        capture_output=True, text=True, timeout=90,
+        [
+            _chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'p9'}",
+            "--window-size=1020,900",
+            "--virtual-time-budget=500",
+            "--dump-dom",
+            copy.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     dom = _Page()
     dom.feed(out.stdout)

@@ -126,7 +126,7 @@ def test_single_statistic_heatmap_text_is_9pt_with_a_named_colour_bar():
     fig = layer_head_heatmap(torch.rand(6, 12), "repetition/repetition_score", chance=torch.tensor(1.0), annotate=12)
     try:
         _draw(fig)
-        (ax, image), = _panels(fig)
+        ((ax, image),) = _panels(fig)
         assert image.colorbar.ax.get_ylabel() == "repetition_score"
         assert [t.get_text() for t in ax.get_xticklabels()] == [str(h) for h in range(12)]
         assert min(t.get_fontsize() for t in _texts(fig)) >= 9

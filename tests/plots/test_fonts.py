@@ -13,7 +13,15 @@ import pytest
 import attnsim.plots  # noqa: F401 - sets the fonts
 from attnsim.plots import fonts
 
-SAMPLES = {"Chinese": "中文", "Arabic": "العربية", "Cyrillic": "Кириллица", "Greek": "Ελληνικά", "Devanagari": "देवनागरी", "Japanese": "ひらがな", "Korean": "한국어"}
+SAMPLES = {
+    "Chinese": "中文",
+    "Arabic": "العربية",
+    "Cyrillic": "Кириллица",
+    "Greek": "Ελληνικά",
+    "Devanagari": "देवनागरी",
+    "Japanese": "ひらがな",
+    "Korean": "한국어",
+}
 
 
 def _glyph_warnings(draw) -> list:
@@ -43,7 +51,9 @@ def _draw_labels() -> None:
     from attnsim.plots.common import matrix_grid
 
     labels = list(SAMPLES.values()) + ["plain", "##s"]
-    fig = matrix_grid(np.random.default_rng(0).random((2, len(labels), len(labels))), ["中文 head 0", "देवनागरी head 1"], "Ελληνικά / Кириллица / العربية", 32, labels=labels)
+    fig = matrix_grid(
+        np.random.default_rng(0).random((2, len(labels), len(labels))), ["中文 head 0", "देवनागरी head 1"], "Ελληνικά / Кириллица / العربية", 32, labels=labels
+    )
     try:
         FigureCanvasAgg(fig).draw()
     finally:
@@ -105,7 +115,22 @@ def test_attention_maps_run_on_chinese_text_has_no_glyph_warning(tiny_bert, tmp_
     text = tmp_path / "zh.txt"
     text.write_text("自然语言处理是人工智能的一个重要领域，研究人与计算机之间用自然语言进行有效通信的各种理论和方法。\n", encoding="utf-8")
     results = []
-    missing = _glyph_warnings(lambda: results.append(run("attention_maps", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text}", "corpus.limit=4", "corpus.seq_len=32", "trainer.progress_bar=false", "plots.examples=1"])))
+    missing = _glyph_warnings(
+        lambda: results.append(
+            run(
+                "attention_maps",
+                [
+                    f"model.path={tiny_bert}",
+                    "corpus=text",
+                    f"corpus.path={text}",
+                    "corpus.limit=4",
+                    "corpus.seq_len=32",
+                    "trainer.progress_bar=false",
+                    "plots.examples=1",
+                ],
+            )
+        )
+    )
     assert missing == []
     client, runs = runs_of(tracking_uri)
     (logged,) = runs

@@ -85,7 +85,16 @@ def test_run_figures_and_explorer_carry_original_labels(tiny_bert, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run(
         "rollout",
-        [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=16", "corpus.min_tokens=2", "plots.examples=1", "trainer.progress_bar=false", f"tracking.uri={uri}"],
+        [
+            f"model.path={tiny_bert}",
+            "corpus=text",
+            f"corpus.path={texts}",
+            "corpus.seq_len=16",
+            "corpus.min_tokens=2",
+            "plots.examples=1",
+            "trainer.progress_bar=false",
+            f"tracking.uri={uri}",
+        ],
     )
     summary = result.summaries["rollout"]
     example = summary.examples[0]
@@ -114,7 +123,18 @@ def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
     texts = tmp_path / "texts"
     texts.mkdir()
     (texts / "a.txt").write_text(" ".join(f"Line {i} of the café story." for i in range(30)), encoding="utf-8")
-    cfg = load_config("csm", [f"model.path={tiny_bert}", "corpus=text", f"corpus.path={texts}", "corpus.seq_len=16", "corpus.limit=5", "plots.examples=2", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+    cfg = load_config(
+        "csm",
+        [
+            f"model.path={tiny_bert}",
+            "corpus=text",
+            f"corpus.path={texts}",
+            "corpus.seq_len=16",
+            "corpus.limit=5",
+            "plots.examples=2",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+    )
     windows = prepare(cfg).corpus.windows
     assert len(windows) == 5
     assert [w.text is not None for w in windows] == [True, True, False, False, False]
@@ -142,7 +162,34 @@ def test_byte_level_and_sentencepiece_labels_are_the_text(trained):
     labels = token_labels(tok, w.input_ids, w.offsets, w.special_mask, w.text)[:n]
     bos = ["<s>"] if family == "llama" else []
     # every byte piece of a multi-byte character shows that character; a lone space is ␣
-    expected = bos + ["T", "he", "n", "a", "ï", "ï", "ve", "c", "a", "f", "é", "é", "␣", "😃", "😃", "😃", "😃", "␣", "日", "日", "日", "本", "本", "本", "␣", "x"]
+    expected = bos + [
+        "T",
+        "he",
+        "n",
+        "a",
+        "ï",
+        "ï",
+        "ve",
+        "c",
+        "a",
+        "f",
+        "é",
+        "é",
+        "␣",
+        "😃",
+        "😃",
+        "😃",
+        "😃",
+        "␣",
+        "日",
+        "日",
+        "日",
+        "本",
+        "本",
+        "本",
+        "␣",
+        "x",
+    ]
     if family == "llama":
         expected[1:3] = ["The"]
     assert labels == expected

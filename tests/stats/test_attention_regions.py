@@ -18,11 +18,20 @@ from tests.helpers.pairs import approx
 
 
 def test_attention_regions():
-    state = _region_update(torch.tensor([[[1.0]]]), torch.tensor([[[2]]]), torch.tensor([[[2.0]]]), torch.tensor([6.0]), torch.tensor([[[7.0]]]), torch.tensor([[[10.0]]]))
+    state = _region_update(
+        torch.tensor([[[1.0]]]), torch.tensor([[[2]]]), torch.tensor([[[2.0]]]), torch.tensor([6.0]), torch.tensor([[[7.0]]]), torch.tensor([[[10.0]]])
+    )
     # union 3; chance overlap E = 2 * 2 / 6; outside: CSM 3 over 4 pairs
     approx(
         _region_compute(state),
-        {"jaccard": 1 / 3, "jaccard_chance": (2 / 3) / (4 - 2 / 3), "high_in_region_share": 0.5, "csm_inside_mean": 3.5, "csm_outside_mean": 0.75, "csm_inside_outside_ratio": 14 / 3},
+        {
+            "jaccard": 1 / 3,
+            "jaccard_chance": (2 / 3) / (4 - 2 / 3),
+            "high_in_region_share": 0.5,
+            "csm_inside_mean": 3.5,
+            "csm_outside_mean": 0.75,
+            "csm_inside_outside_ratio": 14 / 3,
+        },
     )
 
 

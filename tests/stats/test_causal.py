@@ -37,8 +37,6 @@ def test_rollout_of_causal_attention_is_lower_triangular_with_rows_summing_to_on
         assert torch.allclose(rollout.sum(-1), torch.ones(layers, batch, size, dtype=rollout.dtype), atol=1e-6), fusion
 
 
-
-
 def test_causal_categories_read_out_the_last_real_token_and_name_the_first_token():
     # a GPT-2 window (no BOS: the first token is text) and a padded one
     ids = torch.tensor([[7, 8, PERIOD, 9], [7, 8, 0, 0]])
@@ -48,8 +46,6 @@ def test_causal_categories_read_out_the_last_real_token_and_name_the_first_token
     assert causal.masks(batch)["cls"].tolist() == [[True, False, False, False], [True, False, False, False]]
     assert causal.keep(batch).tolist() == [[True, False, False, True], [True, True, False, False]]
     assert TokenCategories(None).readout(batch).tolist() == [0, 0] and causal.readout_name == "last token"
-
-
 
 
 # a GPT-2-like window: "a . b \n" with no BOS; rows are queries, lower-triangular

@@ -180,7 +180,17 @@ def test_distance_scalars_are_computed_once_by_the_distance_finding():
 
     acc = CSMAccumulator(1, 1, 4)
     acc.update(view_of([Z], [4], 4))
-    assert set(acc.compute()) == {"mean", "std", "tie_share", "degenerate_share", "degenerate", "matrix", "distance_mean", "distance_high_ratio", "distance_bins"}
+    assert set(acc.compute()) == {
+        "mean",
+        "std",
+        "tie_share",
+        "degenerate_share",
+        "degenerate",
+        "matrix",
+        "distance_mean",
+        "distance_high_ratio",
+        "distance_bins",
+    }
     assert CSMFinding.statistics == ("mean", "std", "tie_share", "degenerate_share", "degenerate")
     assert set(expected_distance_hand_worked()) <= set(DistanceFinding.statistics)
 

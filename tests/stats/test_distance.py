@@ -22,7 +22,17 @@ def test_distance():
     chance = torch.tensor([[[0.0, 1.0, 0.6, 0.4]]], dtype=torch.float64)
     out = _distance_compute(high, chance, 4, short_range=1)
     spread = math.log(2) / -(0.5 * math.log(0.5) + 0.3 * math.log(0.3) + 0.2 * math.log(0.2))
-    approx(out, {"high_mean_distance": 2.0, "high_mean_distance_chance": 1.7, "short_range_share": 0.5, "long_range_share": 0.5, "long_range_share_chance": 0.5, "distance_spread": spread})
+    approx(
+        out,
+        {
+            "high_mean_distance": 2.0,
+            "high_mean_distance_chance": 1.7,
+            "short_range_share": 0.5,
+            "long_range_share": 0.5,
+            "long_range_share_chance": 0.5,
+            "distance_spread": spread,
+        },
+    )
     assert out["distance_high_ratio"][0, 0, 1:].tolist() == [1.0, 0.0, 2.5]
 
 

@@ -25,7 +25,14 @@ def test_repetition():
     approx(state, {"high_identical": 1, "high_long": 1, "chance_identical": 2 / 3, "chance_long": 1 / 3, "n_identical": 2, "n_long": 1, "n_other": 4})
     approx(
         _repetition_compute(state),
-        {"identical_high_share": 0.5, "identical_high_share_chance": 1 / 3, "long_identical_high_share": 1.0, "repetition_score": 3.0, "identical_csm_mean": 2.5, "identical_csm_ratio": 10 / 3},
+        {
+            "identical_high_share": 0.5,
+            "identical_high_share_chance": 1 / 3,
+            "long_identical_high_share": 1.0,
+            "repetition_score": 3.0,
+            "identical_csm_mean": 2.5,
+            "identical_csm_ratio": 10 / 3,
+        },
     )
 
 

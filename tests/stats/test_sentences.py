@@ -24,10 +24,21 @@ def test_sentences():
     high_counts = torch.tensor([1.0, 1.0, 2 / 3])[None, None, None]
     state = _sentence_update(high_counts, torch.tensor([[[2]]]), *tables(weights(same=(0, 1, 3), cross=(2, 4, 5))), class_sums)
     # same-sentence share of valid pairs by distance: d1 2/3, d2 1/2, d3 0; mean same-sentence distance 4/3
-    approx(state, {"high": 2, "high_same": 1, "chance_same": 1, "matched_same": 2 / 3, "high_same_distance": 1, "chance_same_distance": 4 / 3, "n_same": 3, "n_cross": 3})
+    approx(
+        state,
+        {"high": 2, "high_same": 1, "chance_same": 1, "matched_same": 2 / 3, "high_same_distance": 1, "chance_same_distance": 4 / 3, "n_same": 3, "n_cross": 3},
+    )
     approx(
         _sentence_compute(state),
-        {"same_sentence_share": 0.5, "same_sentence_preference": 0.0, "same_sentence_share_distance_matched": 1 / 3, "boundary_contrast": 1.5, "within_sentence_spread": 0.75, "csm_same_mean": 2.0, "csm_cross_mean": 1.0},
+        {
+            "same_sentence_share": 0.5,
+            "same_sentence_preference": 0.0,
+            "same_sentence_share_distance_matched": 1 / 3,
+            "boundary_contrast": 1.5,
+            "within_sentence_spread": 0.75,
+            "csm_same_mean": 2.0,
+            "csm_cross_mean": 1.0,
+        },
     )
 
 

@@ -19,7 +19,9 @@ from tests.helpers.pairs import approx
 def test_separators():
     # [CLS] a [SEP], every token a query and a key; attention received per key 1.0, 0.5, 1.5
     ids, ones = torch.tensor([[101, 5, 102]]), torch.ones(1, 3)
-    state = _separator_update(torch.tensor([1.0, 0.5, 1.5])[None, None, None], torch.tensor([[[1.2]]]), torch.tensor([[[2.4]]]), ids, ones, ones, [[101], [102]])
+    state = _separator_update(
+        torch.tensor([1.0, 0.5, 1.5])[None, None, None], torch.tensor([[[1.2]]]), torch.tensor([[[2.4]]]), ids, ones, ones, [[101], [102]]
+    )
     out = _separator_compute(state, ("cls", "sep"))
     # uniform attention: 2 of 3 keys are separators; mean |i - j| per query 1, 2/3, 1
     approx(

@@ -31,7 +31,9 @@ LINK = re.compile(r"https?://\S+/#/\S+")  # UI links, not store URIs
 def test_run_and_experiment_links_select_the_classic_view():
     assert links.run_url("3", RUN_ID, SQLITE) == f"http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
     assert links.run_url("3", RUN_ID, SQLITE, port=5123) == f"http://127.0.0.1:5123/#/experiments/3/runs/{RUN_ID}{CLASSIC}"
-    assert links.run_url("3", RUN_ID, artifact="reports/report.md") == f"http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}/artifacts/reports/report.md{CLASSIC}"
+    assert (
+        links.run_url("3", RUN_ID, artifact="reports/report.md") == f"http://127.0.0.1:5000/#/experiments/3/runs/{RUN_ID}/artifacts/reports/report.md{CLASSIC}"
+    )
     assert links.experiment_url("3") == f"http://127.0.0.1:5000/#/experiments/3/runs{CLASSIC}"
     assert links.experiments_url(port=5001) == f"http://127.0.0.1:5001/#/experiments{CLASSIC}"
 
@@ -75,7 +77,9 @@ def test_attnsim_run_prints_a_classic_view_link(monkeypatch, capsys):
     import attnsim.workflows.run
 
     monkeypatch.setattr(attnsim.workflows.run, "prepare", lambda cfg: cfg)
-    monkeypatch.setattr(attnsim.workflows.run, "execute", lambda prepared, **kwargs: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE, rank=0))
+    monkeypatch.setattr(
+        attnsim.workflows.run, "execute", lambda prepared, **kwargs: SimpleNamespace(run_id=RUN_ID, experiment_id="7", windows=2, tracking_uri=SQLITE, rank=0)
+    )
     assert main(["run", "csm"]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:5000/#/experiments/7/runs/{RUN_ID}{CLASSIC}"]
 
@@ -83,7 +87,13 @@ def test_attnsim_run_prints_a_classic_view_link(monkeypatch, capsys):
 def test_attnsim_sweep_prints_the_parent_run_link(monkeypatch, capsys):
     import attnsim.workflows.sweep as sweep_module
 
-    result = sweep_module.SweepResult(RUN_ID, "4", SQLITE, pd.DataFrame({"step": [0], "checkpoint": ["base"], "run_id": ["c" * 32], "status": ["measured"]}), pd.DataFrame({"csm/mean": [0.5]}, index=pd.Index([0], name="step")))
+    result = sweep_module.SweepResult(
+        RUN_ID,
+        "4",
+        SQLITE,
+        pd.DataFrame({"step": [0], "checkpoint": ["base"], "run_id": ["c" * 32], "status": ["measured"]}),
+        pd.DataFrame({"csm/mean": [0.5]}, index=pd.Index([0], name="step")),
+    )
     monkeypatch.setattr(sweep_module, "sweep", lambda *args, **kwargs: result)
     assert main(["sweep", "csm", "--checkpoints", "somewhere"]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:5000/#/experiments/4/runs/{RUN_ID}{CLASSIC}"]
@@ -92,7 +102,17 @@ def test_attnsim_sweep_prints_the_parent_run_link(monkeypatch, capsys):
 def test_attnsim_finetune_prints_its_run_link(monkeypatch, capsys):
     import attnsim.workflows.finetune as finetune_module
 
-    result = finetune_module.FinetuneResult(RUN_ID, "5", "http://127.0.0.1:7777", "/ckpt", [(2, "/ckpt/step-000002")], {"val/accuracy": 0.5, "val/loss": 1.0}, ["a", "b"], 3.0, {"train": 8, "val": 4})
+    result = finetune_module.FinetuneResult(
+        RUN_ID,
+        "5",
+        "http://127.0.0.1:7777",
+        "/ckpt",
+        [(2, "/ckpt/step-000002")],
+        {"val/accuracy": 0.5, "val/loss": 1.0},
+        ["a", "b"],
+        3.0,
+        {"train": 8, "val": 4},
+    )
     monkeypatch.setattr(finetune_module, "finetune", lambda *args, **kwargs: result)
     assert main(["finetune"]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:7777/#/experiments/5/runs/{RUN_ID}{CLASSIC}"]
@@ -165,7 +185,11 @@ def test_stop_ends_the_whole_process_group_even_processes_that_ignore_sigterm(tm
     pids = tmp_path / "pids"
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
     server = UiServer("sqlite:///unused.db", 5123)
-    server.command = [sys.executable, "-c", f"import os, subprocess, sys; child = subprocess.Popen([sys.executable, '-c', {stubborn!r}]); open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}'); exec({stubborn!r})"]
+    server.command = [
+        sys.executable,
+        "-c",
+        f"import os, subprocess, sys; child = subprocess.Popen([sys.executable, '-c', {stubborn!r}]); open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}'); exec({stubborn!r})",
+    ]
     server.start()
     try:
         deadline = time.monotonic() + 30

@@ -13,7 +13,16 @@ from tests.helpers.runs import runs_of
 
 
 def _overrides(tiny_bert, uri):
-    return [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=24", "trainer.batch_size=2", "trainer.progress_bar=false", "plots.examples=1", "plots.explorer=false", f"tracking.uri={uri}"]
+    return [
+        f"model.path={tiny_bert}",
+        "corpus.limit=2",
+        "corpus.seq_len=24",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        "plots.examples=1",
+        "plots.explorer=false",
+        f"tracking.uri={uri}",
+    ]
 
 
 def test_every_figure_is_uploaded_before_the_run_ends(tiny_bert, tmp_path):

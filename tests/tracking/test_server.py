@@ -57,7 +57,7 @@ def test_run_uses_uri_over_the_environment(capsys, tracking_uri, tiny_bert, text
     """--uri wins over $MLFLOW_TRACKING_URI: an unreachable server there is refused before any run is made."""
     assert main(["run", "csm", f"model.path={tiny_bert}", f"corpus.path={text_dir}", *TINY_TEXT, "--uri", "http://127.0.0.1:1"]) == 2
     assert "The MLflow tracking server http://127.0.0.1:1 cannot be reached" in capsys.readouterr().err
-    assert not Path(tracking_uri[len("sqlite:///"):]).exists()
+    assert not Path(tracking_uri[len("sqlite:///") :]).exists()
 
 
 # -- through a real server on PostgreSQL -------------------------------------------------------------------------

@@ -241,7 +241,15 @@ def test_a_run_logs_the_same_figures_drawn_in_one_process_or_in_helpers(tiny_ber
     from attnsim.workflows.run import run
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    base = [f"model.path={tiny_bert}", "corpus.limit=4", "corpus.seq_len=24", "trainer.batch_size=2", "trainer.progress_bar=false", "plots.examples=1", f"tracking.uri={uri}"]
+    base = [
+        f"model.path={tiny_bert}",
+        "corpus.limit=4",
+        "corpus.seq_len=24",
+        "trainer.batch_size=2",
+        "trainer.progress_bar=false",
+        "plots.examples=1",
+        f"tracking.uri={uri}",
+    ]
     alone = run("paper", base + ["plots.processes=1"])
     helped = run("paper", base + ["plots.processes=2"])
     client, logged = runs_of(uri)

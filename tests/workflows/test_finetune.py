@@ -76,7 +76,10 @@ def test_finetune_cli_logs_per_step_and_saves_loadable_checkpoints(tiny_bert, tr
     out = capsys.readouterr().out
     assert f"checkpoint directory: {directory}" in out
     # how few documents and categories the windows came from (corpus.limit=24 windows of 32 tokens)
-    found = re.search(r"trained on 24 training windows \((\d+) documents?, (\d+) of 5 categories\) / (\d+) validation windows \((\d+) documents?, (\d+) of 5 categories\)", out)
+    found = re.search(
+        r"trained on 24 training windows \((\d+) documents?, (\d+) of 5 categories\) / (\d+) validation windows \((\d+) documents?, (\d+) of 5 categories\)",
+        out,
+    )
     assert found, out
     train_docs, train_cats, _, val_docs, val_cats = map(int, found.groups())
     assert 1 <= train_cats <= min(5, train_docs) and 1 <= val_cats <= min(5, val_docs)

@@ -27,9 +27,16 @@ def checkpoint(tiny_bert, tmp_path_factory):
 
 def test_ablation_of_each_head_on_a_finetuned_checkpoint(checkpoint):
     path, uri = checkpoint
-    statistic = attnsim.run("csm", [f"model.path={path}", f"tracking.uri={uri}", "corpus.seq_len=32", "corpus.limit=8", "trainer.progress_bar=false", "tracking.figures=false"])
-    overrides = [f"model.path={path}", f"tracking.uri={uri}", "interventions.split=validation", "interventions.heads=each",
-                 f"interventions.select={{run: {statistic.run_id}, metric: csm/mean, top: 2}}"] + SMALL
+    statistic = attnsim.run(
+        "csm", [f"model.path={path}", f"tracking.uri={uri}", "corpus.seq_len=32", "corpus.limit=8", "trainer.progress_bar=false", "tracking.figures=false"]
+    )
+    overrides = [
+        f"model.path={path}",
+        f"tracking.uri={uri}",
+        "interventions.split=validation",
+        "interventions.heads=each",
+        f"interventions.select={{run: {statistic.run_id}, metric: csm/mean, top: 2}}",
+    ] + SMALL
     result = attnsim.run("ablation", overrides)
     summary = result.summaries["ablation"]
     for metric in ("accuracy", "logit_diff"):
@@ -83,7 +90,9 @@ def test_an_intervention_cannot_share_a_run_and_a_bare_encoder_cannot_be_patched
 
 @pytest.mark.parametrize("mode", ["mean", "resample"])
 def test_mean_and_resample_ablation_of_a_listed_set_on_a_bare_encoder(tiny_bert, tracking_uri, mode):
-    result = attnsim.run("ablation", [f"model.path={tiny_bert}", "interventions.heads=[[0, 1], [1, 2]]", f"interventions.mode={mode}", "tracking.figures=false"] + SMALL)
+    result = attnsim.run(
+        "ablation", [f"model.path={tiny_bert}", "interventions.heads=[[0, 1], [1, 2]]", f"interventions.mode={mode}", "tracking.figures=false"] + SMALL
+    )
     metrics = result.summaries["ablation"].metrics
     assert metrics["clean_cosine"] == pytest.approx(1.0)
     assert 0.0 < metrics["listed_cosine_effect"] < 1.0 and math.isfinite(metrics["listed_cosine_random_mean"])
@@ -100,7 +109,9 @@ def test_bad_intervention_input_is_refused_before_the_model_loads(checkpoint, ti
     path, uri = checkpoint
     base = [f"tracking.uri={uri}", "corpus.seq_len=32", "corpus.limit=4"]
     with pytest.raises(TrackingError, match="'interventions.select.run' is '0123456789abcdef', which is not a run"):
-        prepare(load_config("ablation", base + [f"model.path={path}", "interventions.select={run: 0123456789abcdef, metric: csm/mean}"], known_findings=FINDINGS))
+        prepare(
+            load_config("ablation", base + [f"model.path={path}", "interventions.select={run: 0123456789abcdef, metric: csm/mean}"], known_findings=FINDINGS)
+        )
     with pytest.raises(ConfigError, match="run in one process"):
         prepare(load_config("ablation", base + [f"model.path={path}", "trainer.devices=2"], known_findings=FINDINGS))
     with pytest.raises(CorpusError, match="its accuracy needs each window's class"):

@@ -31,11 +31,23 @@ def info(model_type: str) -> ModelInfo:
 
 
 def test_every_family_declares_one_kind_and_the_facts_follow_from_it():
-    expected = {"vit": ModelKind.VISION, "deit": ModelKind.VISION, "dinov2": ModelKind.VISION, "bert": ModelKind.ENCODER, "distilbert": ModelKind.ENCODER, "gpt2": ModelKind.DECODER, "llama": ModelKind.DECODER}
+    expected = {
+        "vit": ModelKind.VISION,
+        "deit": ModelKind.VISION,
+        "dinov2": ModelKind.VISION,
+        "bert": ModelKind.ENCODER,
+        "distilbert": ModelKind.ENCODER,
+        "gpt2": ModelKind.DECODER,
+        "llama": ModelKind.DECODER,
+    }
     for name, kind in expected.items():
         assert ARCHITECTURES[name].kind is kind
     for name, arch in {**ARCHITECTURES, **SEQ2SEQ_ARCHITECTURES}.items():
-        assert (arch.vision, arch.causal, arch.seq2seq) == (arch.kind is ModelKind.VISION, arch.kind is ModelKind.DECODER, arch.kind is ModelKind.ENCODER_DECODER), name
+        assert (arch.vision, arch.causal, arch.seq2seq) == (
+            arch.kind is ModelKind.VISION,
+            arch.kind is ModelKind.DECODER,
+            arch.kind is ModelKind.ENCODER_DECODER,
+        ), name
     assert all(arch.kind is ModelKind.ENCODER_DECODER for arch in SEQ2SEQ_ARCHITECTURES.values())
     assert info("gpt2").kind is ModelKind.DECODER and info("gpt2").causal and not info("t5").causal
 
@@ -67,8 +79,6 @@ def test_a_kind_that_does_not_fit_is_refused_as_before():
         kind_of("csm", "bert", "findings=[csm,ablation]")
 
 
-
-
 @pytest.mark.parametrize("kind", [Corpus, ImageCorpus, PairCorpus, PromptPairCorpus])
 def test_every_corpus_offers_the_protocol(kind):
     members = {f.name for f in fields(kind)} | set(dir(kind))
@@ -90,7 +100,28 @@ def test_corpora_build_their_own_datamodule():
 def test_run_py_holds_no_branch_on_the_kind():
     """No condition in workflows/run.py reads what kind of model, corpus or finding the run has, nor which kind object it holds (it may read
     the kind object's own declarations, e.g. ``kind.examples``)."""
-    kind_words = {"vision", "causal", "seq2seq", "encoder_decoder", "needs_gradients", "needs_interventions", "interventions", "layout", "arch", "source", "ModelKind", "TextRun", "ImageRun", "GradientRun", "EncoderDecoderRun", "InterventionRun", "images", "translation", "patching", "repeated_tokens"}
+    kind_words = {
+        "vision",
+        "causal",
+        "seq2seq",
+        "encoder_decoder",
+        "needs_gradients",
+        "needs_interventions",
+        "interventions",
+        "layout",
+        "arch",
+        "source",
+        "ModelKind",
+        "TextRun",
+        "ImageRun",
+        "GradientRun",
+        "EncoderDecoderRun",
+        "InterventionRun",
+        "images",
+        "translation",
+        "patching",
+        "repeated_tokens",
+    }
     tree = ast.parse(RUN.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp, ast.While)):

@@ -54,14 +54,68 @@ def test_measure_params_keep_only_the_sections_a_measurement_uses():
 # declarations add only keys the run read but never logged: the capture path's keys and two trainer keys
 # of a distributed predict.
 BEFORE = {
-    "corpus.categories", "corpus.drop_short", "corpus.encoding", "corpus.language", "corpus.limit", "corpus.min_tokens", "corpus.path", "corpus.seq_len",
-    "corpus.shuffle", "corpus.source", "corpus.text_field", "findings", "model.attn_implementation", "model.dtype", "model.init", "model.path", "model.vector",
-    "plots.dpi", "plots.examples", "plots.explorer", "plots.max_tokens", "seed", "stats.high_rule", "stats.include_special", "stats.normalise", "stats.per_head",
-    "stats.per_layer", "stats.short_range", "stats.top_fraction", "stats.zscore", "tracking.experiment", "tracking.figures", "tracking.run_name", "tracking.uri",
-    "trainer.accelerator", "trainer.batch_size", "trainer.devices", "trainer.num_workers", "trainer.precision", "trainer.threads",
+    "corpus.categories",
+    "corpus.drop_short",
+    "corpus.encoding",
+    "corpus.language",
+    "corpus.limit",
+    "corpus.min_tokens",
+    "corpus.path",
+    "corpus.seq_len",
+    "corpus.shuffle",
+    "corpus.source",
+    "corpus.text_field",
+    "findings",
+    "model.attn_implementation",
+    "model.dtype",
+    "model.init",
+    "model.path",
+    "model.vector",
+    "plots.dpi",
+    "plots.examples",
+    "plots.explorer",
+    "plots.max_tokens",
+    "seed",
+    "stats.high_rule",
+    "stats.include_special",
+    "stats.normalise",
+    "stats.per_head",
+    "stats.per_layer",
+    "stats.short_range",
+    "stats.top_fraction",
+    "stats.zscore",
+    "tracking.experiment",
+    "tracking.figures",
+    "tracking.run_name",
+    "tracking.uri",
+    "trainer.accelerator",
+    "trainer.batch_size",
+    "trainer.devices",
+    "trainer.num_workers",
+    "trainer.precision",
+    "trainer.threads",
 }
 ADDED = {"capture.path", "capture.blockwise_above", "capture.block_rows", "trainer.strategy", "trainer.num_nodes"}
-EXPERIMENTS = ["ablation", "alignment", "anchors", "attention_maps", "attention_regions", "csm", "distance", "gradient_maps", "induction", "noise", "paper", "patching", "repetition", "rollout", "sentences", "separators", "vit_csm", "vit_rollout"]
+EXPERIMENTS = [
+    "ablation",
+    "alignment",
+    "anchors",
+    "attention_maps",
+    "attention_regions",
+    "csm",
+    "distance",
+    "gradient_maps",
+    "induction",
+    "noise",
+    "paper",
+    "patching",
+    "repetition",
+    "rollout",
+    "sentences",
+    "separators",
+    "vit_csm",
+    "vit_rollout",
+]
 
 
 @pytest.mark.parametrize("name", ["csm", "paper"])
@@ -74,9 +128,15 @@ def test_params_are_the_keys_the_run_and_its_findings_declare(name):
     cfg = load_config(name)
     declared = [*RUN_KEYS, *FIGURE_KEYS, *(key for finding in cfg.findings for key in FINDINGS[finding].config_keys)]
     expected = {
-        key for key in flatten(cfg)
-        if covers(declared, key) and not covers(NOT_PARAMS, key)
-        and not (key.startswith("corpus.") and key[len("corpus."):] in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[key[len("corpus."):]])
+        key
+        for key in flatten(cfg)
+        if covers(declared, key)
+        and not covers(NOT_PARAMS, key)
+        and not (
+            key.startswith("corpus.")
+            and key[len("corpus.") :] in SOURCE_ONLY_CORPUS_KEYS
+            and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[key[len("corpus.") :]]
+        )
     }
     assert set(measure_params(cfg)) == expected
     for finding in cfg.findings:  # what a finding declares it reads is logged (its source's keys aside)
@@ -89,7 +149,9 @@ def test_every_config_key_is_declared_by_the_run_a_finding_or_as_no_param():
     for key in flatten(load_config("csm")):
         if key.startswith("model.build."):  # a build run's own model config fields (model.build: {...}), read with `model`
             continue
-        assert covers([*RUN_KEYS, *FIGURE_KEYS, *NOT_PARAMS, *every_finding], key), f"config key {key} is read by no declaration: declare it on the finding that reads it (Finding.config_keys) or in RUN_KEYS / NOT_PARAMS"
+        assert covers([*RUN_KEYS, *FIGURE_KEYS, *NOT_PARAMS, *every_finding], key), (
+            f"config key {key} is read by no declaration: declare it on the finding that reads it (Finding.config_keys) or in RUN_KEYS / NOT_PARAMS"
+        )
     schema = set(flatten(load_config("csm")))
     for name in FINDINGS:  # no misspelt declaration
         for key in FINDINGS[name].config_keys:

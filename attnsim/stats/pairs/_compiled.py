@@ -300,8 +300,26 @@ def _tie_decided(x, k, kth, error):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
 def csm_walk_rows(
-    vectors, tokens, counts, weights, margins, first, stop, stride, error_scale, add_total,
-    pairs_out, index_out, kth_out, next_out, error_out, status_out, class_out, squares_out, totals, tied_out,
+    vectors,
+    tokens,
+    counts,
+    weights,
+    margins,
+    first,
+    stop,
+    stride,
+    error_scale,
+    add_total,
+    pairs_out,
+    index_out,
+    kth_out,
+    next_out,
+    error_out,
+    status_out,
+    class_out,
+    squares_out,
+    totals,
+    tied_out,
 ):  # pragma: no cover - compiled
     """The CSM walk's pass over the heads first..stop-1 (of layers x heads) of every window of a chunk.
 

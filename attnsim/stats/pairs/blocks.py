@@ -391,7 +391,9 @@ class BlockPairView(PairView):
 
     def _need_attention(self) -> None:
         if self.query_keys is None:
-            raise ValueError("This statistic needs attention; on the blockwise path the capture must record queries and keys (a finding with needs_attention = True).")
+            raise ValueError(
+                "This statistic needs attention; on the blockwise path the capture must record queries and keys (a finding with needs_attention = True)."
+            )
 
     def _upper_positions(self, start: int, stop: int) -> torch.Tensor:
         """(rows, T) int64 pair index of cell (i, j) for i in start..stop-1 (meaningful where j > i)."""
@@ -509,7 +511,10 @@ class BlockPairView(PairView):
             # only those columns are computed (half the work); their probabilities are exactly 0
             causal = [qk.causal and qk.mask is None for qk in self.query_keys]
             # first pass: each query row's log-sum-exp, per layer (L x (H, T))
-            lse = [torch.cat([masked_scores(qk, b, start, stop, columns=(0, stop) if causal[layer] else None).logsumexp(-1) for start, stop in self._blocks()], -1) for layer, qk in enumerate(self.query_keys)]
+            lse = [
+                torch.cat([masked_scores(qk, b, start, stop, columns=(0, stop) if causal[layer] else None).logsumexp(-1) for start, stop in self._blocks()], -1)
+                for layer, qk in enumerate(self.query_keys)
+            ]
             for start, stop in self._blocks():
                 rows = torch.arange(start, stop, device=self.device)
                 invalid = ~((torch.arange(T, device=self.device)[None, :] > rows[:, None]) & self.tokens[b, start:stop, None] & self.tokens[b][None, :])
@@ -517,7 +522,9 @@ class BlockPairView(PairView):
                     last = stop if causal[layer] else T  # keys 0..last-1 of these rows can have probability
                     first = start if causal[layer] else 0  # queries first..T-1 can attend to keys of these rows
                     probs = torch.exp(masked_scores(qk, b, start, stop, columns=(0, last)).sub_(lse[layer][:, start:stop, None]))  # (H, rows, last)
-                    back = torch.exp(masked_scores(qk, b, start, stop, transposed=True, columns=(first, T)).sub_(lse[layer][:, None, first:]))  # (H, rows, T - first): A[j, i]
+                    back = torch.exp(
+                        masked_scores(qk, b, start, stop, transposed=True, columns=(first, T)).sub_(lse[layer][:, None, first:])
+                    )  # (H, rows, T - first): A[j, i]
                     if reducers:
                         piece = Piece(b, b + 1, layer, (start, stop), (0, 0), last, probs[None, None])
                         for reducer in reducers:

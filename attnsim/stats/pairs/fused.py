@@ -52,7 +52,12 @@ def window_probabilities(qk: Any, start: int, stop: int) -> torch.Tensor:
         (stop - start, head, T, T) float32, rows (queries) summing to 1.
     """
     mask = qk.mask
-    window = SimpleNamespace(query=qk.query[start:stop].float(), scaling=qk.scaling, causal=qk.causal, mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask))
+    window = SimpleNamespace(
+        query=qk.query[start:stop].float(),
+        scaling=qk.scaling,
+        causal=qk.causal,
+        mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask),
+    )
     return _probabilities(window, qk.key[start:stop].float().transpose(-1, -2))
 
 
@@ -115,7 +120,13 @@ class RecomputedPairView(PairView):
             return torch.stack([window_probabilities(qk, start, stop) for qk in self.query_keys], 1)
         queries, keys, mask = stacked
         first = self.query_keys[0]
-        probe = SimpleNamespace(query=queries[start:stop], key=None, scaling=first.scaling, mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask), causal=first.causal)
+        probe = SimpleNamespace(
+            query=queries[start:stop],
+            key=None,
+            scaling=first.scaling,
+            mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask),
+            causal=first.causal,
+        )
         return _probabilities(probe, keys[start:stop])
 
     @cached_property

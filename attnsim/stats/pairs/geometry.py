@@ -255,7 +255,9 @@ def pair_classes(batch: Dict[str, torch.Tensor], pair_mask: torch.Tensor, pairs:
     return torch.stack([pair_mask, same, cross, identical, pair_mask & ~identical], -1).float()
 
 
-def listed_pair_classes(batch: Dict[str, torch.Tensor], tokens: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tensor) -> Dict[str, torch.Tensor]:
+def listed_pair_classes(
+    batch: Dict[str, torch.Tensor], tokens: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, listed: torch.Tensor
+) -> Dict[str, torch.Tensor]:
     """The classes of :func:`pair_classes` of listed pairs, from their two tokens (no pair-space tensor).
 
     Args:

@@ -327,4 +327,18 @@ def _in_parts(count: int, call) -> bool:
     return all(bool(job.result()) for job in jobs)
 
 
-__all__ = ["SAMPLE_STRIDE", "DISABLE_ENV", "requested", "compiled_available", "path_name", "compiled_top", "compiled_pair_top", "CERTIFY_MARGIN", "CERTIFIED", "RECHOSEN", "UNCHOSEN", "CSMWalk", "compiled_csm_walk"]
+__all__ = [
+    "SAMPLE_STRIDE",
+    "DISABLE_ENV",
+    "requested",
+    "compiled_available",
+    "path_name",
+    "compiled_top",
+    "compiled_pair_top",
+    "CERTIFY_MARGIN",
+    "CERTIFIED",
+    "RECHOSEN",
+    "UNCHOSEN",
+    "CSMWalk",
+    "compiled_csm_walk",
+]

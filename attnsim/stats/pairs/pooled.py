@@ -102,7 +102,9 @@ def pooled_example_maps(view: Any, stop: int, max_tokens: int) -> Dict[str, Any]
             for start in range(0, n, step):
                 end = min(start + step, n)
                 rows = similarity_rows(z[:, start:end], z, view.normalise)  # (H, rows, T), as the dense view's
-                rows[:, torch.arange(end - start, device=rows.device), torch.arange(start, end, device=rows.device)] = 0.0  # the CSM's zero diagonal (context_similarity)
+                rows[:, torch.arange(end - start, device=rows.device), torch.arange(start, end, device=rows.device)] = (
+                    0.0  # the CSM's zero diagonal (context_similarity)
+                )
                 sums.add(rows, start)
                 if att is not None:
                     scores = masked_scores(view.query_keys[layer], b, start, end)  # (H, rows, T)

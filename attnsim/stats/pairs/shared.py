@@ -66,7 +66,6 @@ class _ClassSums(ChunkReducer):
             self.sums[start:stop] = torch.bmm(flat, view._pair_weights[start:stop])
 
 
-
 class PairSums(ChunkReducer):
     """Per-batch CSM sums by pair, folded in the view's CSM walk (the ``csm`` statistics read them).
 
@@ -126,7 +125,6 @@ class PairSums(ChunkReducer):
             self.pool_count = pool_pairs(view._pair_weights[..., 0].sum(0), view._pairs, view.seq_len, cell)
 
 
-
 class TieCounts(ChunkReducer):
     """How many of each window's high pairs ties decided, per layer and head (:attr:`decided`), from the CSM walk.
 
@@ -153,7 +151,6 @@ class TieCounts(ChunkReducer):
         for window in range(stop - start):
             k = view._host["k"][start + window]
             self.decided[start + window] = tie_decided(chunk[window], valid[window], k, error[window])
-
 
 
 class _HighPairs(ChunkReducer):
@@ -206,7 +203,6 @@ class _HighPairs(ChunkReducer):
         return pad_slots(self.parts, self.sentinel) if self.zscore else self.selected
 
 
-
 class _HighAttentionPairs(ChunkReducer):
     """Indices of the high-attention pairs: (B, L, H, S) int64, ascending, P in unused slots."""
 
@@ -247,7 +243,6 @@ class _HighAttentionPairs(ChunkReducer):
             pair_values.masked_fill_(~valid, float("-inf"))
         chosen = select_top(pair_values, view._host["k"][start:stop], None, view.n_pairs)
         self.index[start:stop, ..., : chosen.shape[-1]] = chosen
-
 
 
 SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}

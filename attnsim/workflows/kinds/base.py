@@ -94,7 +94,15 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
 
     cfg, info = prepared.cfg, prepared.info
     needs = Needs.of(findings)
-    path = choose_capture_path(cfg.capture.path, prepared.corpus.seq_len, cfg.capture.blockwise_above, info, needs.attention, high_rule=cfg.stats.high_rule, without_blockwise=list(needs.without_blockwise))
+    path = choose_capture_path(
+        cfg.capture.path,
+        prepared.corpus.seq_len,
+        cfg.capture.blockwise_above,
+        info,
+        needs.attention,
+        high_rule=cfg.stats.high_rule,
+        without_blockwise=list(needs.without_blockwise),
+    )
     if path in ("blockwise", "recomputed"):  # SDPA; queries and keys recorded when a finding reads attention
         from attnsim.capture.queries import register
 

@@ -39,7 +39,9 @@ class TextRun(MeasurementKind):
 
             documents = validation_documents(cfg, documents)
         # drawn windows keep their text for labels
-        return tokenizer, build_corpus(documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples)
+        return tokenizer, build_corpus(
+            documents, tokenizer, c.seq_len, c.limit, c.drop_short, c.min_tokens, c.shuffle, cfg.seed, c.language, keep_text=cfg.plots.examples
+        )
 
     def load(self, prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str]]:
         """The plain capture on the run's capture path (:func:`~attnsim.workflows.kinds.base.plain_module`)."""

@@ -187,7 +187,12 @@ def test_findings_without_a_blockwise_form_run_dense_under_auto_and_are_refused_
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for experiment in ("rollout", "attention_maps", "induction"):
         with pytest.raises(ConfigError, match=f"the finding\\(s\\) {experiment} have no blockwise form"):
-            run(experiment, [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "corpus.repeat_length=10", "capture.path=blockwise", f"tracking.uri={uri}"] if experiment == "induction" else [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "capture.path=blockwise", f"tracking.uri={uri}"])
+            run(
+                experiment,
+                [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "corpus.repeat_length=10", "capture.path=blockwise", f"tracking.uri={uri}"]
+                if experiment == "induction"
+                else [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", "capture.path=blockwise", f"tracking.uri={uri}"],
+            )
     assert not (tmp_path / "mlflow.db").exists()  # refused before the store was opened
 
 
@@ -229,7 +234,9 @@ def test_causal_decoder_blockwise_equals_dense():
     sentences = (torch.arange(seq_len) // 9).expand(2, -1).clone()
     batch = batch_of(ids, sentences, specials=())
     with torch.no_grad():
-        capture = forward_with_capture(model, architecture_for("llama"), 4, {"input_ids": ids, "attention_mask": batch["attention_mask"]}, attention=False, queries=True)[1]
+        capture = forward_with_capture(
+            model, architecture_for("llama"), 4, {"input_ids": ids, "attention_mask": batch["attention_mask"]}, attention=False, queries=True
+        )[1]
     assert all(qk.causal and qk.mask is None for qk in capture.query_keys)
     maps = tuple(attention_rows(qk, 0, seq_len) for qk in capture.query_keys)
     results = []

@@ -121,7 +121,14 @@ def test_recomputed_run_equals_the_dense_run(tiny_bert, tracking_uri):
 
     from attnsim.workflows.run import run
 
-    common = [f"model.path={tiny_bert}", "corpus.limit=2", "corpus.seq_len=48", f"tracking.uri={tracking_uri}", "plots.examples=0", "findings=[csm,separators,attention_regions]"]
+    common = [
+        f"model.path={tiny_bert}",
+        "corpus.limit=2",
+        "corpus.seq_len=48",
+        f"tracking.uri={tracking_uri}",
+        "plots.examples=0",
+        "findings=[csm,separators,attention_regions]",
+    ]
     recomputed = run("csm", common + ["capture.path=recomputed"])
     dense = run("csm", common + ["capture.path=dense"])
     client = mlflow.MlflowClient(tracking_uri)

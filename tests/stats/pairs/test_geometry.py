@@ -15,8 +15,14 @@ def test_grid_distance_and_pair_view():
     # (0,0)-(0,1): 1; (0,0)-(1,1): sqrt 2 -> 1; (0,0)-(2,2): sqrt 8 = 2.83 -> 3; (0,0)-(1,1) again; [CLS]: none (-1)
     assert grid_distance(positions, rows, cols).tolist() == [1, 1, 3, 1, -1]
     seq = layout.seq_len
+
     def batch_of(length: int, special: torch.Tensor) -> dict:
-        return {"attention_mask": torch.ones(1, length, dtype=torch.long), "special_mask": special, "sentence_ids": torch.full((1, length), -1), "input_ids": torch.arange(length)[None]}
+        return {
+            "attention_mask": torch.ones(1, length, dtype=torch.long),
+            "special_mask": special,
+            "sentence_ids": torch.full((1, length), -1),
+            "input_ids": torch.arange(length)[None],
+        }
 
     view = PairView(torch.randn(1, 1, 1, seq, 4), batch_of(seq, layout.special_mask()[None]), positions=positions)
     per_distance = view.class_counts_by_distance[0, 0]  # valid pairs (every pair here) by distance

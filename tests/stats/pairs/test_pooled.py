@@ -97,7 +97,9 @@ def test_no_map_larger_than_a_block_of_rows_is_computed(both_paths, monkeypatch)
     view = both_paths[2]
     shapes = []
     similarity, scores = pooled_module.similarity_rows, pooled_module.masked_scores
-    monkeypatch.setattr(pooled_module, "similarity_rows", lambda rows, z, normalise: shapes.append(tuple(rows.shape[:-1]) + (z.shape[-2],)) or similarity(rows, z, normalise))
+    monkeypatch.setattr(
+        pooled_module, "similarity_rows", lambda rows, z, normalise: shapes.append(tuple(rows.shape[:-1]) + (z.shape[-2],)) or similarity(rows, z, normalise)
+    )
     monkeypatch.setattr(pooled_module, "masked_scores", lambda qk, b, start, stop: shapes.append(("attention", stop - start)) or scores(qk, b, start, stop))
     out = pooled_module.pooled_example_maps(view, 1, MAX_TOKENS)
     assert out["blocks"] == [4] and out["csm"].shape == (2, 1, 4, MAX_TOKENS, MAX_TOKENS)
@@ -134,7 +136,9 @@ def test_figures_and_explorer_get_the_same_inputs_on_both_paths(both_paths, monk
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6 * float(np.nanmax(np.abs(a))))
     pages = [_payload(explorer_from_examples(examples, MAX_TOKENS, "t")) for examples in (dense, pooled)]
     for want, got in zip(pages[0]["examples"], pages[1]["examples"]):
-        assert {k: got[k] for k in ("cells", "block", "labels", "axis", "length", "name")} == {k: want[k] for k in ("cells", "block", "labels", "axis", "length", "name")}
+        assert {k: got[k] for k in ("cells", "block", "labels", "axis", "length", "name")} == {
+            k: want[k] for k in ("cells", "block", "labels", "axis", "length", "name")
+        }
         assert want["cells"] <= MAX_TOKENS
         for kind in ("csm", "attention"):
             np.testing.assert_allclose(np.array(got[kind]["ranges"]), np.array(want[kind]["ranges"]), rtol=1e-3)
@@ -152,7 +156,15 @@ def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tra
     from tests.helpers.tiny_models import save_tiny
 
     path = save_tiny(tmp_path / "llama", "llama", positions=1024)
-    common = [f"model.path={path}", "corpus.limit=1", "corpus.seq_len=600", f"tracking.uri={tracking_uri}", "plots.examples=1", "plots.max_tokens=32", "findings=[csm,separators,attention_regions]"]
+    common = [
+        f"model.path={path}",
+        "corpus.limit=1",
+        "corpus.seq_len=600",
+        f"tracking.uri={tracking_uri}",
+        "plots.examples=1",
+        "plots.max_tokens=32",
+        "findings=[csm,separators,attention_regions]",
+    ]
     client = mlflow.MlflowClient(tracking_uri)
     pages = []
     for path_option in ("capture.path=auto", "capture.path=dense"):
@@ -160,7 +172,9 @@ def test_long_decoder_run_logs_pooled_example_figures_and_explorer(tmp_path, tra
         info = client.get_run(result.run_id)
         assert info.info.status == "FINISHED"
         assert info.data.tags["attnsim.capture_path"] == ("blockwise" if path_option.endswith("auto") else "dense")
-        artifacts = {a.path for a in client.list_artifacts(result.run_id)} | {a.path for folder in ("figures/examples", "figures/attention_regions") for a in client.list_artifacts(result.run_id, folder)}
+        artifacts = {a.path for a in client.list_artifacts(result.run_id)} | {
+            a.path for folder in ("figures/examples", "figures/attention_regions") for a in client.list_artifacts(result.run_id, folder)
+        }
         assert {"explorer.html", "figures/examples/window0_csm.png", "figures/attention_regions/window0.png"} <= artifacts
         folder = tmp_path / path_option.split("=")[1]
         page = _payload(open(client.download_artifacts(result.run_id, "explorer.html", str(folder))).read())
@@ -195,13 +209,19 @@ def test_region_figures_outline_the_same_pooled_cells_on_both_paths(both_paths, 
         else:
             capture_maps = tuple(attention_rows(qk, 0, SEQ_LEN) for qk in block_view.query_keys)
             stats = paper_findings(SEQ_LEN, tokenizer)[1]
-            finding.update(view_factory([finding], stats, "dense", block_rows=BLOCK_ROWS)(BatchCapture(block_view._vector_layers, capture_maps, "z"), block_view.batch))
+            finding.update(
+                view_factory([finding], stats, "dense", block_rows=BLOCK_ROWS)(BatchCapture(block_view._vector_layers, capture_maps, "z"), block_view.batch)
+            )
         findings[path] = finding
     assert findings["dense"].regions.dtype == torch.bool and findings["blockwise"].regions.dtype in (torch.int32, torch.int64)
     assert findings["blockwise"].regions.shape[:3] == (2, 3, 4) and findings["blockwise"].regions.shape[-1] < SEQ_LEN * (SEQ_LEN - 1) // 2
     jaccard = torch.rand(2, 4, generator=torch.Generator().manual_seed(0))
     seen = []
-    monkeypatch.setattr(region_plots, "matrix_grid", lambda matrices, titles, suptitle, max_tokens, labels, starts, outlines, cols, block=None: seen.append((matrices, outlines, block)))
+    monkeypatch.setattr(
+        region_plots,
+        "matrix_grid",
+        lambda matrices, titles, suptitle, max_tokens, labels, starts, outlines, cols, block=None: seen.append((matrices, outlines, block)),
+    )
     runs = []
     for path, examples in (("dense", dense), ("blockwise", pooled)):
         seen.clear()

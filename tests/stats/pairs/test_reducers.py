@@ -133,7 +133,10 @@ class KeysSeen(RowsSeen):
 @pytest.mark.parametrize("block_rows", [T, 4])
 def test_a_reducer_sees_every_row_once_on_every_path(block_rows):
     z, query_keys, attention = hand_built()
-    views = [PairView(z, WINDOW, attention, reducers=(RowsSeen, KeysSeen)), BlockPairView(list(z), WINDOW, query_keys, block_rows=block_rows, reducers=(RowsSeen, KeysSeen))]
+    views = [
+        PairView(z, WINDOW, attention, reducers=(RowsSeen, KeysSeen)),
+        BlockPairView(list(z), WINDOW, query_keys, block_rows=block_rows, reducers=(RowsSeen, KeysSeen)),
+    ]
     for kind in (RowsSeen, KeysSeen):
         dense, blockwise = (view.reduced(kind) for view in views)
         assert (dense.rows == 1).all() and (blockwise.rows == 1).all()

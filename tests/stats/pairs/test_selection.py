@@ -58,7 +58,12 @@ def _lengths_batch(lengths, seq_len):
     mask = torch.zeros(len(lengths), seq_len, dtype=torch.long)
     for b, n in enumerate(lengths):
         mask[b, :n] = 1
-    return {"input_ids": torch.arange(seq_len).repeat(len(lengths), 1) + 100, "attention_mask": mask, "special_mask": torch.zeros(len(lengths), seq_len, dtype=torch.bool), "sentence_ids": torch.zeros(len(lengths), seq_len, dtype=torch.long)}
+    return {
+        "input_ids": torch.arange(seq_len).repeat(len(lengths), 1) + 100,
+        "attention_mask": mask,
+        "special_mask": torch.zeros(len(lengths), seq_len, dtype=torch.bool),
+        "sentence_ids": torch.zeros(len(lengths), seq_len, dtype=torch.long),
+    }
 
 
 @pytest.mark.parametrize("path", ["compiled", "fallback", "blockwise"])

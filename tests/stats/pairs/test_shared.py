@@ -9,7 +9,12 @@ from attnsim.stats.pairs import PairView
 from attnsim.stats.pairs.shared import PairSums, TieCounts
 
 # T = 4: pairs (0,1) (0,2) (0,3) (1,2) (1,3) (2,3) are indices 0..5, at distances 1 2 3 1 2 1
-WINDOW = {"attention_mask": torch.ones(4, dtype=torch.long), "special_mask": torch.zeros(4, dtype=torch.bool), "sentence_ids": torch.zeros(4, dtype=torch.long), "input_ids": torch.arange(4)}
+WINDOW = {
+    "attention_mask": torch.ones(4, dtype=torch.long),
+    "special_mask": torch.zeros(4, dtype=torch.bool),
+    "sentence_ids": torch.zeros(4, dtype=torch.long),
+    "input_ids": torch.arange(4),
+}
 TWO_GROUPS = torch.tensor([[[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]]])  # (layer, head, T, d): CSM 1 at (0,1) and (2,3), else 0
 
 
