@@ -147,7 +147,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
             print(f"corpus context: run {context['name']} ({len(context['stats'])} per-head statistics)", flush=True)
         except AttnsimError as exc:  # shown on the page too; the server runs without it
             refused = str(exc)
-            print(f"error: {refused}", file=sys.stderr, flush=True)
+            print(f"warning: {refused} The explorer starts without corpus context; the page says so too.", file=sys.stderr, flush=True)
     app = create_app(explorer, context, refused, uri, text=args.text)
     return serve(app, args.host, args.port, say=lambda line: print(line, flush=True))
 
@@ -272,7 +272,7 @@ def _add_analysis_parsers(sub: Any) -> None:
     """``finetune``, ``sweep``, ``compare`` and ``report``."""
     p = sub.add_parser("finetune", help="fine-tune a classifier (Lightning fit) and save checkpoints for sweeps")
     p.add_argument("experiment", nargs="?", default=DEFAULT_FINETUNE, help=f"experiment name or YAML path (default {DEFAULT_FINETUNE})")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. trainer.max_steps=100 checkpoint.every_n_steps=25")
+    p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE dot-list overrides, e.g. trainer.max_steps=100 checkpoint.every_n_steps=25")
     _add_uri(p)
     p.set_defaults(func=_cmd_finetune)
 
@@ -294,7 +294,7 @@ def _add_analysis_parsers(sub: Any) -> None:
         metavar="N",
         help="measure up to N children at once, each in its own process (one GPU each, round robin, when there are GPUs); default 1",
     )
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
+    p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE dot-list overrides for every child, e.g. corpus.limit=64")
     _add_uri(p)
     p.set_defaults(func=_cmd_sweep)
 
@@ -343,12 +343,12 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print an experiment's resolved config")
     p.add_argument("experiment")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, GROUP=OPTION group swaps")
+    p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE dot-list overrides, GROUP=OPTION group swaps")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("run", help="run an experiment and log it to MLflow")
     p.add_argument("experiment")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE dot-list overrides, e.g. corpus.limit=64 model.path=/a/dir")
+    p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE dot-list overrides, e.g. corpus.limit=64 model.path=/a/dir")
     _add_uri(p)
     p.set_defaults(func=_cmd_run)
 
@@ -367,7 +367,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_server)
 
     p = sub.add_parser("explore", help="type a text, see every head's attention and CSM now, switch heads off: a local web page (Ctrl-C stops it)")
-    p.add_argument("overrides", nargs="*", help="KEY=VALUE overrides, e.g. model.path=smollm2 corpus.seq_len=128 (the most tokens of one text)")
+    p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE overrides, e.g. model.path=smollm2 corpus.seq_len=128 (the most tokens of one text)")
     p.add_argument("--run", default=None, metavar="RUN_ID", help="a logged run of the same model: its per-head corpus statistics beside the live maps")
     p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
@@ -417,6 +417,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except AttnsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of stdout closed early (`attnsim list | head -n 1`): stop writing, as Unix tools do, without a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         if args.command in ("run", "sweep", "finetune"):
             print("interrupted: the run was ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)

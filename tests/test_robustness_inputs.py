@@ -88,3 +88,14 @@ def test_an_unquoted_star_in_a_list_says_to_quote_it(capsys):
     err = capsys.readouterr().err
     assert "YAML reads an unquoted * or & as an alias" in err and "stats.per_layer=\"['*']\"" in err
     assert main(["show", "paper", "stats.per_layer=['*']"]) == 0
+
+
+def test_a_reader_that_closes_early_is_no_traceback():
+    """`attnsim list | head -n 1`: when the reader of stdout closes, the command stops quietly with status 0."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "attnsim.cli", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the first line is written
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 0 and b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()

@@ -36,11 +36,13 @@ from attnsim.analysis.claims import CLAIMS, MARGIN, Claim, Groups, Outcome, fmt
 from attnsim.analysis.runs import LoggedRun
 from attnsim.analysis.verdicts import (
     ABLATION_METRICS,
+    FEW_DRAWS,
     HEAD_FACTOR,
     INTERVENTION_CLAIM,
     NOT_SEPARATED,
     Z_THRESHOLD,
     Assessment,
+    _draws,
     degenerate_heads,
     head_verdicts,
     intervention_verdicts,
@@ -290,7 +292,9 @@ def _intervention_rows(runs: Sequence[LoggedRun]) -> List[List[str]]:
             what = f"top {run.params.get('interventions.select.top', '?')} by {statistic}" if name == "top" else "listed heads"
             label = f"ablation: {what}, {metric}"
             z = run.metrics.get(f"ablation/{name}_{metric}_zscore", math.nan)
-            rows.setdefault(label, ["-"] * len(runs))[index] = f"{verdict} (z = {fmt(z, 2)})"
+            draws = _draws(run)
+            few = f", {draws} draws only" if 0 < draws < FEW_DRAWS else ""
+            rows.setdefault(label, ["-"] * len(runs))[index] = f"{verdict} (z = {fmt(z, 2)}{few})"
     return [[label] + cells for label, cells in rows.items()]
 
 

@@ -22,8 +22,8 @@ command line, so ``run_name: 695e0514`` is the text ``695e0514``, never a
 number. Other keys are typed as YAML types them (``16``, ``0.05``, ``true``,
 ``[a, b]``, ``{a: 1}``). A command-line value is taken literally: `` #`` is
 not a comment, and only a key that takes a list or map reads the value as a
-YAML list or map. ``null`` (``~``, or an empty value) is null; on keys that
-may be null, ``None`` and ``none`` are null too. Keys typed ``Any``
+YAML list or map. ``null`` (``~``, or an empty value in YAML) is null; on keys that
+may be null, ``None`` and ``none`` are null too. An empty command-line value (``corpus.limit=``) is refused. Keys typed ``Any``
 (``trainer.devices``, ``model.build.*``) are typed as YAML types them,
 except that text YAML would read as an infinite or NaN float (``695e0514``)
 stays text.

@@ -163,8 +163,8 @@ def parse_override(key: str, text: str) -> Any:
     """The value of command-line override ``key=text``, read by the schema type of ``key``.
 
     - str-typed keys (``tracking.run_name``, ``tracking.tags.X``, ``findings[0]``): ``text`` exactly,
-      `` #`` included; ``null``, ``~`` or empty is null where the key may be null (empty is the
-      empty text otherwise), and so are ``None``/``none``.
+      `` #`` included; ``null`` or ``~`` is null where the key may be null, and so are ``None``/``none``.
+    - an empty value (``corpus.limit=``) is refused: write ``null`` to unset a key.
     - keys taking a list or map (``findings``, ``tracking.tags``): ``text`` must be a YAML list
       ``[a, b]`` or map ``{a: 1}``; str items and values in it keep their text.
     - other keys (int, float, bool, ``Any``): as YAML types ``text`` (``16``, ``5e-2``, ``true``,
@@ -172,8 +172,13 @@ def parse_override(key: str, text: str) -> Any:
       than one YAML value (``16 #x``) is taken as text, which a number or bool key then refuses.
 
     Raises:
-        ConfigError: a key that takes a list or map was given something else.
+        ConfigError: an empty value; a key that takes a list or map was given something else.
     """
+    if text == "":
+        raise ConfigError(
+            f"Config key '{key}' has nothing after '=' on the command line. Give it a value, e.g. {key}=VALUE, "
+            f"or write {key}=null to unset it (an empty value is refused, so that a variable that expanded to nothing does not pass silently)."
+        )
     kind = schema_type(key)
     base, nullable = _unwrap(kind)
     if _is_text(kind):

@@ -16,7 +16,6 @@ whatever a request holds.
 
 # no `from __future__ import annotations`: FastAPI reads the request model from the endpoint's annotation object
 import logging
-import socket
 from typing import Any, Callable, List, Optional
 
 from attnsim.errors import AttnsimError
@@ -96,6 +95,18 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
             return refused(str(exc))
         return {"context": app.state.context}
 
+    from fastapi.exceptions import RequestValidationError
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(_request, exc: RequestValidationError):  # noqa: ANN001 - Starlette's handler signature
+        # a request whose fields have the wrong types (off="1.2", text=5, a body that is not JSON): the same 400
+        # {"error": ...} as every refused request, naming the field and what it takes, instead of FastAPI's 422 list
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'the body'}: {e.get('msg', 'invalid')}" for e in exc.errors())
+        return refused(
+            f"The request is not one the explorer takes ({problems}). It takes JSON: text (a string), layer and head (integers), "
+            'off (a list of [layer, head] pairs) and mode ("zero" or "mean").'
+        )
+
     @app.exception_handler(Exception)
     def unexpected(_request, exc: Exception):  # noqa: ANN001 - Starlette's handler signature
         log.exception("explore request failed")
@@ -108,21 +119,15 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
 
 
 def check_port(port: int, host: str = HOST) -> None:
-    """Refuse a port that is out of range or already in use on ``host``.
+    """Refuse a port that is out of range, in use or not allowed, or a host that is not this machine's
+    (:func:`attnsim.tracking.ui.check_port`, with this command's hints).
 
     Raises:
-        ExploreServerError: naming the port and a free one to try.
+        ExploreServerError: naming the problem and the fix.
     """
-    if not 1 <= port <= 65535:
-        raise ExploreServerError(f"Port {port} is not a TCP port; give --port between 1 and 65535 (default 8765).")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not block
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise ExploreServerError(
-                f"Port {port} on {host} is in use ({exc.strerror}). Stop what listens there, or pass another: attnsim explore --port {port + 1}."
-            ) from exc
+    from attnsim.tracking.ui import check_port as check
+
+    check(port, host, command="attnsim explore", default=8765, error=ExploreServerError)
 
 
 def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], None] = print) -> int:

@@ -161,7 +161,7 @@ class Explorer:
         info = inspect_model(cfg.model.path, int(cfg.corpus.seq_len) if given else 8, dict(cfg.model.build or {}))
         if info.arch.vision or info.arch.seq2seq:
             raise ExploreError(
-                f"attnsim explore reads text with an encoder or a decoder; '{info.name}' is a {'vision' if info.arch.vision else 'encoder-decoder'} model. Give a text model (model.path=bundled or smollm2)."
+                f"attnsim explore reads text with an encoder or a decoder; '{info.name}' is {'a vision' if info.arch.vision else 'an encoder-decoder'} model. Give a text model (model.path=bundled or smollm2)."
             )
         max_tokens = int(cfg.corpus.seq_len) if given else min(DEFAULT_TOKENS, info.max_length or DEFAULT_TOKENS)
         tokenizer = load_tokenizer(info, max_tokens)

@@ -26,6 +26,7 @@ the whole group: SIGTERM, then SIGKILL for whatever is left after
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -52,12 +53,15 @@ class UiError(TrackingError):
     """The MLflow UI cannot be started for this store or port."""
 
 
+DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQL stores (a scheme may name a driver: postgresql+psycopg2)
+
+
 def check_store(uri: str) -> None:
     """Refuse a store ``attnsim ui`` cannot serve, before any process is started.
 
     Raises:
         UiError: ``uri`` is an MLflow server (it has its own UI), a file store
-            (MLflow 3 refuses it), or an SQLite database that does not exist
+            (MLflow 3 refuses it), a URI that names no SQL database MLflow knows, or an SQLite database that does not exist
             (nothing was logged there; serving it would show an empty UI).
     """
     if is_server(uri):
@@ -69,6 +73,11 @@ def check_store(uri: str) -> None:
         raise UiError(
             f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db)."
         )
+    if scheme.split("+")[0] not in DATABASES:
+        raise UiError(
+            f"Tracking store '{uri}' is not a database MLflow can serve: its scheme '{scheme}' is none of {', '.join(DATABASES)}. "
+            "Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db) or a database URI, e.g. postgresql://USER@HOST/DB."
+        )
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///") :])
         if not path.is_file():
@@ -78,24 +87,36 @@ def check_store(uri: str) -> None:
             )
 
 
-def check_port(port: int, host: str = HOST) -> None:
-    """Refuse a port that is out of range or already in use on ``host``.
+def check_port(port: int, host: str = HOST, command: str = "attnsim ui", default: int = 5000, error: type = None) -> None:
+    """Refuse a port that is out of range, in use, not allowed to this user, or a host that is not this machine's,
+    before any server starts; shared by ``attnsim ui`` and ``attnsim explore`` (``command``, ``default``, ``error``).
 
     Raises:
-        UiError: the port is not in 1..65535 or something listens on it (e.g. another ``attnsim ui``).
+        UiError (or ``error``): naming the problem and the fix (a free port, a port of 1024 or more, --host 127.0.0.1).
     """
+    error = error or UiError
     if not 1 <= port <= 65535:
-        raise UiError(f"Port {port} is not a TCP port; give --port between 1 and 65535 (default 5000).")
+        raise error(f"Port {port} is not a TCP port; give --port between 1 and 65535 (default {default}).")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         # as the server itself binds: a port whose last connections wait in TIME_WAIT (a browser used the previous
         # server) is free to listen on, and only a live listener makes the bind fail
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
-        except OSError as exc:
-            raise UiError(
-                f"Port {port} on {host} is in use ({exc.strerror}), perhaps by another `attnsim ui` or MLflow server. Stop that one, or pass a free port: attnsim ui --port {port + 1}."
+        except socket.gaierror as exc:
+            raise error(
+                f"--host {host} is not a name this machine can resolve ({exc.strerror}); give --host 127.0.0.1 (this machine only) or one of its addresses."
             ) from exc
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                message = f"Port {port} on {host} is in use, perhaps by another `{command}` or MLflow server. Stop that one, or pass a free port: {command} --port {port + 1}."
+            elif exc.errno == errno.EACCES:
+                message = f"Port {port} needs administrator rights on this machine (ports below 1024 do); pass a port of 1024 or more, e.g. {command} --port {default}."
+            elif exc.errno == errno.EADDRNOTAVAIL:
+                message = f"--host {host} is not an address of this machine; give --host 127.0.0.1 (this machine only) or one of its own addresses."
+            else:
+                message = f"Cannot listen on {host}:{port} ({exc.strerror}); try another port, e.g. {command} --port {port + 1}."
+            raise error(message) from exc
 
 
 def artifact_root(uri: str) -> Optional[str]:

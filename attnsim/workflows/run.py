@@ -111,6 +111,14 @@ class RunResult:
     experiment: str = ""
     rank: int = 0
 
+    def __repr__(self) -> str:
+        """One line (a notebook cell or ``print`` shows it): the run, its findings and counts, not every tensor."""
+        findings = ", ".join(self.summaries) or "none"
+        return (
+            f"RunResult(run_id={self.run_id!r}, run_name={self.run_name!r}, status={self.status!r}, windows={self.windows}, "
+            f"findings=[{findings}], metrics={len(self.metrics)}, experiment={self.experiment!r}, tracking_uri={self.tracking_uri!r})"
+        )
+
 
 @dataclass
 class Prepared:
@@ -527,6 +535,8 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
         True
         >>> tuple(result.summaries["csm"].scalars["mean"].shape)  # (layer, head)
         (6, 12)
+        >>> result  # doctest: +ELLIPSIS
+        RunResult(run_id='...', run_name='csm', status='FINISHED', windows=2, findings=[csm, distance], metrics=..., experiment='csm', tracking_uri='sqlite:///...')
 
     Args:
         experiment: experiment name (``attnsim list``) or path to a YAML file.

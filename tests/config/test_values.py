@@ -7,6 +7,7 @@ was cut to ``ablation``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ def test_any_keys_are_typed_by_yaml_but_never_become_infinity(tmp_path):
     assert (build.eps, build.name, build.big) == (1e-12, "695e0514", float("inf"))
 
 
-@pytest.mark.parametrize("spelling", ["None", "none", "null", "~", ""])
+@pytest.mark.parametrize("spelling", ["None", "none", "null", "~"])
 def test_null_spellings_are_null_on_nullable_keys(spelling):
     keys = ["checkpoint.dir", "tracking.run_name", "tracking.uri", "corpus.limit", "trainer.threads", "maps.target_class"]
     cfg = load_config("csm", [f"{key}={spelling}" for key in keys])
@@ -110,6 +111,12 @@ def test_null_spellings_are_null_on_nullable_keys(spelling):
         assert params[key] == "null", key  # params spell null as config.yaml does
         section, name = key.split(".")
         assert shown[section][name] is None and f"{name}: null" in to_yaml(cfg)
+
+
+@pytest.mark.parametrize("key", ["corpus.limit", "tracking.run_name", "stats.top_fraction"])
+def test_an_empty_value_on_the_command_line_is_refused_not_read_as_null(key):
+    with pytest.raises(ConfigError, match=rf"Config key '{re.escape(key)}' has nothing after '=' on the command line.*{re.escape(key)}=null"):
+        load_config("csm", [f"{key}="])
 
 
 def test_none_in_yaml_is_null_on_nullable_keys_and_text_elsewhere(tmp_path):

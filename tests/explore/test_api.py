@@ -106,12 +106,20 @@ def test_numbers_come_from_the_stats(client):
         ({"text": "hello", "layer": 0, "head": 0, "off": [[0, 9]]}, 400, "does not exist"),
         ({"text": "hello", "layer": 0, "head": 0, "off": [[0]]}, 400, "[layer, head]"),
         ({"text": "hello", "layer": 0, "head": 0, "off": [[0, 1]], "mode": "resample"}, 400, "zero or mean"),
+        ({"text": "hello", "layer": 0, "head": 0, "off": "1.2"}, 400, "off: "),  # wrong types: 400 with the field, not FastAPI's 422
+        ({"text": 5, "layer": 0, "head": 0}, 400, "text: "),
+        ({"text": "hello", "layer": "x", "head": 0}, 400, "layer: "),
     ],
 )
 def test_bad_input_is_a_message_and_the_server_keeps_running(client, body, status, words):
     reply = client.post("/api/analyse", json=body)
     assert reply.status_code == status and words in reply.json()["error"], reply.text
     assert client.post("/api/analyse", json={"text": "still here", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_a_body_that_is_not_json_is_a_message(client):
+    reply = client.post("/api/analyse", content=b"not json", headers={"content-type": "application/json"})
+    assert reply.status_code == 400 and "It takes JSON" in reply.json()["error"], reply.text
 
 
 def test_a_long_text_says_what_was_cut(client):

@@ -156,12 +156,24 @@ def test_ui_refuses_stores_it_cannot_serve(uri, message):
     assert message in str(error.value)
 
 
+def test_ui_refuses_a_store_scheme_mlflow_cannot_serve_before_starting():
+    with pytest.raises(UiError, match=r"Tracking store 'bogus://x' is not a database MLflow can serve: its scheme 'bogus'"):
+        check_store("bogus://x")
+
+
+def test_a_host_that_is_not_this_machines_is_not_called_a_port_in_use():
+    with pytest.raises(UiError, match=r"--host bogus.invalid is not a name this machine can resolve"):
+        check_port(8771, host="bogus.invalid")
+    with pytest.raises(UiError, match=r"--host 203.0.113.9 is not an address of this machine"):
+        check_port(8771, host="203.0.113.9")
+
+
 def test_ui_refuses_a_busy_or_impossible_port():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with pytest.raises(UiError, match=f"Port {port} on 127.0.0.1 is in use .*attnsim ui --port {port + 1}"):
+        with pytest.raises(UiError, match=f"Port {port} on 127.0.0.1 is in use.*attnsim ui --port {port + 1}"):
             check_port(port)
     for bad in (0, 70000):
         with pytest.raises(UiError, match=f"Port {bad} is not a TCP port"):

@@ -351,10 +351,10 @@
         return;
       }
       fetch(boot.api + "api/analyse", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
-        .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, json: j }; }); })
+        .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; }); })
         .then(function (res) {
           if (mine < seq) return; // a later request is on its way: its answer is the one to draw
-          if (!res.ok) { say(res.json.error || "The server could not answer.", true); return; }
+          if (!res.ok) { say(res.json.error || ("The server refused the request (HTTP " + res.status + ")."), true); return; }
           var received = performance.now();
           data = res.json; shown = mine; draw();
           var drawn = performance.now();
