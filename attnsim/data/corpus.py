@@ -46,4 +46,21 @@ class MeasuredCorpus(Protocol):
         ...  # pragma: no cover - protocol
 
 
-__all__ = ["MeasuredCorpus"]
+class TextItems:
+    """What a corpus of text items offers :class:`MeasuredCorpus` unless it says otherwise: the findings' T is
+    ``seq_len``, and there is no image layout. Text windows, sentence pairs and prompt pairs inherit it."""
+
+    seq_len: int
+
+    @property
+    def measured_len(self) -> int:
+        """T of the findings' maps: ``seq_len``."""
+        return self.seq_len
+
+    @property
+    def layout(self) -> None:
+        """No image layout: text."""
+        return None
+
+
+__all__ = ["MeasuredCorpus", "TextItems"]

@@ -31,6 +31,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from attnsim.data.corpus import TextItems
 from attnsim.errors import CorpusError
 
 BUNDLED_PAIRS = "bundled"
@@ -169,7 +170,7 @@ class PromptPairDataModule(pl.LightningDataModule):
 
 
 @dataclass
-class PromptPairCorpus:
+class PromptPairCorpus(TextItems):
     """The prompt pairs of a patching run, in the shape run tags and dataset inputs read from a corpus.
 
     Attributes:
@@ -185,16 +186,6 @@ class PromptPairCorpus:
     documents_used: int
     content_hash: str
     pad_id: int = 0
-
-    @property
-    def measured_len(self) -> int:
-        """The longest prompt's tokens (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
-        return self.seq_len
-
-    @property
-    def layout(self) -> None:
-        """No image layout: text prompts."""
-        return None
 
     def datamodule(self, batch_size: int, num_workers: int = 0) -> PromptPairDataModule:
         """The pairs as a :class:`PromptPairDataModule` (in this process: ``num_workers`` is not used)."""

@@ -29,6 +29,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from attnsim.data.corpus import TextItems
 from attnsim.data.module import shard_sampler
 from attnsim.data.sources import BinaryFile, _read, check_encoding, clean_text, jsonl_records
 from attnsim.data.windows import text_span, token_labels
@@ -96,7 +97,7 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
 
 
 @dataclass
-class PairCorpus:
+class PairCorpus(TextItems):
     """Tokenised, padded sentence pairs: the corpus of an encoder–decoder run.
 
     Attributes:
@@ -135,11 +136,6 @@ class PairCorpus:
     def measured_len(self) -> int:
         """T of the findings' maps: the target length (the decoder's positions; :class:`~attnsim.data.corpus.MeasuredCorpus`)."""
         return self.target_len
-
-    @property
-    def layout(self) -> None:
-        """No image layout: sentence pairs."""
-        return None
 
     def datamodule(self, batch_size: int, num_workers: int = 0) -> "PairDataModule":
         """The pairs as a :class:`PairDataModule`."""

@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from attnsim.data.corpus import TextItems
 from attnsim.data.segment import sentence_spans
 from attnsim.data.sources import Document
 from attnsim.errors import CorpusError
@@ -78,7 +79,7 @@ class Window:
 
 
 @dataclass
-class Corpus:
+class Corpus(TextItems):
     """The windows of one run and what was read to make them."""
 
     windows: List[Window]
@@ -99,16 +100,6 @@ class Corpus:
             digest.update(w.attention_mask.astype(np.int64).tobytes())
             digest.update(w.sentence_ids.astype(np.int64).tobytes())
         return digest.hexdigest()
-
-    @property
-    def measured_len(self) -> int:
-        """T of the findings' maps: ``seq_len`` (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
-        return self.seq_len
-
-    @property
-    def layout(self) -> None:
-        """No image layout: text windows (:class:`~attnsim.data.corpus.MeasuredCorpus`)."""
-        return None
 
     def datamodule(self, batch_size: int, num_workers: int = 0) -> Any:
         """The windows as a :class:`~attnsim.data.module.WindowDataModule` (unknown tokens marked)."""
