@@ -42,8 +42,8 @@ from attnsim.analysis.verdicts import (
     NOT_SEPARATED,
     Z_THRESHOLD,
     Assessment,
-    _draws,
     degenerate_heads,
+    drawn_sets,
     head_verdicts,
     intervention_verdicts,
     selected_statistic,
@@ -292,7 +292,7 @@ def _intervention_rows(runs: Sequence[LoggedRun]) -> List[List[str]]:
             what = f"top {run.params.get('interventions.select.top', '?')} by {statistic}" if name == "top" else "listed heads"
             label = f"ablation: {what}, {metric}"
             z = run.metrics.get(f"ablation/{name}_{metric}_zscore", math.nan)
-            draws = _draws(run)
+            draws = drawn_sets(run)
             few = f", {draws} draws only" if 0 < draws < FEW_DRAWS else ""
             rows.setdefault(label, ["-"] * len(runs))[index] = f"{verdict} (z = {fmt(z, 2)}{few})"
     return [[label] + cells for label, cells in rows.items()]

@@ -30,7 +30,7 @@ ABLATION_METRICS = (
 FEW_DRAWS = 10  # a z-score from fewer random head sets than this gets a warning beside it
 
 
-def _draws(run: LoggedRun) -> int:
+def drawn_sets(run: LoggedRun) -> int:
     """``interventions.random_draws`` of an ablation run (params), 0 when absent or unreadable."""
     try:
         return int(run.params.get("interventions.random_draws", 0) or 0)
@@ -62,7 +62,7 @@ def intervention_verdicts(run: LoggedRun) -> List[Tuple[str, str, str, str]]:
             std = run.metrics.get(f"ablation/{name}_{metric}_random_std", math.nan)
             verdict = "not measured" if not math.isfinite(z) else ("holds" if z >= Z_THRESHOLD else "does not hold")
             line = f"{metric} effect {fmt(effect)} against random heads {fmt(mean)} ± {fmt(std)} (z = {fmt(z, 2)}; clean {metric} {fmt(run.metrics[f'ablation/clean_{metric}'])})"
-            draws = _draws(run)
+            draws = drawn_sets(run)
             if 0 < draws < FEW_DRAWS:
                 line += f"; from {draws} random draws only: a rough spread, rerun with interventions.random_draws={FEW_DRAWS} or more"
             out.append((name, metric, verdict, line))
