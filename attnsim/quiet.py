@@ -15,6 +15,7 @@ import logging
 import os
 
 VERBOSE_ENV = "ATTNSIM_VERBOSE"
+_QUIETED: set = set()  # "light" (MLflow's chatter) and "heavy" (Lightning's and transformers' too), once done
 
 
 def verbose_requested() -> bool:
@@ -30,8 +31,8 @@ def quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
         heavy: also quiet Lightning and transformers (importing Lightning); False for callers that only
             read runs (``report``, ``compare``), which import neither.
     """
-    if verbose or verbose_requested():
-        return
+    if verbose or verbose_requested() or (heavy and "heavy" in _QUIETED) or (not heavy and _QUIETED):
+        return  # already done in this process (the API calls it on every access to attnsim.run, ...)
     import warnings
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # "Downloading artifacts" bars
@@ -41,6 +42,7 @@ def quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
 
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    _QUIETED.add("light")
     if not heavy:
         return
     import pytorch_lightning  # noqa: F401 - it sets its loggers' levels when imported; override after
@@ -56,3 +58,4 @@ def quiet_libraries(verbose: bool = False, heavy: bool = True) -> None:
         hf_logging.disable_progress_bar()
     except ImportError:  # transformers is a dependency; nothing to quiet without it
         pass
+    _QUIETED.add("heavy")
