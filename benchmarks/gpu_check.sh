@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A GPU check in one command (README, "Performance"): the tests marked `cuda`, then
-# benchmarks/throughput.py and benchmarks/memory.py with --device cuda, then one table.
+# benchmarks/throughput.py and benchmarks/memory.py with --device cuda, then a BERT-base-sized
+# model over 20,000 windows of 128 tokens (benchmarks/bert_base_scale.py), then one table.
 #
-#   bash benchmarks/gpu_check.sh               # GPU 0, about 3-5 minutes on a data-centre GPU
+#   bash benchmarks/gpu_check.sh               # GPU 0, about 5-8 minutes on a data-centre GPU
 #   bash benchmarks/gpu_check.sh --gpu 1       # another GPU (sets CUDA_VISIBLE_DEVICES)
 #   bash benchmarks/gpu_check.sh --quick       # fewer windows, for a first look
 #   make gpu-check ARGS=--quick                # the same through the Makefile's .venv
 #
-# Each step has a time limit, so that the whole check ends within 8 minutes; a step over its
+# Each step has a time limit, so that the whole check ends within 10 minutes; a step over its
 # limit is reported as TIMEOUT. Logs of every step are kept in --logs DIR (default: a new
 # temporary folder, printed). Exits 2 before anything runs when torch sees no CUDA GPU,
 # 1 when a step failed, 0 when every step passed (read the table for the targets' PASS/FAIL).
@@ -17,7 +18,7 @@ PYTHON="${PYTHON:-python}"
 GPU=""
 QUICK=0
 LOGS=""
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --gpu) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "error: --gpu takes a GPU index (0, 1, ...), got '${2:-}'" >&2; exit 2; }; GPU="$2"; shift 2 ;;
@@ -42,7 +43,7 @@ print(torch.cuda.get_device_name(0) + ", torch " + torch.__version__ + ", CUDA "
 fi
 LOGS="${LOGS:-$(mktemp -d -t attnsim-gpu-check.XXXXXX)}"
 mkdir -p "$LOGS" || { echo "error: cannot create the log folder $LOGS" >&2; exit 2; }
-if [ "$QUICK" = 1 ]; then WINDOWS=512; SMALL=128; LARGE=512; else WINDOWS=2048; SMALL=256; LARGE=2048; fi
+if [ "$QUICK" = 1 ]; then WINDOWS=512; SMALL=128; LARGE=512; BERT=2000; else WINDOWS=2048; SMALL=256; LARGE=2048; BERT=20000; fi
 echo "GPU check on $GPU_NAME; logs in $LOGS"
 
 STATUS=0
@@ -60,9 +61,10 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
   ROWS+=("$name|$result|${spent} s")
 }
 
-step tests 150 "$PYTHON" -m pytest -q -m cuda -p no:cacheprovider tests/capture/test_cuda.py
-step throughput 210 "$PYTHON" benchmarks/throughput.py --device cuda --windows "$WINDOWS" --rounds 3 --no-full-run
+step tests 120 "$PYTHON" -m pytest -q -m cuda -p no:cacheprovider tests/capture/test_cuda.py
+step throughput 180 "$PYTHON" benchmarks/throughput.py --device cuda --windows "$WINDOWS" --rounds 3 --no-full-run
 step memory 90 "$PYTHON" benchmarks/memory.py --device cuda --small "$SMALL" --large "$LARGE"
+step bert_base 150 "$PYTHON" benchmarks/bert_base_scale.py --device cuda --windows "$BERT" --experiments csm
 
 line() { grep -h -m1 -E "$1" "$LOGS/$2.log" 2>/dev/null | sed 's/|/\\|/g' || true; }
 tests_summary="$(tail -n 1 "$LOGS/tests.log" 2>/dev/null | sed 's/=//g; s/^ *//; s/ *$//')"
@@ -70,6 +72,7 @@ paper="$(grep -h -E '^\| all-MiniLM-L6-v2 \| paper \|' "$LOGS/throughput.log" 2>
 csm="$(grep -h -E '^\| all-MiniLM-L6-v2 \| csm \|' "$LOGS/throughput.log" 2>/dev/null | awk -F' *[|] *' '{printf "csm %s -> %s samples/s, ratio %s", $6, $7, $8}')"
 memory="$(line '^target peak-memory ratio' memory)"
 gpu_memory="$(line '^peak GPU memory ratio' memory)"
+bert="$(grep -h -E '^\| csm \| cuda' "$LOGS/bert_base.log" 2>/dev/null | awk -F' *[|] *' '{printf "csm over %s windows: predict %s s, run %s s, peak GPU %s MiB, %s", $4, $5, $6, $9, $10}')"
 
 echo
 echo "| step | result | time | figures |"
@@ -80,6 +83,7 @@ for row in "${ROWS[@]}"; do
     tests) figures="$tests_summary" ;;
     throughput) figures="$paper; $csm (plain -> attnsim, $WINDOWS windows)" ;;
     memory) figures="$memory; $gpu_memory" ;;
+    bert_base) figures="$bert" ;;
   esac
   echo "| $name | $result | $spent | $figures |"
 done

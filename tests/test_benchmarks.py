@@ -91,6 +91,8 @@ def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
         ("end_to_end.py", ["--pairs", "0"], "0 is not a positive number"),
         ("end_to_end.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
         ("end_to_end.py", ["--device", "cuda:x"], "'cuda:x' is not a device; use cpu or cuda"),
+        ("bert_base_scale.py", ["--seq-len", "1024"], "--seq-len 1024 is longer than BERT-base's 512 positions"),
+        ("bert_base_scale.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):
@@ -126,7 +128,7 @@ def test_gpu_check_stops_before_any_step_without_a_cuda_gpu():
     assert "== tests" not in out.stdout
 
 
-def test_gpu_check_runs_its_three_steps_and_prints_one_table(tmp_path):
+def test_gpu_check_runs_its_steps_and_prints_one_table(tmp_path):
     # a stand-in interpreter that "sees" a GPU and prints what the tests and benchmarks print
     fake = tmp_path / "python"
     fake.write_text(
@@ -136,14 +138,21 @@ def test_gpu_check_runs_its_three_steps_and_prints_one_table(tmp_path):
         '  *pytest*) echo "...."; echo "===== 5 passed in 3.21s =====" ;;\n'
         '  *throughput.py*) echo "| all-MiniLM-L6-v2 | paper | 2048 | eager | 900.0 | 700.0 | 0.78 | 0.1 | 0.2 | 0.3 |"; echo "| all-MiniLM-L6-v2 | csm | 2048 | sdpa | 950.0 | 900.0 | 0.95 | 0.1 | 0.2 | 0.3 |" ;;\n'
         '  *memory.py*) echo "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS"; echo "peak GPU memory ratio 2048/256 windows: 1.000 (no target)" ;;\n'
+        '  *bert_base_scale.py*) echo "| csm | cuda | 20,000 | 41.0 | 52.5 | 488 | 3100 | 9000 | PASS (< 60 s on one H200) |" ;;\n'
         "esac\n"
     )
     fake.chmod(0o755)
     out = gpu_check("--logs", str(tmp_path / "logs"), python=str(fake))
     assert out.returncode == 0, out.stderr
     table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
-    assert table[0] == "| step | result | time | figures |" and [row.split(" | ")[0] for row in table[2:]] == ["| tests", "| throughput", "| memory"]
+    assert table[0] == "| step | result | time | figures |" and [row.split(" | ")[0] for row in table[2:]] == [
+        "| tests",
+        "| throughput",
+        "| memory",
+        "| bert_base",
+    ]
     assert "| ok |" in table[2] and "5 passed in 3.21s" in table[2]
     assert "paper 900.0 -> 700.0 samples/s, ratio 0.78" in table[3] and "csm 950.0 -> 900.0 samples/s, ratio 0.95" in table[3]
     assert "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS; peak GPU memory ratio 2048/256 windows: 1.000" in table[4]
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["memory.log", "tests.log", "throughput.log"]
+    assert "csm over 20,000 windows: predict 41.0 s, run 52.5 s, peak GPU 9000 MiB, PASS (< 60 s on one H200)" in table[5]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["bert_base.log", "memory.log", "tests.log", "throughput.log"]
