@@ -157,6 +157,24 @@ class RunSink:
             if len(self._buffer) >= _BATCH:
                 self.flush()
 
+    def log_series(self, series: Dict[str, Dict[int, float]]) -> None:
+        """Buffer metrics logged at several MLflow steps (key -> {step: value}), which MLflow draws as line charts
+        (:func:`attnsim.tracking.summaries.comparison_series`).
+
+        Every point repeats a value logged under its own key (a layer mean, a head's value), so a non-finite
+        point is left out without being counted again in ``zz_run/skipped_nonfinite``.
+        """
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for name, points in series.items():
+            key = self._key(name)
+            for step, value in points.items():
+                if math.isfinite(float(value)):
+                    self._buffer.append(Metric(key, float(value), now, int(step)))
+            if len(self._buffer) >= _BATCH:
+                self.flush()
+
     def flush(self) -> None:
         """Wait for figures being written, send buffered metrics and list the tables logged since the
         last flush in ``mlflow.loggedArtifacts``."""
