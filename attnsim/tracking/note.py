@@ -7,10 +7,11 @@ lines and a "Show more" link. What the description holds, first to last (:func:`
    one colour scale per panel), its tables (``tables/``) and its explorer page (``explorer.html``), as
    routes of MLflow's artifact view relative to the page (so they work under ``attnsim ui`` and on an
    MLflow server), and the ``attnsim explore --run RUN_ID`` command;
-2. the layer means of the run's headline statistics, one row per statistic, rounded to 4 significant
+2. the first heads mosaic, drawn in the description (an image served by MLflow's ``get-artifact``; its
+   top shows under the links before "Show more" is clicked);
+3. the layer means of the run's headline statistics, one row per statistic, rounded to 4 significant
    digits (MLflow's own metric table prints 16);
-3. the first headline statistic by layer (rows) and head (columns), rounded likewise;
-4. the first heads mosaic, drawn in the description (an image served by MLflow's ``get-artifact``);
+4. the first headline statistic by layer (rows) and head (columns), rounded likewise;
 5. what the description held before (the experiment's description and how the run was started).
 
 Headline statistics are those of ``stats.per_head``; a run with none (``paper``) lists those of
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Sequence
 from urllib.parse import quote
 
-from attnsim.tracking.links import classic_fragment
+from attnsim.tracking.links import artifact_link
 
 MAX_ROWS = 12  # statistics in the layer table
 MAX_HEAD_TABLE_CHARS = 3000  # a larger layer x head table (a big model) is left to the mosaic and the tables
@@ -33,12 +34,6 @@ MAX_HEAD_TABLE_CHARS = 3000  # a larger layer x head table (a big model) is left
 def rounded(value: float) -> str:
     """``value`` with 4 significant digits (``0.4644``, ``1.078``, ``1.234e+05``); ``–`` for NaN or infinity."""
     return f"{value:.4g}" if math.isfinite(value) else "–"
-
-
-def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
-    """The route of artifact ``path`` in MLflow's classic run view, relative to the UI's root:
-    ``#/experiments/1/runs/<id>/artifacts/figures/csm/heads.png?workflowType=machine_learning``."""
-    return classic_fragment(f"/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}/artifacts/{quote(path.strip('/'))}")
 
 
 def headline_statistics(names: Iterable[str], per_head: Sequence[str], per_layer: Sequence[str]) -> List[str]:
@@ -90,6 +85,8 @@ def reading_note(
         + " · ".join(links + [f"live explorer: `attnsim explore --run {run_id}`"])
         + ". Model metrics: `0_heads` charts put a layer's heads on one axis (x: head), `0_layers` the layers (x: layer)."
     ]
+    if mosaics:
+        parts.append(f"![{mosaics[0]}](get-artifact?path={quote(mosaics[0])}&run_uuid={quote(run_id)})")
     chosen = headline_statistics(scalars, per_head, per_layer)
     values = {name: [[float(v) for v in row] for row in _rows(scalars[name])] for name in chosen}
     if values:
@@ -106,8 +103,6 @@ def reading_note(
         )
         if len(heads) <= MAX_HEAD_TABLE_CHARS:
             parts.append(f"`{first}` by layer and head:\n\n" + heads)
-    if mosaics:
-        parts.append(f"![{mosaics[0]}](get-artifact?path={quote(mosaics[0])}&run_uuid={quote(run_id)})")
     if before:
         parts.append(before)
     return "\n\n".join(parts)
@@ -136,7 +131,7 @@ def artifact_paths(client: Any, run_id: str, folders: Sequence[str] = ("", "figu
     return found
 
 
-def describe_run(client: Any, run_id: str, summaries: Mapping[str, Any], per_head: Sequence[str], per_layer: Sequence[str], before: str) -> Optional[str]:
+def describe_run(client: Any, run_id: str, summaries: Mapping[str, Any], per_head: Sequence[str], per_layer: Sequence[str], before: str) -> str:
     """:func:`reading_note` for a run just logged, from its summaries and its artifacts as the store lists them."""
     run = client.get_run(run_id)
     scalars: Dict[str, Any] = {f"{name}/{stat}": values for name, summary in summaries.items() for stat, values in summary.scalars.items()}

@@ -551,7 +551,7 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
         >>> tuple(result.summaries["csm"].scalars["mean"].shape)  # (layer, head)
         (6, 12)
         >>> result  # doctest: +ELLIPSIS
-        RunResult(run_id='...', run_name='csm', status='FINISHED', windows=2, findings=[csm, distance], metrics=..., experiment='csm', tracking_uri='sqlite:///...')
+        RunResult(run_id='...', run_name='csm · all-MiniLM-L6-v2', status='FINISHED', windows=2, findings=[csm, distance], metrics=..., experiment='csm', tracking_uri='sqlite:///...')
 
     Args:
         experiment: experiment name (``attnsim list``) or path to a YAML file.

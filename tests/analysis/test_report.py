@@ -74,7 +74,7 @@ def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, 
     assert set(by_control) == {"none", "random"}
     assert all(r.info.status == "FINISHED" for r in runs)
     trained, control = by_control["none"], by_control["random"]
-    assert (trained.info.run_name, control.info.run_name) == ("paper", "paper-random")
+    assert (trained.info.run_name, control.info.run_name) == ("paper · all-MiniLM-L6-v2", "paper-random · all-MiniLM-L6-v2")
     out = tmp_path / "report.md"
     assert main(["report", trained.info.run_id, control.info.run_id, "--out", str(out)]) == 0
     text = out.read_text()
