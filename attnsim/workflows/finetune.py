@@ -233,7 +233,9 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
             Tag.VAL_WINDOWS.value: str(len(prepared.val)),
         }
     )
-    with prepared.tracker.run(cfg.tracking.experiment, cfg.tracking.run_name or f"{cfg.name} · {prepared.info.name}", tags, description=cfg.description) as sink:
+    with prepared.tracker.run(
+        cfg.tracking.experiment, cfg.tracking.run_name or f"{cfg.name} · {prepared.info.name}", tags, description=cfg.description
+    ) as sink:
         directory = prepared.checkpoint_dir or (Path.cwd() / "checkpoints" / cfg.name / sink.run_id).resolve()
         sink.set_tags({Tag.CHECKPOINT_DIR.value: str(directory)})
         sink.log_params(finetune_params(cfg))

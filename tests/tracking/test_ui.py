@@ -252,16 +252,18 @@ def test_the_run_page_compares_heads_and_tells_models_apart(store, ui, tmp_path)
         if shots:
             page.click("[...document.querySelectorAll('button')].find(e => e.innerText.trim() === 'Show more')")
             page.wait_for("[...document.querySelectorAll('button')].some(e => e.innerText.trim() === 'Show less')")
-            page.screenshot(Path(shots) / "mlflow-run-overview.png", clip=(200, 0, 1000, 800))
+            page.screenshot(Path(shots) / "mlflow-run-overview.png", clip=(200, 0, 1000, 660))
     with Page(f"{run_page}/model-metrics?workflowType=machine_learning", tmp_path / "metrics", width=1200, height=800) as page:
         page.wait_for("document.querySelectorAll('.js-plotly-plot g.trace').length >= 2")  # two charts drawn
-        sections = page.evaluate("JSON.stringify([...document.querySelectorAll('h3, [role=heading], span')].map(e => e.innerText).filter(t => /^0_|^csm|^distance/.test(t)))")
+        sections = page.evaluate(
+            "JSON.stringify([...document.querySelectorAll('h3, [role=heading], span')].map(e => e.innerText).filter(t => /^0_|^csm|^distance/.test(t)))"
+        )
         assert sections.index("0_heads/csm/mean") < sections.index("csm/mean")  # the comparison opens the tab
         layer = client.get_metric_history(gpt2.info.run_id, "0_heads/csm/mean/layer 00")
         heads = [gpt2.data.metrics.get(f"csm/mean/L00/H{h:02d}") for h in range(4)]
         assert [m.step for m in layer] == [0, 1, 2, 3] and [m.value for m in layer] == heads  # the same numbers, step = head
         if shots:
-            page.screenshot(Path(shots) / "mlflow-model-metrics.png", clip=(200, 0, 1000, 700))
+            page.screenshot(Path(shots) / "mlflow-model-metrics.png", clip=(200, 0, 1000, 660))
 
 
 def test_ui_keeps_mlflows_security_middleware(ui):
