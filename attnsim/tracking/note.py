@@ -119,20 +119,13 @@ def _nanmean(values: Sequence[float]) -> float:
     return sum(finite) / len(finite) if finite else math.nan
 
 
-def artifact_paths(client: Any, run_id: str, folders: Sequence[str] = ("", "figures", "tables")) -> List[str]:
-    """The run's artifact files at the top level, in ``tables/`` and one level into ``figures/`` (its findings' folders)."""
-    found: List[str] = []
-    for folder in folders:
-        for entry in client.list_artifacts(run_id, folder or None):
-            if not entry.is_dir:
-                found.append(entry.path)
-            elif folder == "figures":
-                found.extend(sub.path for sub in client.list_artifacts(run_id, entry.path) if not sub.is_dir)
-    return found
+def describe_run(client: Any, sink: Any, summaries: Mapping[str, Any], per_head: Sequence[str], per_layer: Sequence[str], before: str) -> str:
+    """:func:`reading_note` for a run just logged through ``sink`` (a :class:`~attnsim.tracking.sink.RunSink`, which
+    knows the artifacts it logged), from its summaries.
 
-
-def describe_run(client: Any, run_id: str, summaries: Mapping[str, Any], per_head: Sequence[str], per_layer: Sequence[str], before: str) -> str:
-    """:func:`reading_note` for a run just logged, from its summaries and its artifacts as the store lists them."""
-    run = client.get_run(run_id)
+    Raises:
+        MlflowException: the run cannot be read (its experiment id).
+    """
+    experiment_id = client.get_run(sink.run_id).info.experiment_id
     scalars: Dict[str, Any] = {f"{name}/{stat}": values for name, summary in summaries.items() for stat, values in summary.scalars.items()}
-    return reading_note(run.info.experiment_id, run_id, scalars, artifact_paths(client, run_id), per_head, per_layer, before)
+    return reading_note(experiment_id, sink.run_id, scalars, sink.artifacts, per_head, per_layer, before)

@@ -117,6 +117,7 @@ class RunSink:
         self.step = int(step)  # MLflow step of every metric logged without an explicit one
         self._buffer: List = []
         self._tables: List[str] = []  # .json tables not yet listed in the mlflow.loggedArtifacts tag
+        self.artifacts: List[str] = []  # every artifact path logged through this sink, in order (a run's description links them)
         self._pending: List = []  # figures being encoded and uploaded (futures)
         self._executor = None
         self._keys: Dict[str, str] = {}
@@ -237,6 +238,7 @@ class RunSink:
             self.client.log_inputs(self.run_id, inputs)
 
     def log_text(self, text: str, artifact_file: str) -> None:
+        self.artifacts.append(artifact_file)
         self.client.log_text(self.run_id, text, artifact_file)
 
     def log_figure(self, figure, artifact_file: str, dpi: int = 100, fixed_layout: bool = False) -> None:
@@ -255,6 +257,7 @@ class RunSink:
 
         from attnsim.tracking.png import figure_pixels
 
+        self.artifacts.append(artifact_file)
         try:
             pixels = figure_pixels(figure, dpi, fixed_layout)
             self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
@@ -264,6 +267,7 @@ class RunSink:
     def log_png(self, data: bytes, artifact_file: str) -> None:
         """Upload PNG file bytes already encoded (e.g. by :func:`attnsim.tracking.png.png_bytes` in a
         process drawing figures for this run) on the background thread of :meth:`log_figure`."""
+        self.artifacts.append(artifact_file)
         self._pending.append(self._writer().submit(self._write_file, data, artifact_file))
 
     def _writer(self):
@@ -320,8 +324,13 @@ class RunSink:
             self._tables.append(artifact_file)
         else:
             raise ValueError(f"A table artifact must end in .csv or .json, not {artifact_file!r}.")
+        self.artifacts.append(artifact_file)
 
     def log_artifact(self, local_path: str, artifact_path: Optional[str] = None) -> None:
+        import os
+        import posixpath
+
+        self.artifacts.append(posixpath.join(artifact_path or "", os.path.basename(local_path)))
         self.client.log_artifact(self.run_id, local_path, artifact_path)
 
     # -- lifecycle ---------------------------------------------------------------

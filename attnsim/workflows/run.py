@@ -493,7 +493,7 @@ def execute(
         if extra_metrics:  # after the statistics: MLflow's compare page plots the first metric a run logged
             sink.log_metrics(extra_metrics)
         sink.flush()
-        note = describe_run(prepared.tracker.client, sink.run_id, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))
+        note = describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))
         sink.set_tags({NOTE_TAG: note})  # the way to the mosaics, tables and explorer, first on the run's page
         failed = [f for f in findings if f.error is not None]
         if failed:
