@@ -9,10 +9,12 @@ two different names that would collapse into one key raise ``ValueError``.
 
 Run bookkeeping (window count, timings, skipped values) sits under one group,
 ``zz_run/`` (:func:`run_key`): MLflow's chart view groups a run's metrics into
-sections named by the key up to its last ``/`` and sorts the sections in plain
-string order (MLflow 3.17's ``extractChartSectionName`` and ``.sort()``), so
-``zz_run`` comes after every finding's sections. (``~`` would sort later still,
-but MLflow refuses it in a metric name.)
+sections named by the key up to its last ``/`` and sorts the sections by name
+(MLflow 3.17's ``extractChartSectionName`` and ``localeCompare``), so
+``zz_run`` comes after every finding's sections and the comparison series
+(``0_heads/``, ``0_layers/``; :meth:`RunSink.log_series`) before them. (``~`` would
+sort later still, but MLflow refuses it in a metric name.) A key logged at one
+step is drawn as a bar, a key logged at several steps as a line.
 
 Non-finite values never reach MLflow: they are skipped with one warning per
 key, their number is logged as the metric ``zz_run/skipped_nonfinite`` and their keys as the tag
@@ -26,7 +28,8 @@ mistaken for the whole one and two cut values can be told apart. Keys are
 never cut: a key over MLflow's 250 characters raises ``TrackingError``.
 
 Step: every metric of a run is logged at one MLflow step, the sink's
-``step`` (0 for a plain run, the checkpoint's global step for a sweep's child).
+``step`` (0 for a plain run, the checkpoint's global step for a sweep's child),
+except the comparison series, whose steps are heads or layers.
 """
 
 from __future__ import annotations
