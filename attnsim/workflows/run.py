@@ -493,8 +493,10 @@ def execute(
         if extra_metrics:  # after the statistics: MLflow's compare page plots the first metric a run logged
             sink.log_metrics(extra_metrics)
         sink.flush()
-        note = describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))
-        sink.set_tags({NOTE_TAG: note})  # the way to the mosaics, tables and explorer, first on the run's page
+        try:  # the way to the mosaics, tables and explorer, first on the run's page; the run's numbers are all logged
+            sink.set_tags({NOTE_TAG: describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))})
+        except Exception:  # noqa: BLE001 - a description is not worth failing a run for
+            log.warning("could not write the description of run %s; it keeps how it was started", sink.run_id, exc_info=True)
         failed = [f for f in findings if f.error is not None]
         if failed:
             sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
