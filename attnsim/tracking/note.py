@@ -11,7 +11,7 @@ lines and a "Show more" link. What the description holds, first to last (:func:`
    top shows under the links before "Show more" is clicked);
 3. the layer means of the run's headline statistics, one row per statistic, rounded to 4 significant
    digits (MLflow's own metric table prints 16);
-4. the first headline statistic by layer (rows) and head (columns), rounded likewise;
+4. the first statistic of ``stats.per_head`` by layer (rows) and head (columns), rounded likewise;
 5. what the description held before (the experiment's description and how the run was started).
 
 Headline statistics are those of ``stats.per_head``; a run with none (``paper``) lists those of
@@ -80,11 +80,13 @@ def reading_note(
         links.append(f"[tables]({artifact_link(experiment_id, run_id, 'tables')})")
     if "explorer.html" in artifacts:
         links.append(f"[explorer]({artifact_link(experiment_id, run_id, 'explorer.html')})")
-    parts = [
-        "**Read this run:** "
-        + " · ".join(links + [f"live explorer: `attnsim explore --run {run_id}`"])
-        + ". Model metrics: `0_heads` charts put a layer's heads on one axis (x: head), `0_layers` the layers (x: layer)."
-    ]
+    headlines = [name for name in scalars if any(fnmatch.fnmatchcase(name, p) for p in per_head)]
+    charts = (
+        "`0_heads` charts put a layer's heads on one axis (x: head), `0_layers` the layers (x: layer)"
+        if headlines
+        else "`0_layers` charts put the layers on one axis (x: layer)"
+    )
+    parts = ["**Read this run:** " + " · ".join(links + [f"live explorer: `attnsim explore --run {run_id}`"]) + f". Model metrics: {charts}."]
     if mosaics:
         parts.append(f"![{mosaics[0]}](get-artifact?path={quote(mosaics[0])}&run_uuid={quote(run_id)})")
     chosen = headline_statistics(scalars, per_head, per_layer)
@@ -97,7 +99,8 @@ def reading_note(
             means = [_nanmean(row) for row in rows]
             body.append([f"`{name}`", rounded(_nanmean([v for row in rows for v in row])), *(rounded(m) for m in means)])
         parts.append("Layer means (4 significant digits):\n\n" + _table(header, body))
-        first, rows = next(iter(values.items()))
+    if headlines:  # the first per-head statistic by layer and head
+        first, rows = headlines[0], _rows(scalars[headlines[0]])
         heads = _table(
             ["layer", *(f"H{h}" for h in range(max(len(row) for row in rows)))], ([f"L{i}", *(rounded(v) for v in row)] for i, row in enumerate(rows))
         )

@@ -45,6 +45,13 @@ def test_the_description_links_the_mosaics_tables_and_explorer_then_gives_the_nu
     assert parts[-2:] == ["Experiment.", "Command line: `attnsim run csm`"]
 
 
+def test_a_run_without_per_head_statistics_lists_its_layer_means_only():
+    scalars = {"csm/mean": torch.tensor([[0.1, 0.3], [1.0, 3.0]]), "csm/std": torch.tensor([[2.0, 2.0], [4.0, 6.0]])}
+    parts = reading_note("7", RUN, scalars, ["tables/csm_heads.csv"], per_head=[], per_layer=["csm/std"]).split("\n\n")
+    assert parts[0].endswith("Model metrics: `0_layers` charts put the layers on one axis (x: layer).")
+    assert parts[2] == "| statistic | model mean | L0 | L1 |\n|---|---|---|---|\n| `csm/std` | 3.5 | 2 | 5 |" and len(parts) == 3
+
+
 def test_headlines_are_the_per_head_statistics_else_a_listed_per_layer_set():
     names = ["csm/mean", "csm/std", "distance/short_range_share"]
     assert headline_statistics(names, ["csm/std"], ["*"]) == ["csm/std"]
