@@ -104,8 +104,8 @@ class Tag(StrEnum):
 
     # what a measurement ran on
     EXPERIMENT = "attnsim.experiment"
-    MODEL = "attnsim.model"
-    MODEL_PATH = "attnsim.model_path"
+    MODEL = "attnsim.model"  # a short name (all-MiniLM-L6-v2, a folder's name; capture.load.display_name), in the run's name too
+    MODEL_PATH = "attnsim.model_path"  # the model's resolved path
     MODEL_TYPE = "attnsim.model_type"
     HOST = "attnsim.host"  # the machine and process that hold a RUNNING run (a dead one is ended FAILED later)
     PID = "attnsim.pid"

@@ -35,6 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 TIMINGS = ("zz_run/",)  # the run's own timings and memory: they move from run to run
+# the comparison series repeat logged values at MLflow steps = heads or layers (attnsim.tracking.summaries.comparison_series);
+# a run's final metrics hold only their last step, and their values are compared under their own keys
+VIEWS = ("0_heads/", "0_layers/")
 
 TEXT_RUNS = [("paper", "bbc"), ("csm", "bbc")]
 
@@ -90,7 +93,7 @@ def snapshot(models):
             started = time.perf_counter()
             result = attnsim.run(experiment, overrides + quiet)
             run = client.get_run(result.run_id)
-            metrics = {key: value for key, value in run.data.metrics.items() if not key.startswith(TIMINGS)}
+            metrics = {key: value for key, value in run.data.metrics.items() if not key.startswith(TIMINGS + VIEWS)}
             out[name] = {"metrics": metrics, "tables": _tables(client, result.run_id)}
             print(f"{name:32s} {len(run.data.metrics):5d} metrics {len(out[name]['tables']):3d} tables {time.perf_counter() - started:6.1f} s", flush=True)
     return out

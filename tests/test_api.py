@@ -75,7 +75,10 @@ def test_run_returns_a_finished_run_and_report_reads_it(tiny_bert, tmp_path):
     logged = MlflowClient(uri).get_run(result.run_id)
     assert (result.status, logged.info.status) == ("FINISHED", "FINISHED")
     assert (result.experiment_id, result.tracking_uri, result.windows) == (logged.info.experiment_id, uri, 2)
-    assert (result.run_name, result.experiment) == ("csm", "csm") == (logged.info.run_name, MlflowClient(uri).get_experiment(result.experiment_id).name)
+    # the run is named by the experiment and the model's short name (its folder's name; the path is its own tag)
+    assert logged.data.tags["attnsim.model"] == tiny_bert.name and logged.data.tags["attnsim.model_path"] == str(tiny_bert.resolve())
+    assert (result.run_name, result.experiment) == (f"csm · {tiny_bert.name}", "csm")
+    assert (result.run_name, result.experiment) == (logged.info.run_name, MlflowClient(uri).get_experiment(result.experiment_id).name)
     # metrics: model and layer means as logged, no per-head values
     assert math.isclose(result.metrics["csm/mean"], logged.data.metrics["csm/mean"], rel_tol=1e-9)
     assert math.isclose(result.metrics["distance/short_range_share/L01"], logged.data.metrics["distance/short_range_share/L01"], rel_tol=1e-9)

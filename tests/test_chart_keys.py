@@ -10,6 +10,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 import torch
+from mlflow import MlflowClient
 
 from attnsim.config import load_config
 from attnsim.errors import ConfigError
@@ -20,6 +21,7 @@ from attnsim.tracking.sink import RUN_GROUP, run_key
 from attnsim.tracking.summaries import (
     check_per_head,
     check_per_layer,
+    comparison_series,
     per_head_selected,
     per_layer_selected,
     summary_metrics,
@@ -199,7 +201,18 @@ def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path
     assert {k for k in metrics if k.startswith("repetition/")} == defined
     assert {f"repetition/{s}/L{layer:02d}" for s in stats for layer in range(2)} & defined  # layer means of the statistics
     assert {k.rsplit("/", 2)[0] for k in defined if k.count("/") == 3} == {"repetition/repetition_score", "repetition/identical_high_share"}
-    bookkeeping = {k for k in metrics if not k.startswith("repetition/")}
+    # the comparison series (a layer's heads, the layers; attnsim.tracking.summaries.comparison_series): steps are heads or layers
+    series = comparison_series(result.summaries["repetition"], load_config("repetition").stats.per_head)
+    assert {k for k in metrics if k.startswith(("0_heads/", "0_layers/"))} == {k for k, points in series.items() if any(map(math.isfinite, points.values()))}
+    assert sorted(series) == sorted(
+        [f"0_layers/repetition/{s}" for s in stats]
+        + [f"0_heads/repetition/{s}/layer {layer:02d}" for s in ("repetition_score", "identical_high_share") for layer in range(2)]
+    )
+    history = MlflowClient(uri).get_metric_history(logged.info.run_id, "0_heads/repetition/repetition_score/layer 01")
+    assert {m.step: m.value for m in history} == {h: logged.data.metrics[f"repetition/repetition_score/L01/H{h:02d}"] for h in range(4)}
+    history = MlflowClient(uri).get_metric_history(logged.info.run_id, "0_layers/repetition/repetition_score")
+    assert {m.step: m.value for m in history} == {layer: logged.data.metrics[f"repetition/repetition_score/L{layer:02d}"] for layer in range(2)}
+    bookkeeping = {k for k in metrics if not k.startswith(("repetition/", "0_heads/", "0_layers/"))}
     # every stage of attnsim.run (its imports happened before the call; no DDP reduce), their total and the unattributed rest
     stages = set(Stage) - {Stage.IMPORTS, Stage.REDUCE}
     assert bookkeeping == {run_key("windows")} | {run_key(f"time_{stage}") for stage in stages}
@@ -208,6 +221,7 @@ def test_run_keys_follow_the_rule_and_bookkeeping_sorts_last(tiny_bert, tmp_path
     assert timings[Stage.TOTAL] == pytest.approx(parts + timings[Stage.UNATTRIBUTED]) and timings[Stage.UNATTRIBUTED] < timings[Stage.TOTAL]
     assert result.timings == pytest.approx(timings)
     assert logged.data.metrics[run_key("windows")] == 2
-    sections = sorted({section(k) for k in metrics} - {"Model metrics"})  # MLflow: plain string sort
+    sections = sorted({section(k) for k in metrics} - {"Model metrics"})  # MLflow: localeCompare, the same order for these names
     assert sections[-1] == RUN_GROUP == "zz_run" and len({section(k) for k in bookkeeping}) == 1
+    assert sections[0].startswith("0_heads/") and all(s.startswith(("0_heads/", "0_layers/")) for s in sections[: len({section(k) for k in series})])
     assert all(RUN_GROUP > name for name in list(FINDINGS) + ["sweep", "train", "val", "compare"])

@@ -93,6 +93,13 @@ def check_comparable(runs: Sequence[Any], force: bool = False) -> List[str]:
     return problems
 
 
+#: The description of the experiment that ``attnsim compare`` logs its comparisons into (shown above its runs).
+COMPARE_DESCRIPTION = (
+    "Comparisons made by `attnsim compare`: each run holds `comparison.csv` (the layer means of every statistic, one column "
+    "per compared run), `runs.csv` (which run each column is) and figures of them; its tags name the compared runs."
+)
+
+
 def _label_runs(runs: Sequence[Any], by_step: bool) -> List[str]:
     """Column names: ``step N`` for sweep children, else run names; runs sharing a name are told
     apart by corpus, else by model (the first tag that differs among them), else by run id."""
@@ -326,7 +333,7 @@ def compare(
         }
         if not differences:
             tags.update({k: first[k] for k in (Tag.SEQ_LEN.value, Tag.STATS_DEFINITION.value) if k in first})
-        with tracker.run(log_experiment, f"compare {len(runs)} runs", tags) as sink:
+        with tracker.run(log_experiment, f"compare {len(runs)} runs", tags, description=COMPARE_DESCRIPTION) as sink:
             sink.log_table(table.reset_index(), "comparison.csv")
             sink.log_table(legend, "runs.csv")
             if differences:

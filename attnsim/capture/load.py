@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -142,10 +143,27 @@ def check_weight_files(folder: str) -> None:
             raise ModelError(f"Weights file '{path}' is truncated: its tensors need {need:,} bytes, the file has {size:,}. {fix}")
 
 
+_CHECKPOINT_LEAF = re.compile(r"^(step|checkpoint|epoch|global_step|ckpt)[-_]?\d+$|^(last|best|final)$", re.IGNORECASE)
+
+
 def display_name(path: str) -> str:
-    """A model's short name for run names and tables: a named model's own name (``all-MiniLM-L6-v2``,
-    ``SmolLM2-135M-Instruct``), else ``model.path`` as given."""
-    return NAMED_MODELS[path].display if path in NAMED_MODELS else path
+    """A model's short name for run names, the ``attnsim.model`` tag and tables (its path is the tag ``attnsim.model_path``).
+
+    A named model's own name (``all-MiniLM-L6-v2``, ``SmolLM2-135M-Instruct``); a model folder or ``.gguf``
+    file: its last path component without ``.gguf`` (``/data/models/gpt2-small`` gives ``gpt2-small``), with its
+    folder's name in front when that component only names a checkpoint (``run7/step-000050``, ``out/last``);
+    anything else (a Hugging Face id such as ``openai-community/gpt2``) as given.
+    """
+    if path in NAMED_MODELS:
+        return NAMED_MODELS[path].display
+    local = Path(path).expanduser()
+    if not local.exists():
+        return path
+    parts = local.resolve().parts
+    leaf = parts[-1][: -len(".gguf")] if parts[-1].endswith(".gguf") else parts[-1]
+    if _CHECKPOINT_LEAF.match(leaf) and len(parts) > 2:
+        return f"{parts[-2]}/{leaf}"
+    return leaf or path
 
 
 def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = None) -> ModelInfo:

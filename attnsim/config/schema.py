@@ -335,7 +335,7 @@ class TrackingConfig:
     # null: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns/mlflow.db
     uri: Optional[str] = None
     experiment: str = "attnsim"  # experiments/_base.yaml sets it to the experiment's name
-    run_name: Optional[str] = None  # MLflow run name (null: the experiment name, "-random" added for a random control)
+    run_name: Optional[str] = None  # MLflow run name (null: "<experiment> · <model name>", "-random" after the experiment for a random control)
     figures: bool = True  # draw and log the figures (PNG artifacts) and explorer.html
     tags: Dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run, e.g. {team: nlp}
 

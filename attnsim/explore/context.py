@@ -7,7 +7,7 @@ effect, ...) that the page can sort and colour the heads by; and from ``tables/a
 most frequent anchor token (``anchors/anchor_token``) with the share of windows it anchors.
 
 A run of another model is refused: its ``attnsim.shape`` tag (layers x heads x d_head) must equal the loaded
-model's, and its model name or path (``attnsim.model``, ``attnsim.model_path``) must be the loaded one's.
+model's, and its model path (``attnsim.model_path``; for a run without it, the name ``attnsim.model``) the loaded one's.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
         raise RunRefused(f"Run '{run_id}' is a {RunKind.of(logged.tags).value} run, not a measurement; give a run of `attnsim run` on {info.name}.")
     shape = f"{info.n_layers}x{info.n_heads}x{info.d_head}"
     their_shape = logged.tag(Tag.SHAPE)
-    names = {logged.tag(Tag.MODEL), logged.tag(Tag.MODEL_PATH)} - {None}
-    if their_shape != shape or not names & {info.name, info.path}:
+    # the same model: its path (attnsim.model_path), or its name where the run has no path tag; a short name alone
+    # (a folder's name, attnsim.model) could be another folder's
+    path = logged.tag(Tag.MODEL_PATH)
+    same = path == info.path if path is not None else logged.tag(Tag.MODEL) in (info.name, info.path)
+    if their_shape != shape or not same:
         model = logged.tag(Tag.MODEL) or logged.tag(Tag.MODEL_PATH) or "an unknown model"
         raise RunRefused(
             f"Run '{run_id}' ({logged.name}) measured {model} ({their_shape or 'shape not tagged'} layers x heads x d_head), but the explorer has "

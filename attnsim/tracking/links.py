@@ -77,6 +77,13 @@ def run_url(experiment_id: str, run_id: str, tracking_uri: Optional[str] = None,
     return _classic(ui_base(tracking_uri, port), route)
 
 
+def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
+    """The route of a run's artifact ``path`` (a file or a folder) in the classic view, relative to the UI's root, for
+    Markdown that MLflow renders on its own pages (a run's description):
+    ``#/experiments/1/runs/<run id>/artifacts/figures/csm/heads.png?workflowType=machine_learning``."""
+    return classic_fragment(f"/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}/artifacts/{quote(path.strip('/'))}")
+
+
 def ui_marker(tracking_uri: str) -> Path:
     """The file in which a running ``attnsim ui`` of ``tracking_uri`` keeps its port and process id
     (``{"port": 5001, "pid": 1234}``), in attnsim's folder of the user's cache (``platformdirs.user_cache_dir``)."""

@@ -9,10 +9,12 @@ two different names that would collapse into one key raise ``ValueError``.
 
 Run bookkeeping (window count, timings, skipped values) sits under one group,
 ``zz_run/`` (:func:`run_key`): MLflow's chart view groups a run's metrics into
-sections named by the key up to its last ``/`` and sorts the sections in plain
-string order (MLflow 3.17's ``extractChartSectionName`` and ``.sort()``), so
-``zz_run`` comes after every finding's sections. (``~`` would sort later still,
-but MLflow refuses it in a metric name.)
+sections named by the key up to its last ``/`` and sorts the sections by name
+(MLflow 3.17's ``extractChartSectionName`` and ``localeCompare``), so
+``zz_run`` comes after every finding's sections and the comparison series
+(``0_heads/``, ``0_layers/``; :meth:`RunSink.log_series`) before them. (``~`` would
+sort later still, but MLflow refuses it in a metric name.) A key logged at one
+step is drawn as a bar, a key logged at several steps as a line.
 
 Non-finite values never reach MLflow: they are skipped with one warning per
 key, their number is logged as the metric ``zz_run/skipped_nonfinite`` and their keys as the tag
@@ -26,7 +28,8 @@ mistaken for the whole one and two cut values can be told apart. Keys are
 never cut: a key over MLflow's 250 characters raises ``TrackingError``.
 
 Step: every metric of a run is logged at one MLflow step, the sink's
-``step`` (0 for a plain run, the checkpoint's global step for a sweep's child).
+``step`` (0 for a plain run, the checkpoint's global step for a sweep's child),
+except the comparison series, whose steps are heads or layers.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class RunSink:
         self.step = int(step)  # MLflow step of every metric logged without an explicit one
         self._buffer: List = []
         self._tables: List[str] = []  # .json tables not yet listed in the mlflow.loggedArtifacts tag
+        self.artifacts: List[str] = []  # every artifact path logged through this sink, in order (a run's description links them)
         self._pending: List = []  # figures being encoded and uploaded (futures)
         self._executor = None
         self._keys: Dict[str, str] = {}
@@ -154,6 +158,24 @@ class RunSink:
                     log.warning("skipping non-finite value %s of metric %s (warned once per key)", value, key)
                 continue
             self._buffer.append(Metric(key, value, now, step))
+            if len(self._buffer) >= _BATCH:
+                self.flush()
+
+    def log_series(self, series: Dict[str, Dict[int, float]]) -> None:
+        """Buffer metrics logged at several MLflow steps (key -> {step: value}), which MLflow draws as line charts
+        (:func:`attnsim.tracking.summaries.comparison_series`).
+
+        Every point repeats a value logged under its own key (a layer mean, a head's value), so a non-finite
+        point is left out without being counted again in ``zz_run/skipped_nonfinite``.
+        """
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for name, points in series.items():
+            key = self._key(name)
+            for step, value in points.items():
+                if math.isfinite(float(value)):
+                    self._buffer.append(Metric(key, float(value), now, int(step)))
             if len(self._buffer) >= _BATCH:
                 self.flush()
 
@@ -219,6 +241,7 @@ class RunSink:
             self.client.log_inputs(self.run_id, inputs)
 
     def log_text(self, text: str, artifact_file: str) -> None:
+        self.artifacts.append(artifact_file)
         self.client.log_text(self.run_id, text, artifact_file)
 
     def log_figure(self, figure, artifact_file: str, dpi: int = 100, fixed_layout: bool = False) -> None:
@@ -237,6 +260,7 @@ class RunSink:
 
         from attnsim.tracking.png import figure_pixels
 
+        self.artifacts.append(artifact_file)
         try:
             pixels = figure_pixels(figure, dpi, fixed_layout)
             self._pending.append(self._writer().submit(self._write_png, pixels, dpi, artifact_file))
@@ -246,6 +270,7 @@ class RunSink:
     def log_png(self, data: bytes, artifact_file: str) -> None:
         """Upload PNG file bytes already encoded (e.g. by :func:`attnsim.tracking.png.png_bytes` in a
         process drawing figures for this run) on the background thread of :meth:`log_figure`."""
+        self.artifacts.append(artifact_file)
         self._pending.append(self._writer().submit(self._write_file, data, artifact_file))
 
     def _writer(self):
@@ -302,8 +327,13 @@ class RunSink:
             self._tables.append(artifact_file)
         else:
             raise ValueError(f"A table artifact must end in .csv or .json, not {artifact_file!r}.")
+        self.artifacts.append(artifact_file)
 
     def log_artifact(self, local_path: str, artifact_path: Optional[str] = None) -> None:
+        import os
+        import posixpath
+
+        self.artifacts.append(posixpath.join(artifact_path or "", os.path.basename(local_path)))
         self.client.log_artifact(self.run_id, local_path, artifact_path)
 
     # -- lifecycle ---------------------------------------------------------------

@@ -35,19 +35,30 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import signal
 import socket
-import sys
 import time
 from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional
 from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
 from attnsim.keys import Tag
+from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descriptions rule, imported from here by its users
+    FIGURE_KEYS,
+    NOT_PARAMS,
+    PREDICT_TRAINER_KEYS,
+    RUN_KEYS,
+    SOURCE_ONLY_CORPUS_KEYS,
+    api_call,
+    command_line,
+    covers,
+    finding_keys,
+    measure_params,
+    run_note,
+    started,
+)
 from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F401 - format_failure: its old home
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
@@ -323,12 +334,14 @@ class Tracker:
             )
         return existing.experiment_id
 
-    def experiment_id(self, name: str) -> str:
+    def experiment_id(self, name: str, description: str = "") -> str:
         """Id of experiment ``name``, created (with the store's artifact root) when missing.
 
         Safe when several processes create the same new experiment at once: when the create
         fails with "already exists" (another process won), the experiment is read again;
-        up to :data:`EXPERIMENT_RETRIES` attempts.
+        up to :data:`EXPERIMENT_RETRIES` attempts. An experiment without a description gets
+        ``description`` (tag ``mlflow.note.content``, shown on its page). Creating an experiment
+        in an SQLite store hides MLflow's empty ``Default`` experiment (:meth:`hide_empty_default`).
 
         Raises:
             TrackingError: the experiment is deleted (see :meth:`check_experiment`).
@@ -338,14 +351,43 @@ class Tracker:
         for attempt in range(EXPERIMENT_RETRIES):
             existing = self.check_experiment(name)
             if existing is not None:
+                if description.strip() and NOTE_TAG not in self.client.get_experiment(existing).tags:
+                    self.client.set_experiment_tag(existing, NOTE_TAG, fit_tags({NOTE_TAG: description.strip()})[NOTE_TAG])
                 return existing
             try:
-                return self.client.create_experiment(name, artifact_location=location)
+                tags = fit_tags({NOTE_TAG: description.strip()}) if description.strip() else None
+                created = self.client.create_experiment(name, artifact_location=location, tags=tags)
+                self.hide_empty_default()
+                return created
             except Exception as exc:  # noqa: BLE001 - MlflowException (SQL store) or RestException (server)
                 if not _already_exists(exc) or attempt == EXPERIMENT_RETRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def hide_empty_default(self) -> bool:
+        """Delete MLflow's ``Default`` experiment (id 0) of an SQLite store when it holds no run, so that the UI lists
+        only attnsim's experiments; True when it was deleted.
+
+        MLflow creates ``Default`` with every new store. Its SQL store lets it be deleted (MLflow 3.17; the old file
+        store refused) and does not create it again, since a store with any experiment, deleted or not, gets none;
+        ``mlflow experiments restore --experiment-id 0`` brings it back. Left alone on a server (shared with others)
+        and when it holds a run, of any state.
+        """
+        if not self.uri.startswith("sqlite:///"):
+            return False
+        try:
+            default = self.client.get_experiment("0")
+            if default.name != "Default" or default.lifecycle_stage != "active":
+                return False
+            from mlflow.entities import ViewType
+
+            if self.client.search_runs(["0"], run_view_type=ViewType.ALL, max_results=1):
+                return False
+            self.client.delete_experiment("0")
+        except Exception:  # noqa: BLE001 - no Default, or another process deleted it first: nothing to hide
+            return False
+        return True
 
     def end_dead_runs(self, experiment_id: str) -> List[str]:
         """End as FAILED the RUNNING runs of an experiment whose process on this machine is gone (SIGKILL, the
@@ -377,13 +419,20 @@ class Tracker:
 
     @contextmanager
     def run(
-        self, experiment: str, run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None, parent_run_id: Optional[str] = None, step: int = 0
+        self,
+        experiment: str,
+        run_name: Optional[str] = None,
+        tags: Optional[Dict[str, str]] = None,
+        parent_run_id: Optional[str] = None,
+        step: int = 0,
+        description: str = "",
     ) -> Iterator[RunSink]:
         """Create a run, yield its sink, and always end it (FINISHED, KILLED or FAILED).
 
         Tag values are fitted to MLflow's limit (:func:`~attnsim.tracking.sink.fit_tags`); a run
         without a ``mlflow.note.content`` tag gets :func:`run_note` (how it was started) as its
-        description. The sink logs metrics at MLflow step ``step`` unless told otherwise.
+        description. The sink logs metrics at MLflow step ``step`` unless told otherwise. ``description``: the
+        experiment's, set when it has none (:meth:`experiment_id`).
         SIGTERM is turned into :class:`Terminated` (a ``KeyboardInterrupt``) while the block runs.
 
         Raises:
@@ -395,7 +444,7 @@ class Tracker:
         all_tags.setdefault(NOTE_TAG, run_note())
         all_tags.update(process_tags())
         all_tags = fit_tags(all_tags)
-        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=all_tags)
+        run = self.client.create_run(self.experiment_id(experiment, description), run_name=run_name, tags=all_tags)
         with self._lifecycle(RunSink(self.client, run.info.run_id, step)) as sink:
             yield sink
 
@@ -450,147 +499,3 @@ def _restore_sigterm(previous) -> None:  # noqa: ANN001
             signal.signal(signal.SIGTERM, previous)
         except ValueError:
             pass
-
-
-# -- params, tags and descriptions ---------------------------------------------------------------
-# trainer keys a predict (measurement) run uses; the rest of `trainer` is for `attnsim finetune`
-PREDICT_TRAINER_KEYS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "batch_size", "num_workers", "threads")
-
-#: Config keys every measurement run reads itself, whatever its findings (a section name stands for all its
-#: keys): the model, the corpus, the high-pair rule and logging patterns of every pair view, the predict
-#: trainer and the capture path. A finding declares the keys it reads beyond these
-#: (:attr:`attnsim.findings.base.Finding.config_keys`).
-RUN_KEYS = (
-    "seed",
-    "findings",
-    "model",
-    "corpus",
-    "capture",
-    "tracking",
-    "stats.top_fraction",
-    "stats.high_rule",
-    "stats.zscore",
-    "stats.include_special",
-    "stats.normalise",
-    "stats.per_head",
-    "stats.per_layer",
-    *(f"trainer.{key}" for key in PREDICT_TRAINER_KEYS),
-)
-#: Read only when ``tracking.figures`` is on: logged then.
-FIGURE_KEYS = ("plots",)
-#: Keys never logged as params, and why: the run's name, description and task (its tag, note and command),
-#: its tags (set as the run's tags), how many processes draw and whether a bar shows progress (no number or
-#: figure changes), the fine-tuning keys (``attnsim finetune`` logs them).
-NOT_PARAMS = (
-    "name",
-    "description",
-    "task",
-    "tracking.tags",
-    "plots.processes",
-    "trainer.progress_bar",
-    "checkpoint",
-    "trainer.max_steps",
-    "trainer.learning_rate",
-    "trainer.weight_decay",
-    "trainer.warmup_steps",
-    "trainer.val_fraction",
-    "trainer.val_limit",
-    "trainer.val_every_n_steps",
-)
-
-#: ``corpus`` keys that only some corpus sources read: logged as params only for those sources.
-SOURCE_ONLY_CORPUS_KEYS: Dict[str, tuple] = {
-    "repeat_length": ("repeated_tokens",),
-    "repeats": ("repeated_tokens",),
-    "target_len": ("translation",),
-}
-
-
-def covers(declared: Iterable[str], key: str) -> bool:
-    """Whether dotted config key ``key`` is one of ``declared`` or lies in one of its sections (``maps`` covers ``maps.head_fusion``)."""
-    return any(key == entry or key.startswith(entry + ".") for entry in declared)
-
-
-def finding_keys(findings: Iterable[str]) -> List[str]:
-    """The config keys the findings named ``findings`` declare (:attr:`~attnsim.findings.base.Finding.config_keys`), in order, once each."""
-    from attnsim.findings.registry import FINDINGS
-
-    keys: List[str] = []
-    for name in findings:
-        keys.extend(key for key in FINDINGS[name].config_keys if key not in keys)
-    return keys
-
-
-def measure_params(cfg: Any, declared: Optional[Iterable[str]] = None) -> Dict[str, str]:
-    """The config keys a measurement run (``attnsim run``, a sweep and its children) logs as params.
-
-    The rule, in one place: the keys the run reads itself (:data:`RUN_KEYS`; of ``corpus`` the keys of
-    :data:`SOURCE_ONLY_CORPUS_KEYS` only for their sources), ``plots`` when ``tracking.figures`` is on
-    (:data:`FIGURE_KEYS`), and the keys the run's findings declare they read (``declared``; e.g.
-    ``stats.short_range`` for distance, ``maps.head_fusion`` for rollout, ``stats.band_width`` for
-    alignment), never the keys of :data:`NOT_PARAMS`. The whole resolved config is the run's ``config.yaml``.
-
-    Args:
-        cfg: a resolved config (:func:`attnsim.config.load_config`).
-        declared: the config keys the run's findings read; default: what the findings of ``cfg.findings``
-            declare (:func:`finding_keys`).
-
-    Returns:
-        ``dotted.key -> str(value)`` from :func:`attnsim.config.flatten`, filtered by the rule.
-    """
-    from attnsim.config import flatten
-
-    read = [*RUN_KEYS, *(FIGURE_KEYS if cfg.tracking.figures else ()), *(finding_keys(cfg.findings) if declared is None else declared)]
-    params: Dict[str, str] = {}
-    for key, value in flatten(cfg).items():
-        section, _, rest = key.partition(".")
-        if section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[rest]:
-            continue
-        if covers(read, key) and not covers(NOT_PARAMS, key):
-            params[key] = value
-    return params
-
-
-_STARTED: ContextVar[Optional[str]] = ContextVar("attnsim_started", default=None)
-
-
-@contextmanager
-def _started(text: str) -> Iterator[None]:
-    token = _STARTED.set(text) if _STARTED.get() is None else None  # the outermost caller wins
-    try:
-        yield
-    finally:
-        if token is not None:
-            _STARTED.reset(token)
-
-
-def command_line(argv: Sequence[str]) -> Any:
-    """Context manager: runs created inside were started by this command line (``["attnsim", "run", ...]``).
-
-    The command line ``cli.main`` was given, joined with :func:`shlex.join`, becomes part of every
-    run's description (:func:`run_note`).
-    """
-    return _started(f"Command line: `{shlex.join([str(a) for a in argv])}`")
-
-
-def api_call(call: str) -> Any:
-    """Context manager: runs created inside were started from Python by ``call`` (e.g. ``attnsim.run('csm', [])``),
-    unless a command line (:func:`command_line`) is already recorded."""
-    return _started(f"Started from the Python API: `{call}` (process: `{shlex.join(sys.argv)}`)")
-
-
-def started() -> str:
-    """How the runs being created were started: the command line, the Python call, or a fallback naming the process."""
-    return _STARTED.get() or f"Started from the Python API (process: `{shlex.join(sys.argv)}`)"
-
-
-def run_note(description: str = "", details: Iterable[str] = ()) -> str:
-    """A run's description (tag ``mlflow.note.content``, Markdown in the MLflow UI).
-
-    Paragraphs: the experiment's ``description`` (when not empty), how the run was started
-    (:func:`started`), then each of ``details`` (e.g. which checkpoint a sweep child measured).
-    """
-    parts = [description.strip()] if description and description.strip() else []
-    parts.append(started())
-    parts.extend(d for d in details if d)
-    return "\n\n".join(parts)

@@ -9,13 +9,23 @@ Which metric keys a run logs (README, "Metric keys"), for a model of L layers an
 - ``finding/stat/LNN/HNN`` only for the experiment's headline statistics, those matching a
   pattern of ``stats.per_head`` (L x H keys each);
 - run bookkeeping under ``zz_run/`` (:func:`attnsim.tracking.sink.run_key`), last in MLflow's
-  chart view.
+  chart view;
+- comparison series (:func:`comparison_series`), first in MLflow's chart view: for each statistic
+  with layer means, ``0_layers/<finding>/<stat>`` at MLflow step = layer (1 key each), and for each
+  headline statistic ``0_heads/<finding>/<stat>/layer NN`` at step = head (L keys each).
 
 Every head of every statistic is in the table ``tables/<finding>_heads.csv`` (:func:`head_table`)
 and the figure ``figures/<finding>/heads.png``: in MLflow's chart view each metric key is its own
 chart scaled on its own, so a grid of per-head keys compares nothing; the figure does. A layer
 mean that is not logged is the ``nanmean`` of its layer's heads in that table, which is how
 :mod:`attnsim.analysis.runs` reads it back (``attnsim compare``, ``attnsim report``, sweeps).
+
+The comparison series repeat those numbers in the one form MLflow draws on one axis: a key logged at
+several steps is drawn as a line chart (a single-step key is one bar), so ``0_heads/csm/mean/layer 03``
+puts layer 3's heads side by side (x: head index) and ``0_layers/csm/mean`` the layers (x: layer), for
+one run and, overlaid, for several runs in the experiment's chart view. MLflow sorts its chart sections
+by name, so ``0_...`` opens the page. They are views only: no reader in attnsim reads them back (they do
+not parse as :class:`~attnsim.keys.MetricKey`), and a sweep child's statistics stay at its checkpoint's step.
 """
 
 from __future__ import annotations
@@ -114,6 +124,38 @@ def summary_metrics(summary: Summary, per_head: Iterable[str], per_layer: Iterab
                 for head in range(values.shape[1]):
                     metrics[MetricKey(summary.finding, stat, layer, head).format()] = float(values[layer, head])
     return metrics
+
+
+HEADS_SECTION = "0_heads"  # per-layer series over heads; sorts before every finding name in MLflow's chart view
+LAYERS_SECTION = "0_layers"  # per-statistic series over layers
+
+
+def comparison_series(summary: Summary, per_head: Iterable[str], per_layer: Iterable[str] = ("*",)) -> Dict[str, Dict[int, float]]:
+    """The series MLflow draws as line charts (see module docstring): key -> {MLflow step: value}.
+
+    Args:
+        summary: a finding's summary; each scalar is a (layer, head) tensor.
+        per_head: ``stats.per_head`` patterns: the headline statistics, also logged per head.
+        per_layer: ``stats.per_layer`` patterns: the statistics also logged as layer means.
+
+    Returns:
+        ``0_layers/<finding>/<stat>`` -> {layer: layer mean} for every statistic selected by either list
+        (the same ``nanmean`` as ``finding/stat/LNN``); ``0_heads/<finding>/<stat>/layer NN`` ->
+        {head: value} for the statistics of ``per_head`` (the values of ``finding/stat/LNN/HNN``).
+        Non-finite values are left for the sink's guard.
+    """
+    series: Dict[str, Dict[int, float]] = {}
+    heads, layers = list(per_head), list(per_layer)
+    for stat, values in summary.scalars.items():
+        name = MetricKey(summary.finding, stat).format()
+        if not per_layer_selected(name, layers, heads):
+            continue
+        values = values.detach().double().cpu()
+        series[f"{LAYERS_SECTION}/{name}"] = {layer: float(values[layer].nanmean()) for layer in range(values.shape[0])}
+        if per_head_selected(name, heads):
+            for layer in range(values.shape[0]):
+                series[f"{HEADS_SECTION}/{name}/layer {layer:02d}"] = {head: float(values[layer, head]) for head in range(values.shape[1])}
+    return series
 
 
 def corpus_metrics(summary: Summary) -> Dict[str, float]:

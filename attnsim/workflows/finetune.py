@@ -8,8 +8,8 @@ windows by the same builder as every measurement run
 (:func:`attnsim.data.windows.build_corpus`), each window labelled with its
 document's label. The run logs ``train/loss``, ``train/accuracy``,
 ``train/lr`` per optimizer step and ``val/loss``, ``val/accuracy`` every
-``trainer.val_every_n_steps`` steps and after the last one, the flattened
-config as params and the tags of every attnsim run (plus
+``trainer.val_every_n_steps`` steps and after the last one, the config keys a fit reads
+(:func:`~attnsim.tracking.params.finetune_params`) as params and the tags of every attnsim run (plus
 ``attnsim.kind=finetune`` and ``attnsim.checkpoint_dir``).
 
 Checkpoints (``checkpoint.every_n_steps`` and the last step) are
@@ -201,8 +201,9 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
     """Load the model, create the run, fit, validate and save checkpoints. See :func:`finetune`."""
     import pytorch_lightning as pl
 
-    from attnsim.config import flatten, to_yaml
+    from attnsim.config import to_yaml
     from attnsim.progress import AttnsimProgressBar
+    from attnsim.tracking.params import finetune_params
     from attnsim.training.data import ClassificationDataModule
     from attnsim.training.module import (
         ClassifierModule,
@@ -232,10 +233,12 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
             Tag.VAL_WINDOWS.value: str(len(prepared.val)),
         }
     )
-    with prepared.tracker.run(cfg.tracking.experiment, cfg.tracking.run_name or cfg.name, tags) as sink:
+    with prepared.tracker.run(
+        cfg.tracking.experiment, cfg.tracking.run_name or f"{cfg.name} · {prepared.info.name}", tags, description=cfg.description
+    ) as sink:
         directory = prepared.checkpoint_dir or (Path.cwd() / "checkpoints" / cfg.name / sink.run_id).resolve()
         sink.set_tags({Tag.CHECKPOINT_DIR.value: str(directory)})
-        sink.log_params(flatten(cfg))
+        sink.log_params(finetune_params(cfg))
         sink.log_text(to_yaml(cfg), "config.yaml")
         name, source = dataset_name(cfg), corpus_source(cfg)
         log_datasets(

@@ -34,8 +34,9 @@ from attnsim.plots.common import has_fixed_layout
 from attnsim.results import Summary
 from attnsim.stats.pairs.kernels import requested as compiled_requested
 from attnsim.tracking import summaries as tables
+from attnsim.tracking.note import describe_run
 from attnsim.tracking.sink import RunSink, check_key, run_key
-from attnsim.tracking.store import Tracker, api_call, measure_params
+from attnsim.tracking.store import NOTE_TAG, Tracker, api_call, measure_params
 from attnsim.workflows.common import (
     DatasetInput,
     Interrupted,
@@ -333,6 +334,7 @@ def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorde
 def _log_summary(sink: RunSink, cfg: DictConfig, name: str, summary: Summary) -> None:
     """Log one finding's metrics (buffered) and tables."""
     sink.log_metrics(tables.summary_metrics(summary, cfg.stats.per_head, cfg.stats.per_layer))
+    sink.log_series(tables.comparison_series(summary, cfg.stats.per_head, cfg.stats.per_layer))
     heads = tables.head_table(summary)
     sink.log_table(heads, f"tables/{name}_heads.csv")
     sink.log_table(heads, f"tables/{name}_heads.json")
@@ -448,9 +450,7 @@ def execute(
     tags = run_tags(cfg, prepared.info, prepared.corpus, model_tags)
     tags[Tag.KIND.value] = RunKind.MEASURE.value
     tags.update(extra_tags or {})
-    # a random-weights control is named apart from its trained twin (it is also tagged attnsim.control=random)
-    default_name = f"{cfg.name}-random" if tags.get(Tag.CONTROL.value) == "random" else cfg.name
-    name = run_name or cfg.tracking.run_name or default_name
+    name = run_name or cfg.tracking.run_name or default_run_name(cfg.name, tags)
     _name_progress_bar(trainer, name)
     timings[Stage.SETUP.value] += time.perf_counter() - setup
     opened = time.perf_counter()
@@ -463,11 +463,12 @@ def execute(
         return RunResult(
             "", "", prepared.tracker.uri, {}, len(prepared.corpus), timings, status="NOT_LOGGED", run_name=name, experiment=cfg.tracking.experiment, rank=rank
         )
-    with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step) as sink:
+    with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step, description=cfg.description) as sink:
         sink.check_keys(name for f in findings for name in f.metric_names())
-        sink.log_params({**measure_params(cfg), **(extra_params or {})})
-        if extra_metrics:
-            sink.log_metrics(extra_metrics)
+        params = measure_params(cfg)
+        if parent_run_id:  # a sweep child: its checkpoint's path is its tag attnsim.checkpoint, no compare axis (MLflow cuts it to 10 characters)
+            params.pop("model.path", None)
+        sink.log_params({**params, **(extra_params or {})})
         sink.log_text(to_yaml(cfg), "config.yaml")
         log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
         start = time.perf_counter()
@@ -489,6 +490,13 @@ def execute(
         freeze_if_exiting_soon()  # `attnsim run` only: the figures' garbage collections skip the model and windows
         summaries, spent = log_results(sink, cfg, findings, recorder)
         timings.update(spent)
+        if extra_metrics:  # after the statistics: MLflow's compare page plots the first metric a run logged
+            sink.log_metrics(extra_metrics)
+        sink.flush()
+        try:  # the way to the mosaics, tables and explorer, first on the run's page; the run's numbers are all logged
+            sink.set_tags({NOTE_TAG: describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))})
+        except Exception:  # noqa: BLE001 - a description is not worth failing a run for
+            log.warning("could not write the description of run %s; it keeps how it was started", sink.run_id, exc_info=True)
         failed = [f for f in findings if f.error is not None]
         if failed:
             sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
@@ -510,6 +518,15 @@ def execute(
         run_name=ended.run_name or name,
         experiment=cfg.tracking.experiment,
     )
+
+
+def default_run_name(experiment: str, tags: Dict[str, str]) -> str:
+    """A run's name when ``tracking.run_name`` is not set: the experiment's name and the model's short name
+    (tag ``attnsim.model``), ``paper · all-MiniLM-L6-v2``; a random-weights control (tag ``attnsim.control=random``)
+    is named apart from its trained twin, ``paper-random · all-MiniLM-L6-v2``."""
+    name = f"{experiment}-random" if tags.get(Tag.CONTROL.value) == "random" else experiment
+    model = tags.get(Tag.MODEL.value)
+    return f"{name} · {model}" if model else name
 
 
 def headline_metrics(summaries: Dict[str, Summary]) -> Dict[str, float]:
@@ -536,7 +553,7 @@ def run(experiment: str, overrides: Optional[List[str]] = None) -> RunResult:
         >>> tuple(result.summaries["csm"].scalars["mean"].shape)  # (layer, head)
         (6, 12)
         >>> result  # doctest: +ELLIPSIS
-        RunResult(run_id='...', run_name='csm', status='FINISHED', windows=2, findings=[csm, distance], metrics=..., experiment='csm', tracking_uri='sqlite:///...')
+        RunResult(run_id='...', run_name='csm · all-MiniLM-L6-v2', status='FINISHED', windows=2, findings=[csm, distance], metrics=..., experiment='csm', tracking_uri='sqlite:///...')
 
     Args:
         experiment: experiment name (``attnsim list``) or path to a YAML file.

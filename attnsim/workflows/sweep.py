@@ -477,7 +477,8 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             raise SweepError(
                 f"The tokenizer of checkpoint '{path}' (step {step}) differs from that of '{entries[0][1]}'; a sweep needs one tokenizer so that every child sees the same windows."
             )
-        children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=info)
+        # the model's name (tag attnsim.model) says which checkpoint of which model; its path is attnsim.model_path
+        children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=dataclasses.replace(info, name=f"{prepared.info.name} step {step}"))
 
     experiment_id = tracker.experiment_id(cfg.tracking.experiment)
     parent = _find_parent(tracker, experiment_id, key)
@@ -511,7 +512,7 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
                 ),
             }
         )
-        context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name}", tags)
+        context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name} · {prepared.info.name}", tags, description=cfg.description)
 
     rows: List[Dict[str, Any]] = []
     with context as parent_sink:

@@ -74,7 +74,7 @@ def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, 
     assert set(by_control) == {"none", "random"}
     assert all(r.info.status == "FINISHED" for r in runs)
     trained, control = by_control["none"], by_control["random"]
-    assert (trained.info.run_name, control.info.run_name) == ("paper", "paper-random")
+    assert (trained.info.run_name, control.info.run_name) == ("paper · all-MiniLM-L6-v2", "paper-random · all-MiniLM-L6-v2")
     out = tmp_path / "report.md"
     assert main(["report", trained.info.run_id, control.info.run_id, "--out", str(out)]) == 0
     text = out.read_text()
@@ -84,7 +84,9 @@ def test_report_compares_minilm_with_its_random_control(tracking_uri, tmp_path, 
     for row in rows:
         cells = row.rstrip(" |").split(" | ")[1:]
         assert len(cells) == 2 and all(re.match(r"(holds|does not hold|mixed|not measured)", c) for c in cells), row
-    verdicts = [line for line in text.splitlines() if re.match(r"- paper(-random)? `", line) and "flagged" not in line]  # not the degenerate-heads lines
+    verdicts = [
+        line for line in text.splitlines() if re.match(r"- paper(-random)? · all-MiniLM-L6-v2 `", line) and "flagged" not in line
+    ]  # not the degenerate-heads lines
     assert len(verdicts) == 2 * len(CLAIMS) and all(re.search(r": \*\*(holds|does not hold|mixed|not measured)\*\*", v) for v in verdicts)
     assert "L5 " in text.split("## 2. ")[1].split("## 3. ")[0]  # values for every layer of the 6-layer MiniLM
     for run in (trained, control):

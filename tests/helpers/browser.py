@@ -117,11 +117,19 @@ class Page:
         for kind in ("keyDown", "keyUp"):
             self.send("Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=key_code)
 
+    def click(self, element: str) -> None:
+        """Click the middle of the element a JavaScript expression gives, with the mouse (as a user does; some of
+        MLflow's buttons ignore ``element.click()``)."""
+        box = self.evaluate(f"(() => {{ const r = ({element}).getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
     def screenshot(self, path, clip=None) -> None:
-        """Save a PNG of the page (``clip``: x, y, width, height in CSS pixels)."""
+        """Save a PNG of the page (``clip``: x, y, width, height in CSS pixels, within the window: a page that scrolls
+        inside its own panes, as MLflow's does, is shot as drawn; without ``clip``, the whole page beyond the window)."""
         import base64
 
-        params = {"format": "png", "captureBeyondViewport": True}
+        params = {"format": "png", "captureBeyondViewport": not clip}
         if clip:
             params["clip"] = {"x": clip[0], "y": clip[1], "width": clip[2], "height": clip[3], "scale": 1}
         with open(path, "wb") as handle:

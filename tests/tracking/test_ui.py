@@ -44,11 +44,16 @@ def _run_cli(args) -> str:
 
 @pytest.fixture(scope="module")
 def store(tiny_bert, tmp_path_factory) -> dict:
-    """A store with one run, a sweep (parent and two children) and a report, and the links the commands printed."""
+    """A store with a run of a tiny BERT and one of a tiny GPT-2 (with figures), a sweep (parent and two children) and a
+    report, and the links the commands printed."""
+    from tests.helpers.tiny_models import save_tiny
+
     root = tmp_path_factory.mktemp("ui_store")
     uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
     common = [*TINY, f"tracking.uri={uri}"]
     run_out = _run_cli(["run", "csm", f"model.path={tiny_bert}", *common])
+    gpt2 = save_tiny(root / "gpt2-tiny", "gpt2")
+    gpt2_out = _run_cli(["run", "csm", f"model.path={gpt2}", *common, "tracking.figures=true", "plots.explorer=false"])
     checkpoints = root / "checkpoints"
     save_tiny_model(checkpoints / "step-000002", seed=1)
     sweep_out = _run_cli(["sweep", "csm", "--base", str(tiny_bert), "--checkpoints", str(checkpoints), *common])
@@ -58,7 +63,8 @@ def store(tiny_bert, tmp_path_factory) -> dict:
     parent_id = re.search(r"sweep parent run: (\w+)", sweep_out).group(1)
     report_out = _run_cli(["report", run_id, "--uri", uri, "--out", str(root / "report.md")])
     (report_link,) = LINK.findall(report_out)
-    return {"uri": uri, "run": (run_id, run_link), "parent": (parent_id, parent_link), "report": report_link}
+    gpt2_id = re.search(r"run id: (\w+)", gpt2_out).group(1)
+    return {"uri": uri, "run": (run_id, run_link), "gpt2": gpt2_id, "parent": (parent_id, parent_link), "report": report_link}
 
 
 def _free_port() -> int:
@@ -67,9 +73,9 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start_ui(uri: str, log: Path) -> subprocess.Popen:
-    """`attnsim ui` on ``uri`` and a free port, started as a user would (its own process), once it says it is ready."""
-    port = _free_port()
+def _start_ui(uri: str, log: Path, port: int = 0) -> subprocess.Popen:
+    """`attnsim ui` on ``uri`` and ``port`` (0: a free one), started as a user would (its own process), once it says it is ready."""
+    port = port or _free_port()
     with open(log, "w") as sink:
         process = subprocess.Popen([sys.executable, "-m", "attnsim.cli", "ui", "--uri", uri, "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT)
     process.port = port
@@ -214,6 +220,52 @@ def test_the_bare_url_opens_the_experiment_list_in_the_classic_view(store, ui, t
     assert '"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true"' in html and html.index("localStorage") < html.index("</head>")
 
 
+def test_the_run_page_compares_heads_and_tells_models_apart(store, ui, tmp_path):
+    """In Chromium, on the store's two runs (a tiny BERT and a tiny GPT-2): the runs list names each run's model; a
+    run's landing tab (Overview) opens on its description, which links its mosaics, tables and explorer, shows its
+    headline numbers rounded and draws its heads mosaic; its Model metrics tab opens on line charts of a layer's heads
+    on one axis (MLflow steps = heads). With ATTNSIM_SCREENSHOTS=DIR the pages are saved there (docs/assets)."""
+    from tests.helpers.browser import Page
+
+    client = MlflowClient(store["uri"])
+    bert, gpt2 = client.get_run(store["run"][0]), client.get_run(store["gpt2"])
+    names = (bert.info.run_name, gpt2.info.run_name)
+    assert names == (f"csm · {bert.data.tags['attnsim.model']}", "csm · gpt2-tiny") and names[0] != names[1]
+    assert gpt2.data.tags["attnsim.model_path"].endswith("gpt2-tiny") and not gpt2.data.tags["attnsim.model"].startswith("/")
+    # MLflow's empty Default experiment is gone; the experiment has its description
+    assert [e.name for e in client.search_experiments()] == ["csm"] and client.get_experiment("1").tags["mlflow.note.content"]
+    shots = os.environ.get("ATTNSIM_SCREENSHOTS")
+    base, eid = f"http://127.0.0.1:{ui['port']}", gpt2.info.experiment_id
+    with Page(f"{base}/#/experiments/{eid}/runs?workflowType=machine_learning", tmp_path / "runs", width=1200, height=700) as page:
+        page.wait_for(f"document.body.innerText.includes({names[1]!r}) && document.body.innerText.includes({names[0]!r})")
+        if shots:
+            page.screenshot(Path(shots) / "mlflow-runs.png", clip=(0, 0, 1200, 420))
+    run_page = f"{base}/#/experiments/{eid}/runs/{gpt2.info.run_id}"
+    with Page(f"{run_page}?workflowType=machine_learning", tmp_path / "overview", width=1200, height=800) as page:
+        page.wait_for("[...document.images].some(i => i.src.includes('get-artifact') && i.complete && i.naturalWidth > 0)")
+        text = page.evaluate("document.body.innerText")
+        assert "Read this run:" in text and f"attnsim explore --run {gpt2.info.run_id}" in text
+        links = page.evaluate("JSON.stringify([...document.querySelectorAll('a')].map(a => a.getAttribute('href')))")
+        assert f"#/experiments/{eid}/runs/{gpt2.info.run_id}/artifacts/figures/csm/heads.png?workflowType=machine_learning" in links
+        mean = gpt2.data.metrics["csm/mean"]
+        assert f"{mean:.4g}" in text and repr(mean) not in text.split("Metrics (")[0]  # rounded in the description
+        if shots:
+            page.click("[...document.querySelectorAll('button')].find(e => e.innerText.trim() === 'Show more')")
+            page.wait_for("[...document.querySelectorAll('button')].some(e => e.innerText.trim() === 'Show less')")
+            page.screenshot(Path(shots) / "mlflow-run-overview.png", clip=(200, 0, 1000, 660))
+    with Page(f"{run_page}/model-metrics?workflowType=machine_learning", tmp_path / "metrics", width=1200, height=800) as page:
+        page.wait_for("document.querySelectorAll('.js-plotly-plot g.trace').length >= 2")  # two charts drawn
+        sections = page.evaluate(
+            "JSON.stringify([...document.querySelectorAll('h3, [role=heading], span')].map(e => e.innerText).filter(t => /^0_|^csm|^distance/.test(t)))"
+        )
+        assert sections.index("0_heads/csm/mean") < sections.index("csm/mean")  # the comparison opens the tab
+        layer = client.get_metric_history(gpt2.info.run_id, "0_heads/csm/mean/layer 00")
+        heads = [gpt2.data.metrics.get(f"csm/mean/L00/H{h:02d}") for h in range(4)]
+        assert [m.step for m in layer] == [0, 1, 2, 3] and [m.value for m in layer] == heads  # the same numbers, step = head
+        if shots:
+            page.screenshot(Path(shots) / "mlflow-model-metrics.png", clip=(200, 0, 1000, 660))
+
+
 def test_ui_keeps_mlflows_security_middleware(ui):
     """A page of another site cannot reach the local UI by DNS rebinding: a foreign Host header is refused."""
     import http.client
@@ -298,8 +350,13 @@ def test_ui_runs_one_server_process_and_sigterm_stops_them_all(ui, store):
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
-def test_ctrl_c_stops_the_ui_and_its_server(store, tmp_path):
-    process = _start_ui(store["uri"], tmp_path / "ui.log")
+def test_ctrl_c_stops_the_ui_and_its_server(store, ui, tmp_path):
+    """Also: `attnsim ui` starts again at once on the port the earlier one served a browser on (its closed connections
+    wait in TIME_WAIT)."""
+    _stop(ui["process"])
+    started = time.monotonic()
+    process = _start_ui(store["uri"], tmp_path / "ui.log", port=ui["port"])
+    assert time.monotonic() - started < 120 and "in use" not in (tmp_path / "ui.log").read_text()
     try:
         server = _server_of(process)
         process.send_signal(signal.SIGINT)  # what Ctrl-C sends to the terminal's foreground process

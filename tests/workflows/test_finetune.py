@@ -92,6 +92,9 @@ def test_finetune_cli_logs_per_step_and_saves_loadable_checkpoints(tiny_bert, tr
     assert tags["attnsim.labels"] == "business,entertainment,politics,sports,tech"
     assert len(tags["attnsim.corpus_hash"]) == 64 and tags["attnsim.corpus_hash"] != tags["attnsim.val_corpus_hash"]
     assert params["trainer.max_steps"] == "4" and params["checkpoint.every_n_steps"] == "2"
+    # only what a fit reads: no measurement, map, figure or intervention keys
+    assert not {key.split(".")[0] for key in params} & {"stats", "maps", "plots", "interventions", "capture", "findings"}
+    assert run.info.run_name.endswith(f" · {tags['attnsim.model']}")
 
     def steps(key):
         return [m.step for m in client.get_metric_history(run.info.run_id, key)]

@@ -245,9 +245,11 @@ def test_measure_run_params_tags_and_description_from_the_cli(tiny_bert, trackin
     assert tags["long_note"] == "n" * (8000 - 18) + f"…[sha256:{hashlib.sha256(long_tag.encode()).hexdigest()[:8]}]"
     description = load_config("csm").description
     command = "attnsim run csm model.path=" + str(tiny_bert) + " " + " ".join(TINY) + f" tracking.tags.long_note={long_tag}"
-    # the description too is a tag: over 8,000 characters here (the long tag is on the command line), so shortened
-    assert tags[NOTE_TAG] == fit_value(f"{description}\n\nCommand line: `{command}`", TAG_MAX)
-    assert tags[NOTE_TAG].startswith(f"{description}\n\nCommand line: `attnsim run csm model.path=")
+    # the description too is a tag: over 8,000 characters here (the long tag is on the command line), so shortened;
+    # the way to the run's tables and its headline numbers come first (attnsim.tracking.note), then how it was started
+    note, started = tags[NOTE_TAG], fit_value(f"{description}\n\nCommand line: `{command}`", TAG_MAX)
+    assert note.startswith("**Read this run:** [tables](#/experiments/") and len(note) == TAG_MAX
+    assert f"\n\n{started[:1000]}" in note and note.endswith("]") and "…[sha256:" in note[-20:]
 
 
 def test_description_names_the_python_call(tiny_bert, tracking_uri):
@@ -255,4 +257,4 @@ def test_description_names_the_python_call(tiny_bert, tracking_uri):
     result = attnsim.workflows.run.run("csm", overrides)
     note = MlflowClient(tracking_uri).get_run(result.run_id).data.tags[NOTE_TAG]
     description = load_config("csm").description
-    assert note.startswith(f"{description}\n\nStarted from the Python API: `attnsim.run('csm', {overrides!r})` (process: `")
+    assert f"\n\n{description}\n\nStarted from the Python API: `attnsim.run('csm', {overrides!r})` (process: `" in note

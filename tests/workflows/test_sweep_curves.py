@@ -51,7 +51,11 @@ def test_children_at_their_global_step_and_parent_chance_beside_each_statistic(c
         assert "trainer.max_steps" not in child.data.params and not [k for k in child.data.params if k.startswith("checkpoint.")]
         note = child.data.tags[NOTE_TAG]
         checkpoint = str(tiny_bert) if step == 0 else f"{checkpoints.resolve()}/step-{step:06d}"
-        assert note.startswith(f"{description}\n\nStarted from the Python API: `attnsim.sweep('csm', {str(checkpoints)!r}, {overrides!r}, base=None, jobs=1)`")
+        assert note.startswith("**Read this run:** ")  # the way to its tables first (attnsim.tracking.note)
+        assert f"\n\n{description}\n\nStarted from the Python API: `attnsim.sweep('csm', {str(checkpoints)!r}, {overrides!r}, base=None, jobs=1)`" in note
+        # no path as a compare axis (MLflow cuts it to 10 characters): the checkpoint is a tag, the model a name
+        assert "model.path" not in child.data.params and child.data.tags["attnsim.checkpoint"] == checkpoint
+        assert child.data.tags["attnsim.model"] == (tiny_bert.name if step == 0 else f"{tiny_bert.name} step {step}")
         assert note.endswith(f"\n\nCheckpoint `{checkpoint}` (global step {step}) of sweep run {result.parent_run_id}.")
 
     parent = client.get_run(result.parent_run_id)
