@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 import textwrap
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch only for annotations: `attnsim compare` draws with this module and imports no torch
+    import torch
 
 INDEX_NOTE = "layers and heads 0-indexed"
 TOKEN_FONT = 8  # points: token labels of matrices and strips
@@ -129,6 +131,13 @@ def thin_ticks(labels: Sequence[str], block: int, most: int = 32) -> tuple:
     return positions, [labels[p * block] for p in positions]
 
 
+def as_float64(values) -> np.ndarray:
+    """``values`` (a torch tensor, NumPy array or number) as a float64 NumPy array, without importing torch."""
+    if hasattr(values, "detach"):  # a torch tensor, possibly on a GPU or requiring grad
+        values = values.detach().cpu().double().numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
 def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.Tensor] = None, cmap: str = "viridis", annotate: Optional[int] = None):
     """A (layer, head) heatmap with values written in cells; ``chance`` (scalar or (layer, head)) in the title.
 
@@ -137,7 +146,7 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
         annotate: write the values of only this many highest cells (each text costs as much to draw
             as a small image); None writes every cell of grids up to 200 cells.
     """
-    data = values.detach().cpu().double().numpy()
+    data = as_float64(values)
     n_layers, n_heads = data.shape
     # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
     fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
@@ -162,8 +171,7 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
         ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=9, color="white" if value < mid else "black")
     suffix = ""
     if chance is not None:
-        c = chance.detach().double()
-        suffix = f" (chance {float(c.nanmean()):.3g})"
+        suffix = f" (chance {float(np.nanmean(as_float64(chance))):.3g})"
     shown = f"; values in the {annotate} highest cells" if annotate is not None and annotate < data.size else ""
     ax.set_title("\n".join(wrap_title(f"{title}{suffix}\n{INDEX_NOTE}{shown}", 0.55 * n_heads + 1.2, 9)), fontsize=9)
     return fig
