@@ -8,6 +8,12 @@ with "…", and thinned to every k-th cell so that two labels are at least
 :data:`TOKEN_SPACING` inches apart. Layers and heads are labelled 0-indexed, as
 in metric keys, and every figure says so. No PNG artifact is larger than
 :data:`attnsim.tracking.png.PNG_LIMIT` (the run sink encodes every figure).
+
+Layer rule (:func:`shown_layers`): a figure that draws each layer separately (matrices, profiles,
+example windows) draws every layer of a model of up to :data:`MOST_LAYERS` layers; of a deeper
+model, the first, middle and last layer and the layers with the highest and lowest layer mean of
+the figure's statistic (at most five), and its title says which (:func:`layer_note`). Every layer's
+values stay in the run's tables. Layer x head mosaics of scalars are one image and show every layer.
 """
 
 from __future__ import annotations
@@ -27,6 +33,49 @@ INDEX_NOTE = "layers and heads 0-indexed"
 TOKEN_FONT = 8  # points: token labels of matrices and strips
 TOKEN_SPACING = TOKEN_FONT * 1.35 / 72  # inches between two token labels (a line and a third)
 TOKEN_CHARS = 12  # longer token labels are cut, ending in "…"
+MOST_LAYERS = 6  # figures drawn per layer show every layer of models up to this deep (module docstring, layer rule)
+
+
+def shown_layers(n_layers: int, values=None, most: int = MOST_LAYERS) -> List[int]:
+    """The layers a per-layer figure draws (the layer rule of the module docstring), ascending.
+
+    Args:
+        n_layers: layers of the model (1 or more).
+        values: the figure's statistic, (layer,) or (layer, head, ...) (tensor or array), or None; its
+            layer means (NaN-aware over all but the first axis) pick the extreme layers.
+        most: models with at most this many layers show every layer.
+
+    Returns:
+        Every layer when ``n_layers <= most``; else layer 0, ``n_layers // 2`` and ``n_layers - 1``,
+        plus the layers of the highest and lowest finite layer mean (the first of ties): 3 to 5 layers.
+    """
+    if n_layers <= most:
+        return list(range(n_layers))
+    chosen = {0, n_layers // 2, n_layers - 1}
+    means = _layer_means(values, n_layers)
+    if means is not None and np.isfinite(means).any():
+        finite = np.where(np.isfinite(means), means, np.nan)
+        chosen |= {int(np.nanargmax(finite)), int(np.nanargmin(finite))}
+    return sorted(chosen)
+
+
+def _layer_means(values, n_layers: int) -> Optional[np.ndarray]:
+    if values is None:
+        return None
+    data = as_float64(values).reshape(n_layers, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN layer stays NaN
+        return np.nanmean(data, axis=1)
+
+
+def layer_note(layers: Sequence[int], n_layers: int, statistic: str, where: str = "every layer in the run's tables") -> str:
+    """The title's statement of :func:`shown_layers`' choice: empty when every layer is shown, else e.g.
+    "layers 0, 7, 15, 22, 29 of 30: first, middle, last, highest and lowest mean CSM; every layer in the run's tables"
+    (``where`` says where the layers not drawn are)."""
+    if len(layers) == n_layers:
+        return ""
+    listed = ", ".join(str(layer) for layer in layers)
+    return f"layers {listed} of {n_layers}: first, middle, last, highest and lowest {statistic}; {where}"
 
 
 def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
