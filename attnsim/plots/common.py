@@ -197,8 +197,9 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
     """
     data = as_float64(values)
     n_layers, n_heads = data.shape
-    # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
-    fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
+    # cells of 0.55 x 0.45 inch (rows of 0.2 inch, still a 9-point label each, past 12 layers: the pixels grow less
+    # with depth); margins for the axis labels, the two-line title and the colorbar
+    fig, ax = inch_axes(0.55 * n_heads, (0.45 if n_layers <= 12 else 0.2) * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
     image = ax.imshow(np.ma.masked_invalid(data), cmap=plt.get_cmap(cmap).with_extremes(bad="white"), aspect="auto")
     colorbar_beside(fig, ax, image, title.rsplit("/", 1)[-1] if " " not in title else "")  # a metric name "finding/stat": its statistic
     ax.set_xticks(range(n_heads))

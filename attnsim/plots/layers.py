@@ -47,7 +47,8 @@ def by_layer(
     ax.set_ylabel(ylabel)
     if log_y:
         ax.set_yscale("log")
-    ax.set_xticks(range(len(next(iter(series.values())))))
+    n_layers = len(next(iter(series.values())))
+    ax.set_xticks(range(0, n_layers, max(1, -(-n_layers // 16))))  # every layer up to 16, else every k-th
     ax.legend(fontsize=6, frameon=False)
     ax.set_title(f"{title}\n(lines: mean over heads; dots: heads; {INDEX_NOTE})", fontsize=8)
     ax.tick_params(labelsize=7)
