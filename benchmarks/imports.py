@@ -21,11 +21,20 @@ medians of ``--repeats`` processes:
 
 Then the plain script runs once (``--windows`` BBC windows, batch 32, 2 threads) for its peak RSS
 (``ru_maxrss`` from ``os.wait4``). Prints the table, the imports before the model loads against the
-3 s target, and the memory the libraries add against the 1.5x allowance; exits 0 either way.
+3 s target, and the memory the libraries add against the 1.5x allowance.
+
+Last, the commands that read runs, from the command line as a user types them (issue 30: they import
+no torch and no Lightning, and a report of two runs takes under 3 s): two ``csm`` runs of the bundled
+model (``--cli-windows`` windows each, untimed) are logged to a temporary store, then ``attnsim report``
+of both (writing its files and logging them to the runs), ``attnsim compare`` of both (logging the
+comparison run and its figures), ``attnsim list`` and ``attnsim show csm`` run ``--repeats`` times each,
+alternating; prints each command's median wall time, its range and whether it imported torch or
+Lightning (read in the same process at its exit). Exits 0 either way.
 
 Usage:
-    python benchmarks/imports.py                 # 5 processes per step and one plain script (~2 min)
+    python benchmarks/imports.py                 # 5 processes per step, one plain script, the commands (~4 min)
     python benchmarks/imports.py --repeats 3 --windows 64
+    python benchmarks/imports.py --cli-only      # only the commands that read runs (--no-cli: all but them)
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from typing import Dict, List, Tuple
 
 from _options import positive  # benchmarks/, the script's folder
@@ -96,14 +107,72 @@ def plain_peak(windows: int, env: Dict[str, str]) -> float:
     return timed(argv, env)["peak_mib"]
 
 
+READ_TARGET = 3.0  # seconds: `attnsim report` of two runs from the command line (issue 30)
+HEAVY = ("torch", "pytorch_lightning", "lightning", "lightning_fabric")
+# the command line, as `attnsim` runs it, that says at its exit which of HEAVY it imported (stderr's last line)
+COMMAND = (
+    "import atexit, sys\n"
+    f"atexit.register(lambda: print('heavy:', ','.join(m for m in {HEAVY!r} if m in sys.modules) or 'none', file=sys.stderr))\n"
+    "from attnsim.cli import main\nsys.exit(main(sys.argv[1:]))"
+)
+
+
+def attnsim(arguments: List[str], env: Dict[str, str], cwd: str) -> Tuple[float, str, str]:
+    """(wall seconds, stdout, heavy modules imported) of ``attnsim ARGUMENTS`` in a fresh process."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", COMMAND, *arguments], capture_output=True, text=True, env=env, cwd=cwd)
+    seconds = time.perf_counter() - start
+    if out.returncode != 0:
+        raise SystemExit(f"attnsim {' '.join(arguments)} failed:\n{out.stderr[-3000:]}")
+    return seconds, out.stdout, out.stderr.strip().splitlines()[-1].split("heavy: ", 1)[-1]
+
+
+def reading_commands(args, env: Dict[str, str]) -> None:
+    """Time report, compare, list and show from the command line (module docstring) and print their table."""
+    with tempfile.TemporaryDirectory() as folder:
+        uri = f"sqlite:///{folder}/mlflow.db"
+        overrides = [f"corpus.limit={args.cli_windows}", "trainer.progress_bar=false", "plots.examples=1", "--uri", uri]
+        ids = []
+        for _ in range(2):
+            _, out, _ = attnsim(["run", "csm", *overrides], env, folder)
+            ids.append(next(line.split()[2] for line in out.splitlines() if line.startswith("run id: ")))
+        commands = {
+            "attnsim report RUN RUN": ["report", *ids, "--uri", uri, "--out", os.path.join(folder, "report.md")],
+            "attnsim compare RUN RUN": ["compare", *ids, "--uri", uri, "--csv", os.path.join(folder, "comparison.csv")],
+            "attnsim list": ["list"],
+            "attnsim show csm": ["show", "csm"],
+        }
+        seconds: Dict[str, List[float]] = {name: [] for name in commands}
+        heavy: Dict[str, set] = {name: set() for name in commands}
+        for repeat in range(args.repeats):
+            for name in commands if repeat % 2 == 0 else list(commands)[::-1]:
+                wall, _, imported = attnsim(commands[name], env, folder)
+                seconds[name].append(wall)
+                heavy[name].add(imported)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\ncommands that read runs ({args.repeats} processes each, two csm runs of {args.cli_windows} windows); load average {load:.2f}")
+    print("\n| command | wall s (median) | range | torch or Lightning imported |")
+    print("| --- | --- | --- | --- |")
+    for name, values in seconds.items():
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f}-{max(values):.2f} | {', '.join(sorted(heavy[name]))} |")
+    report = statistics.median(seconds["attnsim report RUN RUN"])
+    print(f"\nreport of two runs: {report:.2f} s; target < {READ_TARGET:.0f} s -> {'PASS' if report < READ_TARGET else 'FAIL'}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=positive, default=5, help="processes per step; medians are reported (default 5)")
+    parser.add_argument("--repeats", type=positive, default=5, help="processes per step and per command; medians are reported (default 5)")
     parser.add_argument("--windows", type=positive, default=512, help="BBC windows of the plain script's run (default 512)")
+    parser.add_argument("--cli-windows", type=positive, default=16, help="BBC windows of each run the reading commands read (default 16)")
+    parser.add_argument("--cli-only", action="store_true", help="only the commands that read runs")
+    parser.add_argument("--no-cli", action="store_true", help="leave out the commands that read runs")
     args = parser.parse_args(argv)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="2")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"python {sys.version.split()[0]}, {args.repeats} processes per step; load average {load:.2f} at start", flush=True)
+    if args.cli_only:
+        reading_commands(args, env)
+        return 0
     modules: List[str] = []
     rows = []
     for label, added in STEPS:
@@ -144,6 +213,8 @@ def main(argv=None) -> int:
             else f"{allowance - added:.0f} MiB of the allowance left for the run itself"
         )
     )
+    if not args.no_cli:
+        reading_commands(args, env)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the end")
     return 0

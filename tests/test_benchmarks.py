@@ -61,7 +61,7 @@ def test_operations_benchmark_prints_each_operation_and_the_ceilings():
 
 
 def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
-    out = script("imports.py", "--repeats", "1", "--windows", "2")
+    out = script("imports.py", "--repeats", "1", "--windows", "2", "--no-cli")  # the reading commands need two runs: run by hand
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [
         line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| ") and not line.startswith("| step") and not line.startswith("| ---")
@@ -83,6 +83,7 @@ def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
         ("memory.py", ["--small", "64", "--large", "32"], "--small 64 must be fewer windows than --large 32"),
         ("operations.py", ["--repeats", "0"], "0 is not a positive number"),
         ("imports.py", ["--repeats", "0"], "0 is not a positive number"),
+        ("figures.py", ["--rounds", "0"], "0 is not a positive number"),
         ("memory.py", ["corpus.nosuch=1"], "Unknown config key 'corpus.nosuch'"),
         ("scaling.py", ["--windows", "0"], "0 is not a positive number"),
         ("scaling.py", ["--server-uri", "127.0.0.1:5000"], "'127.0.0.1:5000' is not a tracking server URI; give http://host:port"),

@@ -81,12 +81,13 @@ def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
         "    c.set_terminated(r.info.run_id); ids.append(r.info.run_id)\n"
         "from attnsim.cli import main\n"
     )
-    heavy = ("torch", "pytorch_lightning", "transformers")
-    for command in (
-        f"['report', *ids, '--uri', {uri!r}, '--no-log', '--out', {str(tmp_path / 'r.md')!r}]",
-        f"['compare', *ids, '--uri', {uri!r}, '--no-log', '--force', '--csv', {str(tmp_path / 'c.csv')!r}]",
+    heavy = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "transformers")
+    for command in (  # as typed: each logs its result (a report artifact; a comparison run with its figures)
+        f"['report', *ids, '--uri', {uri!r}, '--out', {str(tmp_path / 'r.md')!r}]",
+        f"['compare', *ids, '--uri', {uri!r}, '--force', '--csv', {str(tmp_path / 'c.csv')!r}]",
     ):
         code = setup + f"assert main({command}) == 0\nimport sys, json\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
         proc = fresh(code)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert json.loads(proc.stdout.splitlines()[-1]) == [], command
+    assert "comparison run: " in proc.stdout  # the comparison was logged, figures drawn

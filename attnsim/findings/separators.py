@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Tuple
 
 from attnsim.findings.base import Finding, Summary
+from attnsim.plots.common import layer_note, shown_layers
 from attnsim.plots.heads import scalar_mosaic
 from attnsim.plots.layers import by_layer, position_profile
 from attnsim.stats.separators import CATEGORIES, EXTRA_CATEGORIES, SeparatorAccumulator, scalar_names
@@ -110,7 +111,11 @@ class SeparatorsFinding(Finding):
             ),
         )
         if "position_mass" in summary.profiles:
+            layers = shown_layers(self.n_layers, s["attention_cls"])  # extremes: the mass on the first token, where position 0's line starts
+            note = layer_note(layers, self.n_layers, "mass on the first token")
             yield (
                 "figures/separators/position_profile.png",
-                position_profile(summary.profiles["position_mass"], summary.profiles["position_mass_chance"], summary.profile_index["position_mass"]),
+                position_profile(
+                    summary.profiles["position_mass"], summary.profiles["position_mass_chance"], summary.profile_index["position_mass"], layers, note
+                ),
             )

@@ -8,6 +8,12 @@ with "…", and thinned to every k-th cell so that two labels are at least
 :data:`TOKEN_SPACING` inches apart. Layers and heads are labelled 0-indexed, as
 in metric keys, and every figure says so. No PNG artifact is larger than
 :data:`attnsim.tracking.png.PNG_LIMIT` (the run sink encodes every figure).
+
+Layer rule (:func:`shown_layers`): a figure that draws each layer separately (matrices, profiles,
+example windows) draws every layer of a model of up to :data:`MOST_LAYERS` layers; of a deeper
+model, the first, middle and last layer and the layers with the highest and lowest layer mean of
+the figure's statistic (at most five), and its title says which (:func:`layer_note`). Every layer's
+values stay in the run's tables. Layer x head mosaics of scalars are one image and show every layer.
 """
 
 from __future__ import annotations
@@ -15,16 +21,61 @@ from __future__ import annotations
 import math
 import textwrap
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch only for annotations: `attnsim compare` draws with this module and imports no torch
+    import torch
 
 INDEX_NOTE = "layers and heads 0-indexed"
 TOKEN_FONT = 8  # points: token labels of matrices and strips
 TOKEN_SPACING = TOKEN_FONT * 1.35 / 72  # inches between two token labels (a line and a third)
 TOKEN_CHARS = 12  # longer token labels are cut, ending in "…"
+MOST_LAYERS = 6  # figures drawn per layer show every layer of models up to this deep (module docstring, layer rule)
+
+
+def shown_layers(n_layers: int, values=None, most: int = MOST_LAYERS) -> List[int]:
+    """The layers a per-layer figure draws (the layer rule of the module docstring), ascending.
+
+    Args:
+        n_layers: layers of the model (1 or more).
+        values: the figure's statistic, (layer,) or (layer, head, ...) (tensor or array), or None; its
+            layer means (NaN-aware over all but the first axis) pick the extreme layers.
+        most: models with at most this many layers show every layer.
+
+    Returns:
+        Every layer when ``n_layers <= most``; else layer 0, ``n_layers // 2`` and ``n_layers - 1``,
+        plus the layers of the highest and lowest finite layer mean (the first of ties): 3 to 5 layers.
+    """
+    if n_layers <= most:
+        return list(range(n_layers))
+    chosen = {0, n_layers // 2, n_layers - 1}
+    means = _layer_means(values, n_layers)
+    if means is not None and np.isfinite(means).any():
+        finite = np.where(np.isfinite(means), means, np.nan)
+        chosen |= {int(np.nanargmax(finite)), int(np.nanargmin(finite))}
+    return sorted(chosen)
+
+
+def _layer_means(values, n_layers: int) -> Optional[np.ndarray]:
+    if values is None:
+        return None
+    data = as_float64(values).reshape(n_layers, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN layer stays NaN
+        return np.nanmean(data, axis=1)
+
+
+def layer_note(layers: Sequence[int], n_layers: int, statistic: str, where: str = "every layer in the run's tables") -> str:
+    """The title's statement of :func:`shown_layers`' choice: empty when every layer is shown, else e.g.
+    "layers 0, 7, 15, 22, 29 of 30: first, middle, last, highest and lowest mean CSM; every layer in the run's tables"
+    (``where`` says where the layers not drawn are)."""
+    if len(layers) == n_layers:
+        return ""
+    listed = ", ".join(str(layer) for layer in layers)
+    return f"layers {listed} of {n_layers}: first, middle, last, highest and lowest {statistic}; {where}"
 
 
 def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
@@ -129,6 +180,13 @@ def thin_ticks(labels: Sequence[str], block: int, most: int = 32) -> tuple:
     return positions, [labels[p * block] for p in positions]
 
 
+def as_float64(values) -> np.ndarray:
+    """``values`` (a torch tensor, NumPy array or number) as a float64 NumPy array, without importing torch."""
+    if hasattr(values, "detach"):  # a torch tensor, possibly on a GPU or requiring grad
+        values = values.detach().cpu().double().numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
 def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.Tensor] = None, cmap: str = "viridis", annotate: Optional[int] = None):
     """A (layer, head) heatmap with values written in cells; ``chance`` (scalar or (layer, head)) in the title.
 
@@ -137,10 +195,11 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
         annotate: write the values of only this many highest cells (each text costs as much to draw
             as a small image); None writes every cell of grids up to 200 cells.
     """
-    data = values.detach().cpu().double().numpy()
+    data = as_float64(values)
     n_layers, n_heads = data.shape
-    # cells of 0.55 x 0.45 inch; margins for the axis labels, the two-line title and the colorbar
-    fig, ax = inch_axes(0.55 * n_heads, 0.45 * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
+    # cells of 0.55 x 0.45 inch (rows of 0.2 inch, still a 9-point label each, past 12 layers: the pixels grow less
+    # with depth); margins for the axis labels, the two-line title and the colorbar
+    fig, ax = inch_axes(0.55 * n_heads, (0.45 if n_layers <= 12 else 0.2) * n_layers, left=0.6, right=1.1, bottom=0.5, top=0.6)
     image = ax.imshow(np.ma.masked_invalid(data), cmap=plt.get_cmap(cmap).with_extremes(bad="white"), aspect="auto")
     colorbar_beside(fig, ax, image, title.rsplit("/", 1)[-1] if " " not in title else "")  # a metric name "finding/stat": its statistic
     ax.set_xticks(range(n_heads))
@@ -162,8 +221,7 @@ def layer_head_heatmap(values: torch.Tensor, title: str, chance: Optional[torch.
         ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=9, color="white" if value < mid else "black")
     suffix = ""
     if chance is not None:
-        c = chance.detach().double()
-        suffix = f" (chance {float(c.nanmean()):.3g})"
+        suffix = f" (chance {float(np.nanmean(as_float64(chance))):.3g})"
     shown = f"; values in the {annotate} highest cells" if annotate is not None and annotate < data.size else ""
     ax.set_title("\n".join(wrap_title(f"{title}{suffix}\n{INDEX_NOTE}{shown}", 0.55 * n_heads + 1.2, 9)), fontsize=9)
     return fig

@@ -1,7 +1,8 @@
 """Layer x head heatmaps of many statistics in one figure (``figures/<finding>/heads.png``).
 
 Each statistic is a panel of n_layers rows (layer 0 at the top) by n_heads
-columns (head 0 at the left), with its layers and heads labelled along its
+columns (head 0 at the left), every layer shown (rows of a deep model
+:data:`LABEL_SPACING` tall, the heatmap at most :data:`MOST_HEIGHT`; every layer labelled up to 24 layers), with its layers and heads labelled along its
 edges (0-indexed, as in metric keys) and a colour bar of its own values beside
 it: statistics differ in units and range, so each panel has its own scale, and
 the colour bar says which value a colour is. Undefined (NaN) cells are white.
@@ -32,6 +33,11 @@ from attnsim.plots.common import INDEX_NOTE, draw_segments, fixed_layout, wrap_t
 MIN_FONT = 9  # points: the smallest text of the figure
 CELL = (0.3, 0.26)  # inches per head (x) and per layer (y)
 LABEL_SPACING = 0.2  # inches between two index labels of MIN_FONT points
+# inches: heatmaps up to 3.2 inches tall have rows of CELL[1]; a deeper model's rows are LABEL_SPACING tall, the least
+# that keeps every layer labelled, up to 24 layers; deeper still, the heatmap stays MOST_HEIGHT tall and every k-th
+# layer is labelled (30 layers: 4.8 inches, not 7.8), so that the figure's pixels and texts grow little with depth
+ROWS_HEIGHT = 3.2
+MOST_HEIGHT = LABEL_SPACING * 24
 FLAT = plt.matplotlib.colors.ListedColormap(["#e4e4e4"]).with_extremes(bad="white")  # a constant panel: one light grey
 
 
@@ -76,6 +82,8 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
     cols = max(1, min(cols, len(names)))
     rows = math.ceil(len(names) / cols)
     width, height = max(2.2, CELL[0] * n_heads), max(1.2, CELL[1] * n_layers)
+    if height > ROWS_HEIGHT:
+        height = min(MOST_HEIGHT, max(ROWS_HEIGHT, LABEL_SPACING * n_layers))
     # inches around each heatmap: layer labels and "layer" left; colour bar and its values right;
     # the panel title above; head labels and "head" below
     left, bar_gap, bar, bar_labels = 0.62, 0.08, 0.12, 0.62

@@ -6,7 +6,7 @@ from typing import Any, Iterator, Tuple
 
 import torch
 
-from attnsim.plots.common import matrix_grid, sentence_starts
+from attnsim.plots.common import layer_note, matrix_grid, sentence_starts, shown_layers
 from attnsim.stats.pairs import pair_indices
 from attnsim.stats.pairs.blocks import decode_pairs
 
@@ -52,8 +52,9 @@ def pooled_region(index: torch.Tensor, seq_len: int, block: int, cells: int) -> 
 
 
 def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_fraction: float, max_tokens: int) -> Iterator[Tuple[str, Any]]:
-    """One figure per example window: for every layer, the CSM of the head whose high-CSM pairs
-    overlap most with its high-attention region (highest corpus ``jaccard``), region outlined.
+    """One figure per example window: for each layer :func:`~attnsim.plots.common.shown_layers` picks by the
+    layer mean of ``jaccard`` (every layer of models up to six layers deep), the CSM of the head whose
+    high-CSM pairs overlap most with its high-attention region (highest corpus ``jaccard``), region outlined.
 
     Args:
         examples: :class:`attnsim.findings.examples.Examples` with CSM, tokens and sentence ids.
@@ -70,8 +71,10 @@ def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_frac
     pooled = bool(getattr(examples, "blocks", None))
     if pooled == bool(regions.dtype == torch.bool):
         return  # regions recorded for the other kind of example record
-    heads = jaccard.detach().double().cpu().nan_to_num(-1.0).argmax(-1)  # (L,) one head per layer
-    layers = torch.arange(heads.shape[0])
+    shown = shown_layers(jaccard.shape[0], jaccard)
+    note = layer_note(shown, jaccard.shape[0], "mean Jaccard index", "every head's Jaccard index in tables/attention_regions_heads.csv")
+    layers = torch.tensor(shown)
+    heads = jaccard.detach().double().cpu().nan_to_num(-1.0).argmax(-1)[layers]  # one head per shown layer
     seq_len = examples.valid.shape[-1]
     for e in range(min(len(examples), regions.shape[1])):
         valid = examples.valid[e]
@@ -90,7 +93,7 @@ def example_regions(examples: Any, regions: Any, jaccard: torch.Tensor, top_frac
         starts = sentence_starts(examples.sentence_ids[e, :length].tolist())
         suptitle = (
             f"CSM of window {e} ({examples.label(e)}), per layer the head with the highest Jaccard overlap; "
-            f"cyan: high-attention region (top {top_fraction:.0%} pairs), white lines: sentence boundaries"
+            f"cyan: high-attention region (top {top_fraction:.0%} pairs), white lines: sentence boundaries" + (f"; {note}" if note else "")
         )
         yield (
             f"figures/attention_regions/window{e}.png",

@@ -429,3 +429,50 @@ def test_attnsim_run_finishes_when_a_figure_helper_is_killed(tmp_path):
     assert logged.info.status == "FINISHED"
     figures = {a.path for folder in ("figures/csm", "figures/separators", "figures/noise") for a in client.list_artifacts(logged.info.run_id, folder)}
     assert {"figures/csm/heads.png", "figures/separators/heads.png", "figures/noise/heads.png"} <= figures
+
+
+def test_a_deep_model_run_draws_the_shown_layers_and_tables_keep_every_layer(tmp_path, monkeypatch):
+    """An 8-layer model: the per-layer figures draw the first, middle and last layer and the extreme layers of
+    their statistic (plots.common.shown_layers), recomputed here from the logged per-head tables."""
+    import pandas as pd
+
+    from attnsim.plots import csm as csm_plots
+    from attnsim.plots import regions as region_plots
+    from attnsim.workflows.run import run
+    from tests.helpers.models import save_tiny_model
+
+    drawn = {}
+
+    def recording(module, key, rows):
+        original = module.matrix_grid
+
+        def grid(matrices, titles, *args, **kwargs):
+            drawn.setdefault(key, []).append(rows(titles, kwargs))
+            return original(matrices, titles, *args, **kwargs)
+
+        monkeypatch.setattr(module, "matrix_grid", grid)
+
+    recording(csm_plots, "csm", lambda titles, kwargs: [int(name[1:]) for name in kwargs["row_names"]])
+    recording(region_plots, "regions", lambda titles, kwargs: [int(title.split()[0][1:]) for title in titles])
+    model = save_tiny_model(tmp_path / "bert8", "bert", layers=8, heads=2, hidden=16)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = [f"model.path={model}", "corpus.limit=4", "corpus.seq_len=24", "trainer.batch_size=4", "trainer.progress_bar=false"]
+    result = run(
+        "csm", overrides + ["findings=[csm,attention_regions]", "plots.examples=1", "plots.processes=1", "plots.explorer=false", f"tracking.uri={uri}"]
+    )
+    client, _ = runs_of(uri)
+
+    def layer_means(table: str, column: str) -> pd.Series:
+        heads = pd.read_csv(client.download_artifacts(result.run_id, f"tables/{table}"))
+        assert sorted(heads["layer"].unique()) == list(range(8))  # every layer in the tables
+        return heads.groupby("layer")[column].mean()
+
+    def expected(means: pd.Series) -> list:
+        return sorted({0, 4, 7, int(means.idxmax()), int(means.idxmin())})
+
+    csm_layers = expected(layer_means("csm_heads.csv", "mean"))
+    assert 3 <= len(csm_layers) <= 5
+    assert drawn["csm"] == [csm_layers, csm_layers]  # the corpus-mean CSMs, then window 0's
+    assert drawn["regions"] == [expected(layer_means("attention_regions_heads.csv", "jaccard"))]
+    figures = {item.path for item in client.list_artifacts(result.run_id, "figures/csm")}
+    assert {"figures/csm/mean_csm.png", "figures/csm/distance_profiles.png", "figures/csm/heads.png"} <= figures
