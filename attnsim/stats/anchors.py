@@ -158,7 +158,7 @@ def top_anchors(token_counts: torch.Tensor, count: int = 5) -> tuple:
         if len(token_counts)
         else token_counts.new_zeros((*token_counts.shape[:-1], count), dtype=torch.long)
     )
-    return order, token_counts.gather(-1, order)
+    return order, token_counts.gather(-1, order).double()
 
 
 class AnchorAccumulator(Accumulator):
@@ -168,8 +168,8 @@ class AnchorAccumulator(Accumulator):
         n_layers, n_heads: model shape.
         vocab_size: number of token ids (the tokenizer's ``len``).
 
-    States (float64 sums): anchor shares and windows with an anchor (L, H),
-    anchor counts per token id (L, H, vocab).
+    States: anchor shares and windows with an anchor (L, H) float64 sums, anchor counts per token id
+    (L, H, vocab) int32 (whole windows: exact up to 2^31 - 1 of them).
     """
 
     def __init__(self, n_layers: int, n_heads: int, vocab_size: int):
@@ -177,7 +177,7 @@ class AnchorAccumulator(Accumulator):
         self.n_layers, self.n_heads, self.vocab_size = n_layers, n_heads, vocab_size
         self.add_sum("share_sum", n_layers, n_heads)
         self.add_sum("windows", n_layers, n_heads)
-        self.add_sum("token_counts", n_layers, n_heads, vocab_size)
+        self.add_sum("token_counts", n_layers, n_heads, vocab_size, dtype=torch.int32)  # window counts: exact below 2^31 windows, half of float64's memory
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)
