@@ -91,6 +91,9 @@ def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
         ("end_to_end.py", ["--pairs", "0"], "0 is not a positive number"),
         ("end_to_end.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
         ("end_to_end.py", ["--device", "cuda:x"], "'cuda:x' is not a device; use cpu or cuda"),
+        ("end_to_end.py", ["--seq-len", "0"], "0 is not a positive number"),
+        ("memory.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
+        ("long_context.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):
