@@ -315,9 +315,11 @@ def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: in
     """
     cells = -(-seq_len // cell)
     target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
-    flat = values.reshape(-1, values.shape[-1]).double()
+    flat = values.reshape(-1, values.shape[-1])
     out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
-    out.index_add_(1, target, flat)
+    step = max(1, (1 << 22) // max(1, flat.shape[1]))  # rows widened to float64 at a time: about 4M values (32 MiB), not all (L, H, P)
+    for start in range(0, flat.shape[0], step):  # each row's sums are added in pair order whatever the rows taken together
+        out[start : start + step].index_add_(1, target, flat[start : start + step].double())
     return out.reshape(*values.shape[:-1], cells, cells)
 
 
