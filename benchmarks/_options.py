@@ -46,3 +46,24 @@ def statistics_path() -> str:
     if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0"):  # numba's own switch: any other value disables
         return "fallback"
     return "compiled" if importlib.util.find_spec("numba") is not None else "fallback"
+
+
+def model_name(text: str) -> str:
+    """argparse type: ``bundled`` (MiniLM), ``smollm2``, or an existing model folder or ``.gguf`` file (the values of ``model.path``)."""
+    if text in ("bundled", "smollm2") or os.path.exists(os.path.expanduser(text)):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is neither bundled, smollm2 nor an existing model folder or .gguf file")
+
+
+def add_model_options(parser: argparse.ArgumentParser, model: str = "bundled", seq_len: int = 128) -> None:
+    """Add ``--model`` (``model.path``: bundled, smollm2 or a path) and ``--seq-len`` (``corpus.seq_len``, tokens per
+    window, specials included) to ``parser``; ``model_overrides(args)`` turns the parsed values into attnsim overrides."""
+    parser.add_argument(
+        "--model", type=model_name, default=model, help=f"model.path: bundled (MiniLM), smollm2, or a model folder / .gguf file (default {model})"
+    )
+    parser.add_argument("--seq-len", type=positive, default=seq_len, help=f"tokens per window, specials included (corpus.seq_len, default {seq_len})")
+
+
+def model_overrides(args: argparse.Namespace) -> list:
+    """The attnsim overrides of ``add_model_options``'s values: ``["model.path=...", "corpus.seq_len=..."]``."""
+    return [f"model.path={args.model}", f"corpus.seq_len={args.seq_len}"]

@@ -22,6 +22,7 @@ Usage:
     python benchmarks/end_to_end.py --pairs 1 --windows 64  # a quick look
     python benchmarks/end_to_end.py --device cuda
     python benchmarks/end_to_end.py --model smollm2 --windows 64 --batch-size 16 --experiments paper
+    python benchmarks/end_to_end.py --model smollm2 --seq-len 512 --windows 8 --batch-size 4 --pairs 1
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import tempfile
 import time
 from typing import Dict, List
 
-from _options import accelerator_override, device_name, positive, statistics_path  # benchmarks/, the script's folder
+from _options import accelerator_override, add_model_options, device_name, model_overrides, positive, statistics_path  # benchmarks/, the script's folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIN = os.path.join(HERE, "plain_forward.py")
@@ -85,7 +86,7 @@ def attnsim_command(experiment: str, args, uri: str) -> List[str]:
         f"trainer.threads={args.threads}",
         "trainer.progress_bar=false",
         accelerator_override(args.device),
-        f"model.path={args.model}",
+        *model_overrides(args),
     ]
     return [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
 
@@ -103,6 +104,8 @@ def plain_command(args) -> List[str]:
         str(args.threads),
         "--device",
         args.device,
+        "--seq-len",
+        str(args.seq_len),
         *model,
     ]
 
@@ -152,7 +155,7 @@ def print_tables(results: List[dict], args) -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     for r in results:
         print(
-            f"| `attnsim run {r['experiment']}{'' if args.model == 'bundled' else ' model.path=' + args.model} corpus.limit={args.windows}` | {r['wall']:.1f} s | {r['plain_wall']:.1f} s | "
+            f"| `attnsim run {r['experiment']}{'' if args.model == 'bundled' else ' model.path=' + args.model}{'' if args.seq_len == 128 else f' corpus.seq_len={args.seq_len}'} corpus.limit={args.windows}` | {r['wall']:.1f} s | {r['plain_wall']:.1f} s | "
             f"{r['plain_wall'] / r['wall']:.2f}× | {r['cpu']:.1f} vs {r['plain_cpu']:.1f} | {r['peak']:,.0f} vs {r['plain_peak']:,.0f} MiB |"
         )
     print()
@@ -184,7 +187,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=positive, default=32)
     parser.add_argument("--threads", type=positive, default=2, help="torch threads of both sides (default 2)")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--model", default="bundled", help="model.path of both sides: bundled (MiniLM), smollm2, or a model folder (default bundled)")
+    add_model_options(parser)  # --model (model.path of both sides) and --seq-len (tokens per window of both sides)
     args = parser.parse_args(argv)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     args.model_dir = model_dir(args.model, env)
@@ -201,7 +204,7 @@ def main(argv=None) -> int:
             parser.error(out.stderr.strip().splitlines()[-1])
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
-            f"model {args.model}, device {args.device}, {args.windows} windows, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start",
+            f"model {args.model}, device {args.device}, {args.windows} windows of {args.seq_len} tokens, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start",
             flush=True,
         )
         results = [bench(name, args, uri, env) for name in args.experiments]

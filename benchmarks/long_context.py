@@ -24,9 +24,17 @@ Targets (issue 14): blockwise T = 8,192 under 2 GiB peak RSS; memory above the m
 from 4,096 to 8,192; the 8,192-token window's statistics in under 5 minutes. The script exits 0 even
 when a target fails; read the PASS/FAIL lines.
 
+With ``--model`` (``bundled``, ``smollm2`` or a model folder / .gguf file) it measures whole processes of that model
+instead: per T and experiment (``--experiments``, default ``csm`` and ``paper``), ``attnsim run EXPERIMENT
+model.path=MODEL corpus.limit=1 corpus.seq_len=T trainer.batch_size=1`` (the first BBC window, padded to T as the
+corpus cuts it) against the plain SDPA forward of the same model over the same window (``plain_forward.py``), alternating
+which goes first; peak RSS is each child's own ``ru_maxrss`` (``os.wait4``; this parent imports nothing heavy).
+Target (issue 30): each run's peak at most 2x the plain forward's.
+
 Usage:
     python benchmarks/long_context.py                      # T = 512 .. 8,192 (~15-30 min on 2 cores)
     python benchmarks/long_context.py --lengths 512 1024   # a quick look
+    python benchmarks/long_context.py --model smollm2 --lengths 512 1024 2048   # SmolLM2 runs vs its plain forward
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _options import positive  # noqa: E402
+from _options import model_name, positive  # noqa: E402
 
 LENGTHS = (512, 1024, 2048, 4096, 8192)
+MODEL_RSS_TARGET = 2.0  # attnsim run's peak RSS at most this many times the plain forward's (--model)
+HERE = Path(__file__).resolve().parent
 
 
 def _status(field: str) -> float:
@@ -153,6 +163,69 @@ def run_child(seq_len: int, path: str, threads: int, block_rows: int, default_ma
     return {"seq_len": seq_len, "path": path, "error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
+def model_runs(args) -> int:
+    """``--model``: whole ``attnsim run`` processes against the plain forward, per T; prints the table rows."""
+    import tempfile
+
+    from end_to_end import model_dir, timed  # benchmarks/, the script's folder
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    folder = model_dir(args.model, env)
+    plain_model = ["--model-dir", folder] if folder else []
+    load = os.getloadavg()[0]
+    print(f"model {args.model}, one window per run, {args.threads} threads; load average {load:.2f} at start", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as store:
+        uri = f"sqlite:///{store}/mlflow.db"
+        for seq_len in args.lengths:
+            plain_cmd = [
+                sys.executable,
+                str(HERE / "plain_forward.py"),
+                "--windows",
+                "1",
+                "--batch-size",
+                "1",
+                "--threads",
+                str(args.threads),
+                "--seq-len",
+                str(seq_len),
+                *plain_model,
+            ]
+            for index, experiment in enumerate(args.experiments):
+                overrides = [
+                    f"model.path={args.model}",
+                    "corpus.limit=1",
+                    f"corpus.seq_len={seq_len}",
+                    "trainer.batch_size=1",
+                    f"trainer.threads={args.threads}",
+                    "trainer.progress_bar=false",
+                ]
+                attnsim_cmd = [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
+                order = (attnsim_cmd, plain_cmd) if index % 2 == 0 else (plain_cmd, attnsim_cmd)
+                done = {id(cmd): timed(cmd, env) for cmd in order}
+                run, plain = done[id(attnsim_cmd)], done[id(plain_cmd)]
+                ratio = run["peak_mib"] / plain["peak_mib"]
+                rows.append((seq_len, experiment, run, plain, ratio))
+                print(
+                    f"  T={seq_len} {experiment}: peak RSS {run['peak_mib']:,.0f} MiB ({run['wall']:.0f} s) vs plain {plain['peak_mib']:,.0f} MiB ({plain['wall']:.0f} s): {ratio:.2f}x",
+                    flush=True,
+                )
+    print()
+    print("| model | T | command | peak RSS | plain forward's peak RSS | ratio | wall (plain) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for seq_len, experiment, run, plain, ratio in rows:
+        print(
+            f"| {args.model} | {seq_len:,} | `attnsim run {experiment}` | {run['peak_mib']:,.0f} MiB | {plain['peak_mib']:,.0f} MiB | {ratio:.2f}× | {run['wall']:.0f} s ({plain['wall']:.0f} s) |"
+        )
+    print()
+    for seq_len, experiment, _, _, ratio in rows:
+        print(
+            f"{'PASS' if ratio <= MODEL_RSS_TARGET else 'FAIL'}: {args.model} T={seq_len} {experiment} peak RSS {ratio:.2f}x the plain forward's (target <= {MODEL_RSS_TARGET}x)"
+        )
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=positive, nargs="+", default=list(LENGTHS), help="window lengths T (default: 512 1024 2048 4096 8192)")
@@ -160,8 +233,17 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=positive, default=2)
     parser.add_argument("--block-rows", type=positive, default=256, help="query rows per block of the blockwise path (capture.block_rows)")
     parser.add_argument("--default-malloc", action="store_true", help="keep glibc's adaptive mmap threshold (freed blocks stay in the heap: higher peak RSS)")
+    parser.add_argument(
+        "--model",
+        type=model_name,
+        default=None,
+        help="bundled, smollm2 or a model folder / .gguf file: whole attnsim runs against the plain forward (module docstring)",
+    )
+    parser.add_argument("--experiments", nargs="+", default=["csm", "paper"], help="with --model: the experiments run (default csm paper)")
     parser.add_argument("--child", nargs=2, metavar=("T", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.model is not None:
+        return model_runs(args)
     if args.child:
         result = child(int(args.child[0]), args.child[1], args.threads, args.block_rows)
         print("RESULT " + json.dumps(result), flush=True)

@@ -10,6 +10,7 @@ Usage:
     python benchmarks/memory.py --full             # ... and over the whole BBC corpus (corpus.limit=null)
     python benchmarks/memory.py --device cuda      # on a GPU (trainer.accelerator=gpu)
     python benchmarks/memory.py trainer.batch_size=64     # overrides are passed to every run
+    python benchmarks/memory.py --model smollm2 --seq-len 256 --small 8 --large 64 trainer.batch_size=8
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from _options import accelerator_override, device_name, positive, statistics_path  # benchmarks/, the script's folder
+from _options import accelerator_override, add_model_options, device_name, model_overrides, positive, statistics_path  # benchmarks/, the script's folder
 
 TARGET_RATIO = 1.15
 
@@ -47,11 +48,12 @@ def main(argv=None) -> int:
     parser.add_argument("--large", type=positive, default=2048, help="windows of the larger run (default 2048)")
     parser.add_argument("--full", action="store_true", help="also run over every window of the corpus")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N] (sets trainer.accelerator)")
+    add_model_options(parser)  # --model (model.path) and --seq-len (corpus.seq_len) of every run
     parser.add_argument("overrides", nargs="*", help="extra overrides passed to every run, e.g. trainer.batch_size=64")
     args = parser.parse_args(argv)
     if args.small >= args.large:
         parser.error(f"--small {args.small} must be fewer windows than --large {args.large}")
-    args.overrides = [accelerator_override(args.device), *args.overrides]
+    args.overrides = [accelerator_override(args.device), *model_overrides(args), *args.overrides]
     from attnsim.config import load_config
     from attnsim.errors import AttnsimError
 
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"{args.experiment} on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start",
+        f"{args.experiment}, model {args.model}, windows of {args.seq_len} tokens, on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start",
         flush=True,
     )
     rows = []
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
         t = r["timings"]
         rate = r["windows"] / t["predict"] if t.get("predict") else float("nan")
         print(
-            f"| {args.experiment} | {r['windows']} | {r['peak_mib']:.0f} | {r['run']:.1f} | {t.get('predict', 0):.1f} | {rate:.1f} | {t.get('summarise', 0):.2f} | {t.get('log', 0):.2f} | {t.get('figures', 0):.2f} |"
+            f"| {args.experiment}{'' if args.model == 'bundled' and args.seq_len == 128 else f' ({args.model}, T = {args.seq_len})'} | {r['windows']} | {r['peak_mib']:.0f} | {r['run']:.1f} | {t.get('predict', 0):.1f} | {rate:.1f} | {t.get('summarise', 0):.2f} | {t.get('log', 0):.2f} | {t.get('figures', 0):.2f} |"
         )
     print()
     print(f"target peak-memory ratio {rows[1]['windows']}/{rows[0]['windows']} windows <= {TARGET_RATIO}: {ratio:.3f} -> {'PASS' if passed else 'FAIL'}")

@@ -94,6 +94,9 @@ def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
         ("end_to_end.py", ["--device", "cuda:x"], "'cuda:x' is not a device; use cpu or cuda"),
         ("bert_base_scale.py", ["--seq-len", "1024"], "--seq-len 1024 is longer than BERT-base's 512 positions"),
         ("bert_base_scale.py", ["--experiments", "nosuch"], "Unknown experiment 'nosuch'"),
+        ("end_to_end.py", ["--seq-len", "0"], "0 is not a positive number"),
+        ("memory.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
+        ("long_context.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
     ],
 )
 def test_bad_options_stop_before_anything_is_measured(name, args, message):

@@ -7,8 +7,9 @@ registered with transformers' ``AttentionInterface`` (and its mask function with
 transformers 5) then calls :func:`recording_sdpa` with the tensors its own kernel would get:
 
 - ``query`` (batch, head, T, d_head) and ``key`` (batch, kv_head, T, d_head), *after* the rotary
-  embedding where the model applies one; grouped key/value heads (GQA) are expanded to the query
-  heads (``repeat_kv``), so that one key tensor exists per query head;
+  embedding where the model applies one; grouped key/value heads (GQA) are kept once per key/value head
+  (the statistics repeat them to the query heads block by block,
+  :func:`attnsim.stats.pairs.scores.head_keys`, as ``repeat_kv`` does);
 - ``scaling`` (the model's own, ``1/sqrt(d_head)`` when it passes none), the additive or boolean
   mask it built (padding, causal, sliding window), and whether SDPA would apply the causal mask
   itself (no mask tensor, ``is_causal``).
@@ -46,7 +47,8 @@ class QueryKey:
 
     Attributes:
         query: (batch, head, T, d_head) queries after any rotary embedding.
-        key: (batch, head, T, d_head) keys, grouped key/value heads expanded to the query heads.
+        key: (batch, kv_head, T, d_head) keys, one per key/value head (kv_head divides head; grouped-query
+            attention shares key head ``h // (head / kv_head)`` among query heads).
         scaling: the factor applied to ``query @ key.T`` (the model's own).
         mask: the model's mask, broadcastable to (batch, head, T, T): bool (True = attend) or additive
             float; None when no mask was built.
@@ -83,7 +85,7 @@ def recording_sdpa(
     Raises:
         ModelError: (while recording) the call carries a soft-cap, attention sinks or a position bias.
     """
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     store: Optional[List[QueryKey]] = getattr(_state, "store", None)
     if store is not None:
@@ -93,12 +95,10 @@ def recording_sdpa(
             _refuse("attention sinks (s_aux)")
         if kwargs.get("position_bias") is not None:
             _refuse("a position bias (T5-style)")
-        groups = query.shape[1] // key.shape[1]
-        keys = repeat_kv(key, groups) if groups > 1 else key  # (B, H, T, d): one key head per query head
         causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
         causal = bool(query.shape[2] > 1 and attention_mask is None and causal)  # SDPA's own rule
         scale = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
-        store.append(QueryKey(query.detach(), keys.detach(), scale, attention_mask, causal))
+        store.append(QueryKey(query.detach(), key.detach(), scale, attention_mask, causal))
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, is_causal=is_causal, **kwargs)
 
 

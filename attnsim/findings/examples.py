@@ -115,7 +115,9 @@ class ExampleRecorder(pl.Callback):
         ex = self.examples
 
         def cat(old: Optional[torch.Tensor], new: torch.Tensor, dim: int) -> torch.Tensor:
-            new = new.detach().cpu().clone()
+            new = new.detach().cpu()
+            if new.untyped_storage().nbytes() > new.numel() * new.element_size():  # a slice of a larger tensor (the batch's): copied out
+                new = new.clone()  # a tensor of its own (the maps made for the kept windows) is kept as it is: no second copy
             return new if old is None else torch.cat([old, new], dim)
 
         if full:

@@ -151,9 +151,14 @@ def top_anchors(token_counts: torch.Tensor, count: int = 5) -> tuple:
         ties by lowest id.
     """
     count = min(count, token_counts.shape[-1])
-    # a stable descending sort breaks ties by lowest id
-    order = token_counts.argsort(dim=-1, descending=True, stable=True)[..., :count]
-    return order, token_counts.gather(-1, order)
+    # a stable descending sort breaks ties by lowest id; one layer at a time, so that no (layer, head, vocab) index
+    # tensor is made (int64: 106 MiB for SmolLM2's 270 heads and 49,152 ids)
+    order = (
+        torch.stack([counts.argsort(dim=-1, descending=True, stable=True)[..., :count] for counts in token_counts.unbind(0)])
+        if len(token_counts)
+        else token_counts.new_zeros((*token_counts.shape[:-1], count), dtype=torch.long)
+    )
+    return order, token_counts.gather(-1, order).double()
 
 
 class AnchorAccumulator(Accumulator):
@@ -163,8 +168,8 @@ class AnchorAccumulator(Accumulator):
         n_layers, n_heads: model shape.
         vocab_size: number of token ids (the tokenizer's ``len``).
 
-    States (float64 sums): anchor shares and windows with an anchor (L, H),
-    anchor counts per token id (L, H, vocab).
+    States: anchor shares and windows with an anchor (L, H) float64 sums, anchor counts per token id
+    (L, H, vocab) int32 (whole windows: exact up to 2^31 - 1 of them).
     """
 
     def __init__(self, n_layers: int, n_heads: int, vocab_size: int):
@@ -172,7 +177,7 @@ class AnchorAccumulator(Accumulator):
         self.n_layers, self.n_heads, self.vocab_size = n_layers, n_heads, vocab_size
         self.add_sum("share_sum", n_layers, n_heads)
         self.add_sum("windows", n_layers, n_heads)
-        self.add_sum("token_counts", n_layers, n_heads, vocab_size)
+        self.add_sum("token_counts", n_layers, n_heads, vocab_size, dtype=torch.int32)  # window counts: exact below 2^31 windows, half of float64's memory
 
     def update(self, view: PairView) -> None:  # type: ignore[override]
         if view.max_token_id >= self.vocab_size:  # read with the batch's other host numbers (one device sync)

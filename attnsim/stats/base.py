@@ -65,8 +65,16 @@ class Accumulator(Metric):
         self._computed = None
 
     def add_sum(self, name: str, *shape: int, dtype: torch.dtype = torch.float64) -> None:
-        """Register a zero-initialised sum state of ``shape``."""
-        self.add_state(name, default=torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")
+        """Register a zero-initialised sum state of ``shape``.
+
+        The default that torchmetrics keeps for ``reset()`` is one zero broadcast to ``shape`` (``reset()`` clones
+        it into a full tensor): a full default would hold a second copy of every state (the corpus-mean CSM
+        matrix's or the anchors' per-head counts by token id: 106 MiB each for SmolLM2's 270 heads and 49,152 ids).
+        """
+        zero = torch.zeros((), dtype=dtype)
+        self.add_state(name, default=zero, dist_reduce_fx="sum")  # registered with a one-element default (add_state copies it)
+        self._defaults[name] = zero.expand(shape)
+        setattr(self, name, torch.zeros(shape, dtype=dtype))
 
     def fold(self, increments: Mapping[str, torch.Tensor]) -> None:
         """Add each increment into the sum state of the same name (in place, as ``state += increment``)."""

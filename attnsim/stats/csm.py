@@ -10,7 +10,10 @@ Per layer l and head h, over every window and every valid pair i < j:
   sums so that batches and ranks add). Only the between-window term subtracts, in float64: its relative error is
   about 1e-16 (mean / std)², 1e-12 for a sink head whose CSM is 100 spreads from 0.
 - ``matrix``: the corpus-mean CSM (T x T): at (i, j), the mean over windows
-  where both positions hold valid tokens (i != j; diagonal NaN).
+  where both positions hold valid tokens (i != j; diagonal NaN). Windows longer than
+  :data:`~attnsim.stats.pairs.geometry.MATRIX_CELLS` (128) tokens keep it by cells of ``c = ceil(T / 128)`` tokens
+  (G x G, G <= 128): cell (a, b) is the mean CSM over every valid pair i != j with i // c = a and j // c = b, of
+  every window (the figure, the matrix's only use, shows at most ``plots.max_tokens`` cells per axis).
 - Distance profile, for d = j - i in 1..T-1: ``distance_mean[d]``, the mean CSM
   at distance d, and ``distance_high_ratio[d]``, the number of high pairs at
   distance d divided by its chance value. Chance: in a window with k high
@@ -45,7 +48,7 @@ import torch
 from attnsim.stats.base import Accumulator, safe_divide
 from attnsim.stats.distance import bin_profile, distance_bins
 from attnsim.stats.pairs import PairSums, PairView, TieCounts
-from attnsim.stats.pairs.geometry import (  # windows longer than POOL_ABOVE keep the mean matrix pooled
+from attnsim.stats.pairs.geometry import (  # windows longer than MATRIX_CELLS keep the mean matrix pooled
     pool_cell,
 )
 
@@ -199,7 +202,8 @@ class CSMAccumulator(Accumulator):
 
     States (all sums, float64): pair count (), the window-mean sums and the centred sums of the variance (L, H),
     the corpus-mean matrix's sum (L, H, P) and count (P,) in pair space (the matrix
-    is symmetric; it is unfolded to T x T in :meth:`compute`), sums by distance
+    is symmetric; it is unfolded to T x T in :meth:`compute`), or above
+    :data:`~attnsim.stats.pairs.geometry.MATRIX_CELLS` tokens its sum (L, H, G, G) and count (G, G) by cells of tokens, sums by distance
     (L, H, T) and count by distance (T,), high pairs by distance (L, H, T) and
     their chance (L, H, T).
     """

@@ -271,3 +271,20 @@ def test_std_of_a_sink_like_head_matches_float64(path, monkeypatch):
     assert float((want_mean / want_std).abs().min()) > 80  # the case that cancels (SmolLM2 has a head at about 100)
     torch.testing.assert_close(got["std"], want_std, rtol=1e-6, atol=0)
     torch.testing.assert_close(got["mean"], want_mean, rtol=1e-7, atol=0)
+
+
+def test_long_windows_keep_the_mean_matrix_by_cells_of_tokens(monkeypatch):
+    """Windows longer than MATRIX_CELLS keep the corpus-mean matrix by cells of ceil(T / MATRIX_CELLS) tokens, each cell
+    the mean over all its valid pairs of all windows (counts weight the windows). By hand, with MATRIX_CELLS = 3 and
+    T = 6 (cells of 2 tokens): Z = [1,0] [0,1] [1,1] [2,0] [0,2] [1,-1], window 1 of 6 tokens, window 2 the same
+    with its last token padded. Cell (0, 2): pairs (0,4) (0,5) (1,4) (1,5) = 0 1 2 -1 in window 1, (0,4) (1,4) = 0 2
+    in window 2: 4 / 6. Diagonal cells hold their one pair: CSM(0,1) = 0, CSM(2,3) = 2, CSM(4,5) = -2 (window 1 only)."""
+    from attnsim.stats.pairs import geometry
+
+    monkeypatch.setattr(geometry, "MATRIX_CELLS", 3)
+    z = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, -1.0]])
+    acc = CSMAccumulator(1, 1, 6)
+    assert acc.cell == 2 and acc.pool_sum.shape == (1, 1, 3, 3)
+    acc.update(view_of([z, z[:5]], [6, 5], 6))
+    matrix = acc.compute()["matrix"][0, 0]
+    assert matrix.flatten().tolist() == pytest.approx([0.0, 1.0, 2 / 3, 1.0, 2.0, 1.0, 2 / 3, 1.0, -2.0])

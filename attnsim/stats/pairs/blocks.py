@@ -454,9 +454,10 @@ class BlockPairView(PairView):
                     z = self._vector_layers[layer][b].float()  # (H, T, d)
                     csm = similarity_rows(z[:, start:stop], z, self.normalise)  # (H, rows, T), as the dense view's
                     masked = csm * valid  # 0 outside valid pairs
-                    deviation = (masked.double() - shift[b, layer, :, None, None]) * valid  # (H, rows, T)
-                    squares[b, layer] += (deviation * deviation).sum((-1, -2))
+                    deviation = masked.double().sub_(shift[b, layer, :, None, None]).mul_(valid)  # (H, rows, T), one float64 block
                     shifted[b, layer] += deviation.sum((-1, -2))
+                    squares[b, layer] += deviation.square_().sum((-1, -2))
+                    del deviation
                     class_sums[b, layer] += (class_masks @ masked.reshape(H, -1).t()).t()  # (H, 5)
                     distance_sum[layer] += _diagonal_sums(masked, start).double()
                     pairs = (int(self._offsets[start]), int(self._offsets[stop]))  # the block's pairs (i, j), j > i

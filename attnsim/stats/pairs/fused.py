@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import torch
 
+from attnsim.stats.pairs.scores import head_keys
 from attnsim.stats.pairs.view import Layers, PairView
 
 
@@ -58,7 +59,7 @@ def window_probabilities(qk: Any, start: int, stop: int) -> torch.Tensor:
         causal=qk.causal,
         mask=None if mask is None else (mask[start:stop] if mask.shape[0] > 1 else mask),
     )
-    return _probabilities(window, qk.key[start:stop].float().transpose(-1, -2))
+    return _probabilities(window, head_keys(qk.key[start:stop], qk.query.shape[1], 1).float().transpose(-1, -2))
 
 
 def _probabilities(qk: Any, keys_t: torch.Tensor) -> torch.Tensor:
@@ -108,7 +109,7 @@ class RecomputedPairView(PairView):
         if any(qk.mask is not first.mask or qk.causal != first.causal or qk.scaling != first.scaling for qk in self.query_keys):
             return None
         queries = torch.stack([qk.query.float() for qk in self.query_keys], 1)
-        keys = torch.stack([qk.key.float().transpose(-1, -2) for qk in self.query_keys], 1)
+        keys = torch.stack([head_keys(qk.key, qk.query.shape[1], 1).float().transpose(-1, -2) for qk in self.query_keys], 1)
         return queries, keys, None if first.mask is None else first.mask.unsqueeze(1)
 
     def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:

@@ -291,12 +291,18 @@ def listed_pair_classes(
 
 
 POOL_ABOVE = 512
-"""Windows longer than this keep the corpus-mean CSM matrix pooled to at most this many cells per axis."""
+"""Windows longer than this have their example windows' maps recorded already pooled (blockwise path, figures)."""
+
+MATRIX_CELLS = 128
+"""Windows longer than this keep the corpus-mean CSM matrix by cells of tokens, at most this many per axis: twice the
+figures' default resolution (``plots.max_tokens`` = 64 cells per axis), the only place the matrix is shown. Per
+layer and head it holds 128 x 128 float64 sums (128 KiB: 35 MiB for SmolLM2's 270 heads, 128 MiB for 1,024 heads)
+instead of a state growing as T²."""
 
 
 def pool_cell(seq_len: int) -> int:
-    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`POOL_ABOVE` tokens, else ``ceil(T / 512)``."""
-    return 1 if seq_len <= POOL_ABOVE else -(-seq_len // POOL_ABOVE)
+    """Tokens per side of a cell of the corpus-mean matrix: 1 up to :data:`MATRIX_CELLS` tokens, else ``ceil(T / MATRIX_CELLS)``."""
+    return 1 if seq_len <= MATRIX_CELLS else -(-seq_len // MATRIX_CELLS)
 
 
 def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: int) -> torch.Tensor:
@@ -309,15 +315,18 @@ def pool_pairs(values: torch.Tensor, pairs: torch.Tensor, seq_len: int, cell: in
     """
     cells = -(-seq_len // cell)
     target = (pairs[0] // cell) * cells + pairs[1] // cell  # (P,)
-    flat = values.reshape(-1, values.shape[-1]).double()
+    flat = values.reshape(-1, values.shape[-1])
     out = torch.zeros(flat.shape[0], cells * cells, dtype=torch.float64, device=values.device)
-    out.index_add_(1, target, flat)
+    step = max(1, (1 << 22) // max(1, flat.shape[1]))  # rows widened to float64 at a time: about 4M values (32 MiB), not all (L, H, P)
+    for start in range(0, flat.shape[0], step):  # each row's sums are added in pair order whatever the rows taken together
+        out[start : start + step].index_add_(1, target, flat[start : start + step].double())
     return out.reshape(*values.shape[:-1], cells, cells)
 
 
 __all__ = [
     "listed_pair_classes",
     "POOL_ABOVE",
+    "MATRIX_CELLS",
     "pool_cell",
     "pool_pairs",
     "PAIR_CLASSES",

@@ -2,7 +2,8 @@
 
 Pure tensor functions (no model): the capture (:mod:`attnsim.capture.queries`) records, per layer, the
 queries, keys, scaling and mask the model's SDPA kernel received (a ``QueryKey``: attributes ``query``,
-``key`` (batch, head, T, d_head), ``scaling``, ``mask`` and ``causal``); the blockwise view
+``key`` (batch, kv_head, T, d_head), ``scaling``, ``mask`` and ``causal``; grouped key/value heads are kept
+once and repeated to the query heads where scores are computed, :func:`head_keys`); the blockwise view
 (:mod:`attnsim.stats.pairs.blocks`) recomputes the probabilities from them one block of query rows at a time.
 """
 
@@ -11,6 +12,23 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 import torch
+
+
+def head_keys(key: torch.Tensor, heads: int, dim: int) -> torch.Tensor:
+    """``key`` with its grouped key/value heads (GQA) repeated to ``heads`` query heads along axis ``dim``: query
+    head h reads key head ``h // (heads / kv_heads)``, as transformers' ``repeat_kv``; the same tensor when the counts
+    match. The capture keeps each layer's keys once per key/value head (a third of the memory for SmolLM2's 9
+    query and 3 key/value heads).
+
+    Raises:
+        ValueError: ``heads`` is not a multiple of the key's heads.
+    """
+    kv_heads = key.shape[dim]
+    if kv_heads == heads:
+        return key
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
+    return key.repeat_interleave(heads // kv_heads, dim)
 
 
 def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool = False, columns: Optional[Tuple[int, int]] = None) -> torch.Tensor:
@@ -34,7 +52,8 @@ def masked_scores(qk: Any, window: int, start: int, stop: int, transposed: bool 
     Returns:
         (head, stop - start, last - first) float32.
     """
-    q, k = qk.query[window].float(), qk.key[window].float()  # (H, T, d)
+    q = qk.query[window].float()  # (H, T, d)
+    k = head_keys(qk.key[window], q.shape[0], 0).float()  # (H, T, d)
     lowest = float(torch.finfo(torch.float32).min)
     full = None if qk.mask is None else qk.mask[window if qk.mask.shape[0] > 1 else 0]  # (1 or H, T or 1, T)
     first, last = columns if columns is not None else (0, k.shape[1])
@@ -76,4 +95,4 @@ def attention_rows(qk: Any, start: int, stop: int) -> torch.Tensor:
     return torch.stack(out)
 
 
-__all__ = ["masked_scores", "attention_rows"]
+__all__ = ["head_keys", "masked_scores", "attention_rows"]

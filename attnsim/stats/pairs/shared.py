@@ -77,11 +77,11 @@ class PairSums(ChunkReducer):
 
     Attributes:
         by_pair: (layer, head, P) float32 CSM of each pair summed over the batch's windows (invalid pairs add 0);
-            None on the blockwise path for pooled windows (longer than :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE`).
+            None on the blockwise path for pooled windows (longer than :data:`~attnsim.stats.pairs.geometry.MATRIX_CELLS` tokens).
         pool_sum: (layer, head, G, G) float64 the same summed by cells of
             :func:`~attnsim.stats.pairs.geometry.pool_cell` tokens (pair (i, j) in cell (i // c, j // c)), and
             pool_count: (G, G) float64 the valid pairs of each cell over the windows; both None up to
-            :data:`~attnsim.stats.pairs.geometry.POOL_ABOVE` tokens.
+            :data:`~attnsim.stats.pairs.geometry.MATRIX_CELLS` tokens.
         distance_sum: (layer, head, T) CSM summed over the valid pairs at each distance (float32 dense, float64
             blockwise).
         shift: (batch, layer, head) float64 ``K`` of each window.

@@ -355,7 +355,11 @@ class PairView:
         """(stop, layer, head, T, T) float32 CSM of the first ``stop`` windows only (e.g. examples for figures),
         always from float64 products rounded once (the values :func:`context_similarity` gives)."""
         if self._narrow_csm:
-            return context_similarity(self._vector_chunk(0, stop), self.normalise)
+            vectors = self._vector_chunk(0, stop)  # (stop, L, H, T, d)
+            out = torch.empty(*vectors.shape[:-1], vectors.shape[-2], dtype=vectors.dtype, device=vectors.device)
+            for layer in range(vectors.shape[1]):  # one layer's float64 products at a time, not the whole model's
+                out[:, layer] = context_similarity(vectors[:, layer], self.normalise)
+            return out
         return self._csm_chunk(0, stop)
 
     def attention_windows(self, stop: int) -> Optional[torch.Tensor]:

@@ -103,7 +103,9 @@ def test_recorded_queries_give_eager_probabilities_for_gqa_rotary_and_sliding_wi
     """Llama (rotary, grouped key/value heads, causal) and Mistral (sliding window): attention_rows from the
     recorded queries and keys equals eager attention on every real query row."""
     from transformers import AutoModel
+    from transformers.integrations.sdpa_attention import repeat_kv
 
+    from attnsim.stats.pairs.scores import head_keys
     from tests.helpers.tiny_models import tiny_config
 
     name = register()
@@ -120,7 +122,9 @@ def test_recorded_queries_give_eager_probabilities_for_gqa_rotary_and_sliding_wi
             with recording() as store:
                 fast(input_ids=ids, attention_mask=mask)
         assert len(store) == config.num_hidden_layers
-        assert store[0].key.shape[1] == config.num_attention_heads  # key heads expanded to query heads
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        assert store[0].key.shape[1] == kv_heads  # keys kept once per key/value head, repeated to the query heads as repeat_kv does
+        assert torch.equal(head_keys(store[0].key, heads, 1), repeat_kv(store[0].key, heads // kv_heads))
         for layer, qk in enumerate(store):
             got = torch.cat([attention_rows(qk, start, min(start + 8, 20)) for start in range(0, 20, 8)], 2)
             real = mask.bool()[:, None, :, None]
