@@ -46,3 +46,16 @@ def statistics_path() -> str:
     if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0"):  # numba's own switch: any other value disables
         return "fallback"
     return "compiled" if importlib.util.find_spec("numba") is not None else "fallback"
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--model`` (``model.path``: ``bundled`` MiniLM, ``smollm2``, or a model folder) and ``--seq-len``
+    (``corpus.seq_len``, tokens per window, default 128) to a benchmark's parser; :func:`model_overrides`
+    turns the parsed values into config overrides."""
+    parser.add_argument("--model", default="bundled", help="model.path: bundled (MiniLM), smollm2, or a model folder (default bundled)")
+    parser.add_argument("--seq-len", type=positive, default=128, help="corpus.seq_len: tokens per window, special tokens included (default 128)")
+
+
+def model_overrides(args: argparse.Namespace) -> list:
+    """The config overrides of ``--model`` and ``--seq-len`` (see :func:`add_model_options`)."""
+    return [f"model.path={args.model}", f"corpus.seq_len={args.seq_len}"]

@@ -43,7 +43,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, add_model_options, device_name, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -151,7 +151,7 @@ def full_default_run(experiment: str, device: str) -> dict:
 
 
 def bench(experiment: str, args) -> dict:
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", accelerator_override(args.device), "trainer.progress_bar=false"]
+    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", accelerator_override(args.device), "trainer.progress_bar=false", *model_overrides(args)]
     cfg = load_config(experiment, overrides)
     prepared = prepare(cfg)
     windows = prepared.corpus.windows
@@ -235,6 +235,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
     parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
+    add_model_options(parser)
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
     parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
     args = parser.parse_args(argv)
@@ -244,7 +245,7 @@ def main(argv=None) -> int:
     quiet_libraries()
     for name in args.experiments:  # every experiment's config is checked before anything is measured
         try:
-            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"])
+            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
         except AttnsimError as exc:
             parser.error(f"--experiments {name}: {exc}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
         target = TARGET_RATIOS.get(r["experiment"])
         if target is not None:
             print(f"target {r['experiment']} ratio b/a >= {target}: {r['ratio']:.2f} -> {'PASS' if r['ratio'] >= target else 'FAIL'}")
-    if args.full_run and "paper" in args.experiments:
+    if args.full_run and "paper" in args.experiments and args.model == "bundled" and args.seq_len == 128:  # the default run is MiniLM at 128
         full = full_default_run("paper", args.device)
         t = full["timings"]
         output = t.get("log", 0.0) + t.get("figures", 0.0)
