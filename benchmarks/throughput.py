@@ -151,7 +151,13 @@ def full_default_run(experiment: str, device: str) -> dict:
 
 
 def bench(experiment: str, args) -> dict:
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", accelerator_override(args.device), "trainer.progress_bar=false", *model_overrides(args)]
+    overrides = [
+        f"corpus.limit={args.windows}",
+        f"trainer.batch_size={args.batch_size}",
+        accelerator_override(args.device),
+        "trainer.progress_bar=false",
+        *model_overrides(args),
+    ]
     cfg = load_config(experiment, overrides)
     prepared = prepare(cfg)
     windows = prepared.corpus.windows
