@@ -234,6 +234,18 @@ class PairView:
         reducers = [kind(self) for kind in kinds]
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
         T = self.seq_len
+        if source == "attention" and self._captured_attention_layers is not None and "attention" not in self.__dict__:
+            # the captured layers as they are: one piece per layer and chunk of windows, a view of the layer's
+            # (batch, head, T, T) maps, so that no window's L layers are copied into one tensor first
+            for layer, maps in enumerate(self._attention_layers):
+                for start, stop in self._chunks(layers=1):
+                    piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, maps[start:stop].float().unsqueeze(1))  # (c, 1, H, T, T)
+                    for reducer in reducers:
+                        reducer.update(self, piece)
+            for reducer in reducers:
+                reducer.finish(self)
+            self._reduced.update(zip(kinds, reducers))
+            return
         for start, stop in self._chunks():
             if source == "csm":
                 chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
@@ -345,10 +357,10 @@ class PairView:
         batched products (few, large kernels); a CPU walks cache-sized chunks with per-window products."""
         return self.device.type != "cpu"
 
-    def _chunks(self) -> List[Tuple[int, int]]:
-        # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
+    def _chunks(self, layers: Optional[int] = None) -> List[Tuple[int, int]]:
+        # windows per chunk so that a chunk's (c, layers, H, T, T) tensors (default: every layer) stay within the budget
         budget = CHUNK_ELEMENTS_ACCELERATOR if self._on_accelerator() else CHUNK_ELEMENTS_CPU
-        step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
+        step = max(1, budget // max(1, (self.n_layers if layers is None else layers) * self.n_heads * self.seq_len * self.seq_len))
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
     def csm_windows(self, stop: int) -> torch.Tensor:
