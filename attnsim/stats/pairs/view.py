@@ -486,7 +486,16 @@ class PairView:
         Returns:
             (batch, layer, head, K) the weights summed over each head's listed pairs.
         """
-        return torch.cat([weigh(self.pair_features(index[:, layer : layer + 1])).sum(-2) for layer in range(index.shape[1])], 1)
+        return torch.cat([weigh(features).sum(-2) for features in self._layer_features(index)], 1)
+
+    def _layer_features(self, index: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
+        # each layer's pair_features of ``index``, made once per batch: several statistics weigh the same index (the
+        # high pairs), and decoding the pairs, per layer, was most of their cost (weigh functions never write to them)
+        kept = self.__dict__.setdefault("_features_by_index", {})
+        entry = kept.get(id(index))
+        if entry is None or entry[0] is not index:  # the index itself is kept with its features: its id is not reused
+            entry = kept[id(index)] = (index, [self.pair_features(index[:, layer : layer + 1]) for layer in range(index.shape[1])])
+        return entry[1]
 
     @cached_property
     def _top_k(self) -> torch.Tensor:
