@@ -56,7 +56,9 @@ from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E4
 from attnsim.tracking.store import Tracker  # noqa: E402
 from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 
-TARGET_RATIOS = {"paper": 0.82, "csm": 0.92}  # issue 18 (the first performance issue asked 0.75 of paper)
+# b/a targets on the AMD EPYC machine, by model (issue 30): MiniLM at 512 windows, SmolLM2 at 128 tokens. On another
+# CPU the target is 0.92 of the ceiling benchmarks/operations.py measures there in the same session.
+TARGET_RATIOS = {"bundled": {"paper": 0.75, "csm": 0.92}, "smollm2": {"paper": 0.85, "csm": 0.92}}
 TARGET_OUTPUT_SHARE = 0.08  # issue 18
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings and peak memory
@@ -266,12 +268,15 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print()
-    print("| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| model | T | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | ratio per round | summarise s | logging s | figures s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
+        per_round = [a / b for a, b in zip(r["plain_rounds"], r["attnsim_rounds"])]  # each round's pair, side by side in time
         print(
-            f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
-            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} |"
+            f"| {r['model']} | {args.seq_len} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
+            f"{r['ratio']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} |"
         )
     for r in results:
         if r["profile"]:
@@ -280,7 +285,7 @@ def main(argv=None) -> int:
     for r in results:
         print(f"{r['experiment']}: plain rounds {[round(x, 2) for x in r['plain_rounds']]} s, attnsim rounds {[round(x, 2) for x in r['attnsim_rounds']]} s")
         print(f"{r['experiment']}: one forward pass per batch: {r['forward_calls']} calls for {r['batches']} batches")
-        target = TARGET_RATIOS.get(r["experiment"])
+        target = TARGET_RATIOS.get(args.model, {}).get(r["experiment"]) if args.seq_len == 128 else None
         if target is not None:
             print(f"target {r['experiment']} ratio b/a >= {target}: {r['ratio']:.2f} -> {'PASS' if r['ratio'] >= target else 'FAIL'}")
     if args.full_run and "paper" in args.experiments and args.model == "bundled" and args.seq_len == 128:  # the default run is MiniLM at 128
