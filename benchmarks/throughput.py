@@ -269,14 +269,14 @@ def main(argv=None) -> int:
         return 2
     print()
     print(
-        "| model | T | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | ratio per round | summarise s | logging s | figures s |"
+        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
     for r in results:
         per_round = [a / b for a, b in zip(r["plain_rounds"], r["attnsim_rounds"])]  # each round's pair, side by side in time
         print(
-            f"| {r['model']} | {args.seq_len} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
-            f"{r['ratio']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} |"
+            f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
+            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} |"
         )
     for r in results:
         if r["profile"]:
