@@ -401,9 +401,13 @@ class PairView:
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
         whether the slot holds a pair."""
-        listed = index < self.n_pairs
-        safe = torch.where(listed, index, torch.zeros_like(index))
-        return self._pairs[0][safe], self._pairs[1][safe], listed
+        ends = self._pair_ends  # (2, P + 1): the sentinel's column repeats pair 0's, as the lookup of index 0 gave
+        return ends[0][index], ends[1][index], index < self.n_pairs
+
+    @cached_property
+    def _pair_ends(self) -> torch.Tensor:
+        # (2, P + 1) int64 rows and columns of the pairs, and pair 0's again at the sentinel index P (one lookup, no masking)
+        return torch.cat([self._pairs, self._pairs[:, :1]], 1)
 
     @cached_property
     def _distance(self) -> torch.Tensor:
