@@ -234,24 +234,16 @@ class PairView:
         reducers = [kind(self) for kind in kinds]
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
         T = self.seq_len
-        if source == "attention" and self._captured_attention_layers is not None and "attention" not in self.__dict__:
-            # the captured layers as they are: one piece per layer and chunk of windows, a view of the layer's
-            # (batch, head, T, T) maps, so that no window's L layers are copied into one tensor first
-            for layer, maps in enumerate(self._attention_layers):
-                for start, stop in self._chunks(layers=1):
-                    piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, maps[start:stop].float().unsqueeze(1))  # (c, 1, H, T, T)
-                    for reducer in reducers:
-                        reducer.update(self, piece)
-            for reducer in reducers:
-                reducer.finish(self)
-            self._reduced.update(zip(kinds, reducers))
-            return
-        for start, stop in self._chunks():
-            if source == "csm":
+        # on a CPU the captured attention is walked one layer at a time, each layer's maps as they are (no copy of a window's L layers)
+        by_layer = source == "attention" and self._captured_attention_layers is not None and "attention" not in self.__dict__
+        for layer, (start, stop) in [(n, c) for n in range(self.n_layers) for c in self._chunks(1)] if by_layer else [(0, c) for c in self._chunks()]:
+            if by_layer:
+                chunk = self._attention_layers[layer][start:stop].float().unsqueeze(1)  # (c, 1, H, T, T)
+            elif source == "csm":
                 chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
             else:
                 chunk = self._attention_chunk(start, stop)  # (c, L, H, T, T)
-            piece = Piece(start, stop, 0, (0, T), (0, self.n_pairs), T, chunk)  # every layer and query row of the chunk
+            piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, chunk)  # every query row; its layers from `layer` on
             for reducer in reducers:
                 reducer.update(self, piece)
         for reducer in reducers:
@@ -401,13 +393,9 @@ class PairView:
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
         whether the slot holds a pair."""
-        ends = self._pair_ends  # (2, P + 1): the sentinel's column repeats pair 0's, as the lookup of index 0 gave
+        ends = self.__dict__.get("_ends")  # (2, P + 1) the pairs' rows and columns, and pair 0's at the sentinel P
+        ends = self.__dict__.setdefault("_ends", torch.cat([self._pairs, self._pairs[:, :1]], 1)) if ends is None else ends
         return ends[0][index], ends[1][index], index < self.n_pairs
-
-    @cached_property
-    def _pair_ends(self) -> torch.Tensor:
-        # (2, P + 1) int64 rows and columns of the pairs, and pair 0's again at the sentinel index P (one lookup, no masking)
-        return torch.cat([self._pairs, self._pairs[:, :1]], 1)
 
     @cached_property
     def _distance(self) -> torch.Tensor:
@@ -490,16 +478,11 @@ class PairView:
         Returns:
             (batch, layer, head, K) the weights summed over each head's listed pairs.
         """
-        return torch.cat([weigh(features).sum(-2) for features in self._layer_features(index)], 1)
-
-    def _layer_features(self, index: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
-        # each layer's pair_features of ``index``, made once per batch: several statistics weigh the same index (the
-        # high pairs), and decoding the pairs, per layer, was most of their cost (weigh functions never write to them)
-        kept = self.__dict__.setdefault("_features_by_index", {})
-        entry = kept.get(id(index))
-        if entry is None or entry[0] is not index:  # the index itself is kept with its features: its id is not reused
-            entry = kept[id(index)] = (index, [self.pair_features(index[:, layer : layer + 1]) for layer in range(index.shape[1])])
-        return entry[1]
+        # each layer's pair_features once per batch and index (weigh never writes to them), kept with the index (its id not reused)
+        entry = self.__dict__.setdefault("_features_by_index", {}).get(id(index))
+        if entry is None or entry[0] is not index:
+            entry = self._features_by_index[id(index)] = (index, [self.pair_features(index[:, n : n + 1]) for n in range(index.shape[1])])
+        return torch.cat([weigh(features).sum(-2) for features in entry[1]], 1)
 
     @cached_property
     def _top_k(self) -> torch.Tensor:
