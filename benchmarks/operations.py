@@ -31,7 +31,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import add_model_options, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -73,12 +73,13 @@ def main(argv=None) -> int:
     parser.add_argument("--windows", type=positive, default=32, help="windows in the batch (default 32)")
     parser.add_argument("--repeats", type=positive, default=7, help="runs of each operation; the fastest is reported (default 7)")
     parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
+    add_model_options(parser)
     args = parser.parse_args(argv)
     from attnsim.quiet import quiet_libraries
 
     quiet_libraries()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    cfg = load_config("paper", [f"corpus.limit={args.windows}", f"trainer.batch_size={args.windows}"])
+    cfg = load_config("paper", [f"corpus.limit={args.windows}", f"trainer.batch_size={args.windows}", *model_overrides(args)])
     prepared = prepare(cfg)
     info = prepared.info
     batch = collate_windows(list(enumerate(prepared.corpus.windows)), prepared.corpus.unk_token_id)

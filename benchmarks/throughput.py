@@ -43,7 +43,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, add_model_options, device_name, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -56,7 +56,9 @@ from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E4
 from attnsim.tracking.store import Tracker  # noqa: E402
 from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 
-TARGET_RATIOS = {"paper": 0.82, "csm": 0.92}  # issue 18 (the first performance issue asked 0.75 of paper)
+# b/a targets on the AMD EPYC machine, by model (issue 30): MiniLM at 512 windows, SmolLM2 at 128 tokens. On another
+# CPU the target is 0.92 of the ceiling benchmarks/operations.py measures there in the same session.
+TARGET_RATIOS = {"bundled": {"paper": 0.75, "csm": 0.92}, "smollm2": {"paper": 0.85, "csm": 0.92}}
 TARGET_OUTPUT_SHARE = 0.08  # issue 18
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings and peak memory
@@ -151,7 +153,13 @@ def full_default_run(experiment: str, device: str) -> dict:
 
 
 def bench(experiment: str, args) -> dict:
-    overrides = [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", accelerator_override(args.device), "trainer.progress_bar=false"]
+    overrides = [
+        f"corpus.limit={args.windows}",
+        f"trainer.batch_size={args.batch_size}",
+        accelerator_override(args.device),
+        "trainer.progress_bar=false",
+        *model_overrides(args),
+    ]
     cfg = load_config(experiment, overrides)
     prepared = prepare(cfg)
     windows = prepared.corpus.windows
@@ -235,6 +243,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
     parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
+    add_model_options(parser)
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
     parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
     args = parser.parse_args(argv)
@@ -244,7 +253,7 @@ def main(argv=None) -> int:
     quiet_libraries()
     for name in args.experiments:  # every experiment's config is checked before anything is measured
         try:
-            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}"])
+            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
         except AttnsimError as exc:
             parser.error(f"--experiments {name}: {exc}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
@@ -259,12 +268,15 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print()
-    print("| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
     for r in results:
+        per_round = [a / b for a, b in zip(r["plain_rounds"], r["attnsim_rounds"])]  # each round's pair, side by side in time
         print(
             f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
-            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} |"
+            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} |"
         )
     for r in results:
         if r["profile"]:
@@ -273,10 +285,10 @@ def main(argv=None) -> int:
     for r in results:
         print(f"{r['experiment']}: plain rounds {[round(x, 2) for x in r['plain_rounds']]} s, attnsim rounds {[round(x, 2) for x in r['attnsim_rounds']]} s")
         print(f"{r['experiment']}: one forward pass per batch: {r['forward_calls']} calls for {r['batches']} batches")
-        target = TARGET_RATIOS.get(r["experiment"])
+        target = TARGET_RATIOS.get(args.model, {}).get(r["experiment"]) if args.seq_len == 128 else None
         if target is not None:
             print(f"target {r['experiment']} ratio b/a >= {target}: {r['ratio']:.2f} -> {'PASS' if r['ratio'] >= target else 'FAIL'}")
-    if args.full_run and "paper" in args.experiments:
+    if args.full_run and "paper" in args.experiments and args.model == "bundled" and args.seq_len == 128:  # the default run is MiniLM at 128
         full = full_default_run("paper", args.device)
         t = full["timings"]
         output = t.get("log", 0.0) + t.get("figures", 0.0)

@@ -3,7 +3,9 @@
 A view (dense :class:`~attnsim.stats.pairs.PairView`, blockwise :class:`~attnsim.stats.pairs.blocks.BlockPairView`,
 or a single-window dense view) walks its batch once per :data:`SOURCES` entry and hands every part of the walk, a
 :class:`Piece`, to each registered :class:`ChunkReducer` of that source. The dense path hands one piece per chunk of
-windows (every layer, every query row); the blockwise path one piece per window, layer and block of query rows. A
+windows (every layer, every query row), except its attention walk on a CPU, which hands one piece per layer and chunk
+of windows (the captured layer's maps as they are, every query row); the blockwise path one piece per window, layer and
+block of query rows. A
 reducer's :meth:`~ChunkReducer.update` is written once against the piece's published fields and serves both paths:
 sums over pieces are sums over windows, layers and rows.
 

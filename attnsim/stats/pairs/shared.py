@@ -228,21 +228,21 @@ class _HighAttentionPairs(ChunkReducer):
         return True
 
     def update(self, view: Any, piece: Piece) -> None:
-        start, stop, chunk = piece.start, piece.stop, piece.values.flatten(1, 2)  # (c, L*H, T, T)
+        start, stop, chunk = piece.start, piece.stop, piece.values.flatten(1, 2)  # (c, l*H, T, T), the piece's l layers
         if self.done:
             return
-        count = stop - start
+        count, layers = stop - start, piece.layers
         chosen = compiled_pair_top(chunk, view.tokens[start:stop], view._host["k"][start:stop], symmetric=True)  # the square maps read
         if chosen is not None:
-            self.index[start:stop, ..., : chosen.shape[-1]] = chosen.view(count, view.n_layers, view.n_heads, -1)
+            self.index[start:stop, layers, :, : chosen.shape[-1]] = chosen.view(count, -1, view.n_heads, chosen.shape[-1])
             return
-        pair_values = torch.maximum(view._pair_values(chunk), view._pair_values(chunk, self.backward))  # (c, L*H, P)
-        pair_values = pair_values.view(count, view.n_layers, view.n_heads, view.n_pairs)
+        pair_values = torch.maximum(view._pair_values(chunk), view._pair_values(chunk, self.backward))  # (c, l*H, P)
+        pair_values = pair_values.view(count, -1, view.n_heads, view.n_pairs)
         valid = view._valid_chunk(start, stop, 4)
         if valid is not None:  # a temporary: mask it in place rather than in a copy
             pair_values.masked_fill_(~valid, float("-inf"))
         chosen = select_top(pair_values, view._host["k"][start:stop], None, view.n_pairs)
-        self.index[start:stop, ..., : chosen.shape[-1]] = chosen
+        self.index[start:stop, layers, :, : chosen.shape[-1]] = chosen
 
 
 SHARED: Dict[str, Tuple[Type[ChunkReducer], ...]] = {"csm": (_ClassSums, _HighPairs), "attention": (_HighAttentionPairs,)}

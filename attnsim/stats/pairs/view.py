@@ -234,12 +234,16 @@ class PairView:
         reducers = [kind(self) for kind in kinds]
         totals = next((r.by_pair for r in reducers if isinstance(r, PairSums)), None)
         T = self.seq_len
-        for start, stop in self._chunks():
-            if source == "csm":
+        # on a CPU the captured attention is walked one layer at a time, each layer's maps as they are (no copy of a window's L layers)
+        by_layer = source == "attention" and self._captured_attention_layers is not None and "attention" not in self.__dict__
+        for layer, (start, stop) in [(n, c) for n in range(self.n_layers) for c in self._chunks(1)] if by_layer else [(0, c) for c in self._chunks()]:
+            if by_layer:
+                chunk = self._attention_layers[layer][start:stop].float().unsqueeze(1)  # (c, 1, H, T, T)
+            elif source == "csm":
                 chunk = self._csm_pair_chunk(start, stop, select=_HighPairs in kinds or TieCounts in kinds, totals=totals)  # (c, L, H, P)
             else:
                 chunk = self._attention_chunk(start, stop)  # (c, L, H, T, T)
-            piece = Piece(start, stop, 0, (0, T), (0, self.n_pairs), T, chunk)  # every layer and query row of the chunk
+            piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, chunk)  # every query row; its layers from `layer` on
             for reducer in reducers:
                 reducer.update(self, piece)
         for reducer in reducers:
@@ -345,10 +349,10 @@ class PairView:
         batched products (few, large kernels); a CPU walks cache-sized chunks with per-window products."""
         return self.device.type != "cpu"
 
-    def _chunks(self) -> List[Tuple[int, int]]:
-        # windows per chunk so that a chunk's (c, L, H, T, T) tensors stay within the budget
+    def _chunks(self, layers: Optional[int] = None) -> List[Tuple[int, int]]:
+        # windows per chunk so that a chunk's (c, layers, H, T, T) tensors (default: every layer) stay within the budget
         budget = CHUNK_ELEMENTS_ACCELERATOR if self._on_accelerator() else CHUNK_ELEMENTS_CPU
-        step = max(1, budget // max(1, self.n_layers * self.n_heads * self.seq_len * self.seq_len))
+        step = max(1, budget // max(1, (self.n_layers if layers is None else layers) * self.n_heads * self.seq_len * self.seq_len))
         return [(start, min(start + step, self.batch_size)) for start in range(0, self.batch_size, step)]
 
     def csm_windows(self, stop: int) -> torch.Tensor:
@@ -393,9 +397,9 @@ class PairView:
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
         whether the slot holds a pair."""
-        listed = index < self.n_pairs
-        safe = torch.where(listed, index, torch.zeros_like(index))
-        return self._pairs[0][safe], self._pairs[1][safe], listed
+        ends = self.__dict__.get("_ends")  # (2, P + 1) the pairs' rows and columns, and pair 0's at the sentinel P
+        ends = self.__dict__.setdefault("_ends", torch.cat([self._pairs, self._pairs[:, :1]], 1)) if ends is None else ends
+        return ends[0][index], ends[1][index], index < self.n_pairs
 
     @cached_property
     def _distance(self) -> torch.Tensor:
@@ -478,7 +482,11 @@ class PairView:
         Returns:
             (batch, layer, head, K) the weights summed over each head's listed pairs.
         """
-        return torch.cat([weigh(self.pair_features(index[:, layer : layer + 1])).sum(-2) for layer in range(index.shape[1])], 1)
+        # each layer's pair_features once per batch and index (weigh never writes to them), kept with the index (its id not reused)
+        entry = self.__dict__.setdefault("_features_by_index", {}).get(id(index))
+        if entry is None or entry[0] is not index:
+            entry = self._features_by_index[id(index)] = (index, [self.pair_features(index[:, n : n + 1]) for n in range(index.shape[1])])
+        return torch.cat([weigh(features).sum(-2) for features in entry[1]], 1)
 
     @cached_property
     def _top_k(self) -> torch.Tensor:

@@ -29,9 +29,14 @@ def inputs(lengths=(20, 11, 17, 6), seed=7):
 
 @pytest.mark.parametrize("include_special", [True, False])
 @pytest.mark.parametrize("lengths", [(20, 11, 17, 6), (20, 20)])  # padded windows; only whole ones (the entropy's unweighted sum)
-def test_view_matches_a_dense_float64_recomputation(include_special, lengths):
+@pytest.mark.parametrize("layered", [False, True])  # stacked tensors, or the capture's per-layer tensors (the attention walked layer by layer)
+def test_view_matches_a_dense_float64_recomputation(include_special, lengths, layered):
     z, batch, attention = inputs(lengths)
-    view = PairView(z, batch, attention, top_fraction=0.1, include_special=include_special)
+    if layered:
+        view = PairView(list(z.unbind(0)), batch, list(attention.unbind(0)), top_fraction=0.1, include_special=include_special)
+        assert view._captured_attention_layers is not None  # the walk of per-layer pieces
+    else:
+        view = PairView(z, batch, attention, top_fraction=0.1, include_special=include_special)
     ref = dense_reference(z, batch, attention, 0.1, include_special)
     high = dense_pairs(view.high_index, view.n_pairs).transpose(0, 1)
     high_attention = dense_pairs(view.attention_index, view.n_pairs).transpose(0, 1)
