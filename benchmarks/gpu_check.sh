@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU check in one command (README, "Performance"): the tests marked `cuda`, then
-# benchmarks/throughput.py and benchmarks/memory.py with --device cuda, then a BERT-base-sized
+# benchmarks/throughput.py (MiniLM, then SmolLM2) and benchmarks/memory.py with --device cuda, then a BERT-base-sized
 # model over 20,000 windows of 128 tokens (benchmarks/bert_base_scale.py), then one table.
 #
 #   bash benchmarks/gpu_check.sh               # GPU 0, about 5-8 minutes on a data-centre GPU
@@ -43,7 +43,7 @@ print(torch.cuda.get_device_name(0) + ", torch " + torch.__version__ + ", CUDA "
 fi
 LOGS="${LOGS:-$(mktemp -d -t attnsim-gpu-check.XXXXXX)}"
 mkdir -p "$LOGS" || { echo "error: cannot create the log folder $LOGS" >&2; exit 2; }
-if [ "$QUICK" = 1 ]; then WINDOWS=512; SMALL=128; LARGE=512; BERT=2000; else WINDOWS=2048; SMALL=256; LARGE=2048; BERT=20000; fi
+if [ "$QUICK" = 1 ]; then WINDOWS=512; SMALL=128; LARGE=512; BERT=2000; SMOL=128; else WINDOWS=2048; SMALL=256; LARGE=2048; BERT=20000; SMOL=512; fi
 echo "GPU check on $GPU_NAME; logs in $LOGS"
 
 STATUS=0
@@ -62,7 +62,8 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 }
 
 step tests 120 "$PYTHON" -m pytest -q -m cuda -p no:cacheprovider tests/capture/test_cuda.py
-step throughput 180 "$PYTHON" benchmarks/throughput.py --device cuda --windows "$WINDOWS" --rounds 3 --no-full-run
+step throughput 150 "$PYTHON" benchmarks/throughput.py --device cuda --windows "$WINDOWS" --rounds 3 --no-full-run
+step smollm2 120 "$PYTHON" benchmarks/throughput.py --device cuda --model smollm2 --windows "$SMOL" --batch-size 32 --rounds 2 --no-full-run --no-profile
 step memory 90 "$PYTHON" benchmarks/memory.py --device cuda --small "$SMALL" --large "$LARGE"
 step bert_base 150 "$PYTHON" benchmarks/bert_base_scale.py --device cuda --windows "$BERT" --experiments csm
 
@@ -70,6 +71,7 @@ line() { grep -h -m1 -E "$1" "$LOGS/$2.log" 2>/dev/null | sed 's/|/\\|/g' || tru
 tests_summary="$(tail -n 1 "$LOGS/tests.log" 2>/dev/null | sed 's/=//g; s/^ *//; s/ *$//')"
 paper="$(grep -h -E '^\| all-MiniLM-L6-v2 \| paper \|' "$LOGS/throughput.log" 2>/dev/null | awk -F' *[|] *' '{printf "paper %s -> %s samples/s, ratio %s", $6, $7, $8}')"
 csm="$(grep -h -E '^\| all-MiniLM-L6-v2 \| csm \|' "$LOGS/throughput.log" 2>/dev/null | awk -F' *[|] *' '{printf "csm %s -> %s samples/s, ratio %s", $6, $7, $8}')"
+smol="$(grep -h -E '^\| SmolLM2[^|]* \| (paper|csm) \|' "$LOGS/smollm2.log" 2>/dev/null | awk -F' *[|] *' '{printf "%s%s %s -> %s samples/s, ratio %s", sep, $3, $6, $7, $8; sep="; "}')"
 memory="$(line '^target peak-memory ratio' memory)"
 gpu_memory="$(line '^peak GPU memory ratio' memory)"
 bert="$(grep -h -E '^\| csm \| cuda' "$LOGS/bert_base.log" 2>/dev/null | awk -F' *[|] *' '{printf "csm over %s windows: predict %s s, run %s s, peak GPU %s MiB, %s", $4, $5, $6, $9, $10}')"
@@ -82,6 +84,7 @@ for row in "${ROWS[@]}"; do
   case "$name" in
     tests) figures="$tests_summary" ;;
     throughput) figures="$paper; $csm (plain -> attnsim, $WINDOWS windows)" ;;
+    smollm2) figures="$smol (SmolLM2-135M, $SMOL windows of 128 tokens)" ;;
     memory) figures="$memory; $gpu_memory" ;;
     bert_base) figures="$bert" ;;
   esac

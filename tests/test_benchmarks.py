@@ -140,6 +140,7 @@ def test_gpu_check_runs_its_steps_and_prints_one_table(tmp_path):
         'case "$*" in\n'
         '  -c*) echo "Fake GPU, torch 9.9, CUDA 12.4" ;;\n'
         '  *pytest*) echo "...."; echo "===== 5 passed in 3.21s =====" ;;\n'
+        '  *throughput.py*--model\\ smollm2*) echo "| SmolLM2-135M-Instruct | paper | 512 | eager | 300.0 | 270.0 | 0.90 | 0.1 | 0.2 | 0.3 |"; echo "| SmolLM2-135M-Instruct | csm | 512 | sdpa | 310.0 | 300.0 | 0.97 | 0.1 | 0.2 | 0.3 |" ;;\n'
         '  *throughput.py*) echo "| all-MiniLM-L6-v2 | paper | 2048 | eager | 900.0 | 700.0 | 0.78 | 0.1 | 0.2 | 0.3 |"; echo "| all-MiniLM-L6-v2 | csm | 2048 | sdpa | 950.0 | 900.0 | 0.95 | 0.1 | 0.2 | 0.3 |" ;;\n'
         '  *memory.py*) echo "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS"; echo "peak GPU memory ratio 2048/256 windows: 1.000 (no target)" ;;\n'
         '  *bert_base_scale.py*) echo "| csm | cuda | 20,000 | 41.0 | 52.5 | 488 | 3100 | 9000 | PASS (< 60 s on one H200) |" ;;\n'
@@ -152,11 +153,13 @@ def test_gpu_check_runs_its_steps_and_prints_one_table(tmp_path):
     assert table[0] == "| step | result | time | figures |" and [row.split(" | ")[0] for row in table[2:]] == [
         "| tests",
         "| throughput",
+        "| smollm2",
         "| memory",
         "| bert_base",
     ]
     assert "| ok |" in table[2] and "5 passed in 3.21s" in table[2]
     assert "paper 900.0 -> 700.0 samples/s, ratio 0.78" in table[3] and "csm 950.0 -> 900.0 samples/s, ratio 0.95" in table[3]
-    assert "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS; peak GPU memory ratio 2048/256 windows: 1.000" in table[4]
-    assert "csm over 20,000 windows: predict 41.0 s, run 52.5 s, peak GPU 9000 MiB, PASS (< 60 s on one H200)" in table[5]
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["bert_base.log", "memory.log", "tests.log", "throughput.log"]
+    assert "target peak-memory ratio 2048/256 windows <= 1.15: 1.010 -> PASS; peak GPU memory ratio 2048/256 windows: 1.000" in table[5]
+    assert "csm over 20,000 windows: predict 41.0 s, run 52.5 s, peak GPU 9000 MiB, PASS (< 60 s on one H200)" in table[6]
+    assert "paper 300.0 -> 270.0 samples/s, ratio 0.90; csm 310.0 -> 300.0 samples/s, ratio 0.97" in table[4]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["bert_base.log", "memory.log", "smollm2.log", "tests.log", "throughput.log"]
