@@ -60,7 +60,7 @@ def test_a_module_making_many_cycles_imports_without_a_collection(tmp_path, monk
         assert collections == [] and seconds > 0 and "cyclic_module_i18" in sys.modules
         frozen = gc.get_freeze_count()
         import_libraries(["cyclic_module_i18"])  # imported already: nothing more is frozen
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen  # (a frozen object that another thread frees meanwhile lowers the count)
     finally:
         sys.modules.pop("cyclic_module_i18", None)
         gc.unfreeze()

@@ -9,7 +9,7 @@ from tests.helpers.findings import batch_of
 
 
 def test_long_windows_keep_the_mean_csm_pooled_and_equal_on_both_paths():
-    """T = 600 > 512: the corpus-mean CSM is kept by cells of 2 tokens, (L, H, 300, 300), the same from the dense
+    """T = 600 > 128: the corpus-mean CSM is kept by cells of ceil(600 / 128) = 5 tokens, (L, H, 120, 120), the same from the dense
     and the blockwise view of one capture, and equal to pooling the dense mean by hand."""
     from omegaconf import OmegaConf
 
@@ -32,10 +32,10 @@ def test_long_windows_keep_the_mean_csm_pooled_and_equal_on_both_paths():
         finding.update(view)
         results.append(finding.accumulators["csm"].compute())
     dense, blocks = results
-    assert dense["matrix"].shape == (1, 2, 300, 300)
+    assert dense["matrix"].shape == (1, 2, 120, 120)
     torch.testing.assert_close(blocks["matrix"], dense["matrix"], rtol=1e-5, atol=1e-6)
     full = z[0][0].double() @ z[0][0].double().transpose(-1, -2)  # (H, T, T)
     full.diagonal(dim1=-2, dim2=-1).fill_(float("nan"))
-    hand = full.reshape(2, 300, 2, 300, 2).nanmean((-3, -1))  # every pair valid, cells of 2 x 2 tokens
+    hand = full.reshape(2, 120, 5, 120, 5).nanmean((-3, -1))  # every pair valid, cells of 5 x 5 tokens
     torch.testing.assert_close(dense["matrix"][0], hand, rtol=1e-5, atol=1e-5)
     assert dense["distance_bins"].tolist()[-3:] == [512, 559] or len(dense["distance_bins"]) == 514

@@ -55,4 +55,4 @@ def test_api_in_a_notebook_shows_results_and_one_bar_per_run(tmp_path, monkeypat
     for chatter in CHATTER:
         assert chatter not in text, f"{chatter!r} printed in the notebook:\n{text}"
     bars = {line.split(":", 1)[0].strip() for line in text.replace("\r", "\n").splitlines() if "windows |" in line}
-    assert bars == {"csm"}, text  # one progress bar, the run's (windows of csm)
+    assert bars == {"csm · all-MiniLM-L6-v2"}, text  # one progress bar, the run's (its name: experiment · model)

@@ -96,11 +96,15 @@ def paper_run(tiny_bert, tmp_path_factory):
 def test_reader_gives_the_logged_layer_mean_and_the_table_one_alike(paper_run):
     from mlflow import MlflowClient
 
+    from attnsim.tracking.summaries import HEADS_SECTION, LAYERS_SECTION
+
     result, uri, _ = paper_run
     client = MlflowClient(uri)
     logged = LoggedRun.of(client.get_run(result.run_id), client)
-    layered = {k.rsplit("/", 1)[0] for k in logged.metrics if k.count("/") == 2}
+    series = (f"{HEADS_SECTION}/", f"{LAYERS_SECTION}/")  # the chart view's line series repeat the layer means
+    layered = {k.rsplit("/", 1)[0] for k in logged.metrics if k.count("/") == 2 and not k.startswith(series)}
     assert layered == {ONE}  # only the one statistic's layer means were logged
+    assert logged.metrics[f"{LAYERS_SECTION}/{ONE}"] == logged.metrics[f"{ONE}/L01"]  # the series' last step is the last layer
     assert logged.n_layers == 2
     assert logged.layer_values(ONE) == [logged.metrics[f"{ONE}/L00"], logged.metrics[f"{ONE}/L01"]]
     from_table = table_layer_means(logged.head_table("distance"), "short_range_share")  # the same layer means, read from the table
