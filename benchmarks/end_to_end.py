@@ -41,8 +41,8 @@ from _options import accelerator_override, add_model_options, device_name, model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIN = os.path.join(HERE, "plain_forward.py")
-TARGETS = {"csm": 0.85, "paper": 0.75}  # attnsim's speed as a share of the plain script's (plain wall / attnsim wall)
-RSS_TARGET = 1.5  # attnsim's peak RSS at most this many times the plain script's
+TARGETS = {"csm": 0.80, "paper": 0.78}  # attnsim's speed as a share of the plain script's (plain wall / attnsim wall), MiniLM
+RSS_TARGETS = {"csm": 1.5, "paper": 1.8}  # attnsim's peak RSS at most this many times the plain script's, MiniLM
 STAGES = ("imports", "config", "windows", "tracker", "setup", "load_model", "open_run", "predict", "reduce", "summarise", "log", "figures", "unattributed")
 
 
@@ -171,12 +171,15 @@ def print_tables(results: List[dict], args) -> None:
     print()
     for r in results:
         print(f"{r['experiment']}: attnsim walls {[round(w, 1) for w in r['walls']]} s, plain walls {[round(w, 1) for w in r['plain_walls']]} s")
-        target = TARGETS.get(r["experiment"])
+        target = TARGETS.get(r["experiment"]) if args.model == "bundled" and args.seq_len == 128 else None
         ratio = r["plain_wall"] / r["wall"]
         if target is not None:
             print(f"target {r['experiment']} whole-process ratio >= {target}: {ratio:.2f} -> {'PASS' if ratio >= target else 'FAIL'}")
-        rss = r["peak"] / r["plain_peak"]
-        print(f"target {r['experiment']} peak RSS <= {RSS_TARGET}x the plain script's: {rss:.2f}x -> {'PASS' if rss <= RSS_TARGET else 'FAIL'}")
+        rss, rss_target = r["peak"] / r["plain_peak"], RSS_TARGETS.get(r["experiment"]) if args.model == "bundled" and args.seq_len == 128 else None
+        if rss_target is not None:
+            print(f"target {r['experiment']} peak RSS <= {rss_target}x the plain script's: {rss:.2f}x -> {'PASS' if rss <= rss_target else 'FAIL'}")
+        else:
+            print(f"{r['experiment']} peak RSS {rss:.2f}x the plain script's (the targets are for the bundled MiniLM at 128 tokens)")
 
 
 def main(argv=None) -> int:

@@ -46,7 +46,7 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
     stages = {name.strip(): float(value) for name, value in rows if value.strip().replace(".", "", 1).isdigit()}
     assert {"imports", "windows", "tracker", "setup", "load_model", "open_run", "predict", "figures", "unattributed"} <= set(stages)
     assert stages["imports"] > 0 and stages["predict"] > 0 and stages["unattributed"] < stages["total (command start to the timings logged)"]
-    assert "target csm whole-process ratio >= 0.85:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
+    assert "target csm whole-process ratio >= 0.8:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
 
 
 def test_operations_benchmark_prints_each_operation_and_the_ceilings():
