@@ -82,7 +82,7 @@ def child(seq_len: int, path: str, threads: int, block_rows: int) -> dict:
     from attnsim.data.windows import build_corpus
     from attnsim.findings.base import FindingContext, view_factory
     from attnsim.findings.registry import FINDINGS
-    from attnsim.stats.pairs import blocks, view
+    from attnsim.stats.pairs import blocks, shared
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("bundled"))
     tokenizer.model_max_length = max(seq_len, tokenizer.model_max_length)
@@ -122,7 +122,7 @@ def child(seq_len: int, path: str, threads: int, block_rows: int) -> dict:
         return wrapper
 
     blocks.StreamingTop.push = timed(blocks.StreamingTop.push)
-    view.select_top = timed(view.select_top)
+    shared.select_top = timed(shared.select_top)  # the dense walk's selections (attnsim.stats.pairs.shared imports it by name)
 
     start = time.perf_counter()
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
