@@ -100,12 +100,17 @@ def measure_params(cfg: Any, declared: Optional[Iterable[str]] = None) -> Dict[s
     from attnsim.config import flatten
 
     read = [*RUN_KEYS, *(FIGURE_KEYS if cfg.tracking.figures else ()), *(finding_keys(cfg.findings) if declared is None else declared)]
+    return _selected(cfg, flatten(cfg), read, NOT_PARAMS)
+
+
+def _selected(cfg, flat: Dict[str, str], read, excluded) -> Dict[str, str]:
+    """The keys of ``flat`` that ``read`` covers and ``excluded`` does not, less the corpus keys of other sources."""
     params: Dict[str, str] = {}
-    for key, value in flatten(cfg).items():
+    for key, value in flat.items():
         section, _, rest = key.partition(".")
         if section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[rest]:
             continue
-        if covers(read, key) and not covers(NOT_PARAMS, key):
+        if covers(read, key) and not covers(excluded, key):
             params[key] = value
     return params
 
@@ -172,11 +177,4 @@ def finetune_params(cfg: Any) -> Dict[str, str]:
     """
     from attnsim.config import flatten
 
-    params: Dict[str, str] = {}
-    for key, value in flatten(cfg).items():
-        section, _, rest = key.partition(".")
-        if section == "corpus" and rest in SOURCE_ONLY_CORPUS_KEYS and cfg.corpus.source not in SOURCE_ONLY_CORPUS_KEYS[rest]:
-            continue
-        if covers(FINETUNE_KEYS, key) and not covers(FINETUNE_NOT_PARAMS, key):
-            params[key] = value
-    return params
+    return _selected(cfg, flatten(cfg), FINETUNE_KEYS, FINETUNE_NOT_PARAMS)
