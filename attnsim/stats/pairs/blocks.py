@@ -63,7 +63,7 @@ def decode_pairs(index: torch.Tensor, seq_len: int) -> tuple:
         seq_len: T.
 
     Returns:
-        (rows, cols, listed): int64 tensors shaped like ``index`` (0 at sentinel slots) and a bool mask of real pairs.
+        (rows, cols, listed): int64 tensors shaped like ``index`` (pair 0's ends, 0 and 1, at sentinel slots) and a bool mask of real pairs.
     """
     n_pairs = seq_len * (seq_len - 1) // 2
     index = index.long()  # the blockwise view keeps its indices as int32

@@ -395,8 +395,8 @@ class PairView:
         return self._pairs[0] * self.seq_len + self._pairs[1]
 
     def pair_ends(self, index: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (0 at sentinel slots) and
-        whether the slot holds a pair."""
+        """(rows, cols, listed) of pair indices (..., S): each pair's two tokens (pair 0's, 0 and 1, at sentinel
+        slots) and whether the slot holds a pair."""
         ends = self.__dict__.get("_ends")  # (2, P + 1) the pairs' rows and columns, and pair 0's at the sentinel P
         ends = self.__dict__.setdefault("_ends", torch.cat([self._pairs, self._pairs[:, :1]], 1)) if ends is None else ends
         return ends[0][index], ends[1][index], index < self.n_pairs
