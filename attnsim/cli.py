@@ -199,6 +199,31 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# the attnsim modules each command that reads runs imports first (with its libraries: :func:`_start_reading`)
+READING_MODULES = {"report": ("attnsim.analysis.report", "markdown_it"), "compare": ("attnsim.analysis.compare",)}
+
+
+def _start_reading(args: argparse.Namespace) -> None:
+    """A lean start for ``report`` and ``compare``, as ``run`` has (:mod:`attnsim.workflows.startup`).
+
+    MLflow, its SQL tracking store (unless the store is a server: ``http(s)://``), the command's own
+    modules and, for a comparison that is logged, its figures' module are imported with the garbage
+    collector paused and then frozen, and the process exits without collecting them again: about a
+    third of such a command's time went to those collections (docs/performance.md, "Commands that
+    read runs"). Nothing else changes; the Python API (:func:`attnsim.report`) does none of this.
+    """
+    from attnsim.tracking.links import is_server
+    from attnsim.tracking.store import resolve_uri
+    from attnsim.workflows.startup import freeze_at_exit, import_libraries
+
+    names = ["mlflow"] + ([] if is_server(resolve_uri(args.uri)) else ["mlflow.store.tracking.sqlalchemy_store"])
+    names += READING_MODULES[args.command]
+    if args.command == "compare" and not args.no_log:
+        names.append("attnsim.plots.compare")
+    import_libraries(names)
+    freeze_at_exit()
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from attnsim.analysis.compare import compare, format_table
     from attnsim.tracking.links import open_hint
@@ -407,6 +432,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.command in READING_MODULES:
+        _start_reading(args)
     if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore"):  # `run` quiets them after its config checks
         quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
     from attnsim.tracking.store import command_line

@@ -29,12 +29,16 @@ model (``--cli-windows`` windows each, untimed) are logged to a temporary store,
 of both (writing its files and logging them to the runs), ``attnsim compare`` of both (logging the
 comparison run and its figures), ``attnsim list`` and ``attnsim show csm`` run ``--repeats`` times each,
 alternating; prints each command's median wall time, its range and whether it imported torch or
-Lightning (read in the same process at its exit). Exits 0 either way.
+Lightning (read in the same process at its exit). With ``--baseline CHECKOUT`` each of those commands
+also runs from that checkout (its attnsim first on ``PYTHONPATH``), right after this one's, on the
+same runs, and a second table gives both medians and the median and range of the per-round ratios
+(this checkout / baseline), which a busy machine disturbs less than the seconds. Exits 0 either way.
 
 Usage:
     python benchmarks/imports.py                 # 5 processes per step, one plain script, the commands (~4 min)
     python benchmarks/imports.py --repeats 3 --windows 64
     python benchmarks/imports.py --cli-only      # only the commands that read runs (--no-cli: all but them)
+    python benchmarks/imports.py --cli-only --baseline ../main   # and each command from another checkout, alternating: ratios
 """
 
 from __future__ import annotations
@@ -144,17 +148,31 @@ def reading_commands(args, env: Dict[str, str]) -> None:
         }
         seconds: Dict[str, List[float]] = {name: [] for name in commands}
         heavy: Dict[str, set] = {name: set() for name in commands}
+        before: Dict[str, List[float]] = {name: [] for name in commands}  # --baseline: the same command from the other checkout
+        baseline_env = dict(env, PYTHONPATH=os.path.abspath(args.baseline)) if args.baseline else None
         for repeat in range(args.repeats):
             for name in commands if repeat % 2 == 0 else list(commands)[::-1]:
                 wall, _, imported = attnsim(commands[name], env, folder)
                 seconds[name].append(wall)
                 heavy[name].add(imported)
+                if baseline_env is not None:
+                    before[name].append(attnsim(commands[name], baseline_env, folder)[0])
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\ncommands that read runs ({args.repeats} processes each, two csm runs of {args.cli_windows} windows); load average {load:.2f}")
     print("\n| command | wall s (median) | range | torch or Lightning imported |")
     print("| --- | --- | --- | --- |")
     for name, values in seconds.items():
         print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f}-{max(values):.2f} | {', '.join(sorted(heavy[name]))} |")
+    if baseline_env is not None:
+        print(f"\nagainst {args.baseline} (each of its processes right after this checkout's; ratio: median and range of the rounds' ratios)")
+        print("\n| command | this checkout s | baseline s | ratio |")
+        print("| --- | --- | --- | --- |")
+        for name, values in seconds.items():
+            ratios = [a / b for a, b in zip(values, before[name])]
+            print(
+                f"| {name} | {statistics.median(values):.2f} | {statistics.median(before[name]):.2f} | "
+                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |"
+            )
     report = statistics.median(seconds["attnsim report RUN RUN"])
     print(f"\nreport of two runs: {report:.2f} s; target < {READ_TARGET:.0f} s -> {'PASS' if report < READ_TARGET else 'FAIL'}")
 
@@ -166,6 +184,12 @@ def main(argv=None) -> int:
     parser.add_argument("--cli-windows", type=positive, default=16, help="BBC windows of each run the reading commands read (default 16)")
     parser.add_argument("--cli-only", action="store_true", help="only the commands that read runs")
     parser.add_argument("--no-cli", action="store_true", help="leave out the commands that read runs")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="CHECKOUT",
+        help="also run each reading command from this checkout (PYTHONPATH), right after this one's, and print the ratios",
+    )
     args = parser.parse_args(argv)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

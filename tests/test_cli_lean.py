@@ -67,7 +67,8 @@ def test_the_parser_of_a_builtin_command_skips_the_subcommand_modules_and_help_l
 
 
 def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
-    """Commands that read runs start fast: no torch, Lightning or transformers (4-5 s of imports before)."""
+    """Commands that read runs start fast: no torch, Lightning or transformers (4-5 s of imports before), and the
+    libraries they do import are not walked by the garbage collector again (cli._start_reading)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     setup = (
         f"import os\nif os.path.exists({str(tmp_path / 'mlflow.db')!r}): os.remove({str(tmp_path / 'mlflow.db')!r})\n"
@@ -86,8 +87,14 @@ def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
         f"['report', *ids, '--uri', {uri!r}, '--out', {str(tmp_path / 'r.md')!r}]",
         f"['compare', *ids, '--uri', {uri!r}, '--force', '--csv', {str(tmp_path / 'c.csv')!r}]",
     ):
-        code = setup + f"assert main({command}) == 0\nimport sys, json\nprint(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+        code = (
+            setup + f"assert main({command}) == 0\nimport gc, sys, json\nfrom attnsim.workflows import startup\n"
+            f"print(json.dumps([[m for m in {heavy!r} if m in sys.modules], gc.get_freeze_count(), gc.isenabled(), startup._exit_hook]))"
+        )
         proc = fresh(code)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert json.loads(proc.stdout.splitlines()[-1]) == [], command
+        imported, frozen, enabled, exit_hook = json.loads(proc.stdout.splitlines()[-1])
+        assert imported == [], command
+        # a lean start, as `run`'s: MLflow and its SQL store imported with the collector paused, then frozen, and frozen again at exit
+        assert frozen > 100_000 and enabled and exit_hook, (command, frozen)
     assert "comparison run: " in proc.stdout  # the comparison was logged, figures drawn

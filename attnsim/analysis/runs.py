@@ -70,10 +70,27 @@ def layer_values(metrics: Mapping[str, float], stat: str, layers: Optional[int] 
     return values if any(math.isfinite(v) for v in values) else None
 
 
-def download_table(client: Any, run_id: str, path: str) -> Optional["pd.DataFrame"]:
-    """A CSV table the run logged (``path`` among its artifacts, e.g. ``tables/anchors_top.csv``), None when it has none."""
+def download_table(client: Any, run_id: str, path: str, artifact_uri: Optional[str] = None) -> Optional["pd.DataFrame"]:
+    """A CSV table the run logged (``path`` among its artifacts, e.g. ``tables/anchors_top.csv``), None when it has none.
+
+    Args:
+        client: an ``mlflow.MlflowClient`` of the run's store (or anything with its ``download_artifacts``).
+        run_id: the run.
+        path: the artifact's path, ``/``-separated.
+        artifact_uri: the run's ``info.artifact_uri``, when known: an artifact root on this machine's filesystem
+            (an SQLite store's ``file:`` URI) is read in place (:func:`attnsim.tracking.artifacts.local_artifact`),
+            any other through ``client.download_artifacts``; the same table either way.
+    """
     import pandas as pd
 
+    from attnsim.tracking.artifacts import local_artifact
+
+    local = local_artifact(artifact_uri, path)
+    if local is not None:
+        try:
+            return pd.read_csv(local) if local.is_file() else None
+        except Exception:  # noqa: BLE001 - an unreadable table counts as none, as a failed download does below
+            return None
     try:
         with tempfile.TemporaryDirectory() as folder:
             return pd.read_csv(client.download_artifacts(run_id, path, folder))
@@ -81,10 +98,11 @@ def download_table(client: Any, run_id: str, path: str) -> Optional["pd.DataFram
         return None
 
 
-def download_head_table(client: Any, run_id: str, finding: str) -> Optional["pd.DataFrame"]:
+def download_head_table(client: Any, run_id: str, finding: str, artifact_uri: Optional[str] = None) -> Optional["pd.DataFrame"]:
     """The run's per-head table ``tables/<finding>_heads.csv`` (columns ``layer``, ``head`` and one per
-    statistic, a row per head), None when the run has none (no such finding, or logged without tables)."""
-    return download_table(client, run_id, f"tables/{finding}_heads.csv")
+    statistic, a row per head), None when the run has none (no such finding, or logged without tables).
+    ``artifact_uri``: as :func:`download_table`."""
+    return download_table(client, run_id, f"tables/{finding}_heads.csv", artifact_uri)
 
 
 def table_layers(table: Optional["pd.DataFrame"]) -> int:
@@ -156,6 +174,8 @@ class LoggedRun:
         metrics: last value of every metric.
         client: an ``mlflow.MlflowClient`` of the run's store, to read its heads tables (layer means
             not logged as metrics); None reads metrics only.
+        artifact_uri: the run's artifact root (``info.artifact_uri``); one on this machine's filesystem is
+            read in place rather than through ``client`` (:func:`download_table`).
     """
 
     run_id: str
@@ -166,6 +186,7 @@ class LoggedRun:
     params: Dict[str, str] = field(default_factory=dict)
     metrics: Dict[str, float] = field(default_factory=dict)
     client: Any = field(default=None, repr=False, compare=False)
+    artifact_uri: Optional[str] = field(default=None, repr=False, compare=False)
     _tables: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -180,6 +201,7 @@ class LoggedRun:
             dict(run.data.params),
             dict(run.data.metrics),
             client,
+            run.info.artifact_uri,
         )
 
     @property
@@ -207,7 +229,7 @@ class LoggedRun:
     def head_table(self, finding: str) -> Optional["pd.DataFrame"]:
         """The run's ``tables/<finding>_heads.csv`` (downloaded once, then cached), None without a client or table."""
         if finding not in self._tables:
-            self._tables[finding] = download_head_table(self.client, self.run_id, finding) if self.client is not None else None
+            self._tables[finding] = download_head_table(self.client, self.run_id, finding, self.artifact_uri) if self.client is not None else None
         return self._tables[finding]
 
     @property

@@ -123,7 +123,7 @@ def selected_heads(cfg: Any, tracker: Any, n_layers: int, n_heads: int, model_ty
         )
     name = str(select.metric)
     finding, _, stat = name.partition("/")
-    table = download_head_table(tracker.client, select.run, finding)
+    table = download_head_table(tracker.client, select.run, finding, earlier.info.artifact_uri)
     if table is None or stat not in table:
         have = [c for c in table.columns if c not in ("layer", "head")] if table is not None else []
         example = f"{finding}/{have[0]}" if have else "repetition/repetition_score"

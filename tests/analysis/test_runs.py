@@ -159,3 +159,34 @@ def test_a_resumed_sweep_reads_every_layer_mean_of_a_finished_child(paper_run):
     read = headline_from_run(child, ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"], client)
     computed = {k: v for k, v in result.metrics.items() if math.isfinite(v)}  # what the sweep's parent logs for a child it measured
     assert set(read) == set(computed) and read == pytest.approx(computed, rel=1e-12, abs=0)
+
+
+def test_a_local_artifact_root_is_read_in_place_with_the_tables_mlflow_downloads(paper_run):
+    """The run's artifacts lie under its SQLite store's folder (``file:`` URI): read there, each table equals
+    the one ``MlflowClient.download_artifacts`` gives; a table the run lacks is None either way, and a remote
+    artifact root (a server's ``mlflow-artifacts:``) still downloads through the client."""
+    from mlflow import MlflowClient
+
+    from attnsim.analysis.runs import download_table
+
+    result, uri, folder = paper_run
+    client = MlflowClient(uri)
+    run = client.get_run(result.run_id)
+    root = run.info.artifact_uri
+    assert root.startswith("file://") and str(folder) in root
+    findings = LoggedRun.of(run, client).findings
+    assert len(findings) >= 6
+    for path in [f"tables/{f}_heads.csv" for f in findings] + ["tables/anchors_top.csv", "tables/nothing_heads.csv"]:
+        downloaded = download_table(client, result.run_id, path)  # through MLflow (no artifact URI given)
+        in_place = download_table(None, result.run_id, path, root)  # no client: read from the folder only
+        if path == "tables/nothing_heads.csv":
+            assert downloaded is None and in_place is None
+            continue
+        assert downloaded is not None and len(downloaded) >= 2 * 4  # a row per head (2 layers x 4 heads), anchors_top several
+        pd.testing.assert_frame_equal(in_place, downloaded, check_exact=True)
+
+    counting = TableClient({"distance": download_table(client, result.run_id, "tables/distance_heads.csv")})
+    remote = download_table(counting, result.run_id, "tables/distance_heads.csv", "mlflow-artifacts:/1/x/artifacts")
+    assert counting.downloads == ["tables/distance_heads.csv"] and remote is not None and len(remote) == 8
+    logged = LoggedRun.of(run, counting)  # the reader of logged runs passes its artifact root: no download
+    assert logged.artifact_uri == root and logged.head_table("distance") is not None and counting.downloads == ["tables/distance_heads.csv"]
