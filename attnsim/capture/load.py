@@ -410,20 +410,6 @@ def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, 
     )
 
 
-def _recordable(info: ModelInfo) -> bool:
-    """Whether ``capture.path=auto`` may record the model's queries and keys (its family's calls go through the recording
-    SDPA, :data:`~attnsim.capture.queries.RECORDING_FAMILIES`) and recompute its scores (:func:`~attnsim.capture.queries.check_recomputable`)."""
-    from attnsim.capture.queries import RECORDING_FAMILIES, check_recomputable
-
-    if getattr(info.config, "model_type", None) not in RECORDING_FAMILIES:
-        return False
-    try:
-        check_recomputable(info.config)
-    except ModelError:
-        return False
-    return True
-
-
 def choose_capture_path(
     requested: str,
     seq_len: int,
@@ -433,19 +419,13 @@ def choose_capture_path(
     needs_gradients: bool = False,
     high_rule: str = "top_fraction",
     without_blockwise: Sequence[str] = (),
-    prefer_recomputed: bool = False,
 ) -> str:
-    """The capture path of a run: ``dense``, ``recomputed`` or ``blockwise`` (README, "Long contexts").
+    """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
 
     ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
     (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images, gradient findings and
     findings without a blockwise form (``without_blockwise``: their names) always use ``dense`` (a long
-    window then needs its T x T maps: logged as a warning). With ``prefer_recomputed`` (the workflows pass it
-    for a run on the CPU whose ``model.attn_implementation`` is ``auto``), ``auto`` is ``recomputed`` where it
-    would be ``dense`` for text windows whose attention a finding reads, when the model's family records its
-    queries and keys (:data:`~attnsim.capture.queries.RECORDING_FAMILIES`) and its scores can be recomputed:
-    the same statistics without the batch's eager maps of every layer in memory (at MiniLM, batch 32, T = 128:
-    6 x 24 MiB held from the forward pass to the end of the statistics; ``docs/performance.md``, "Current figures").
+    window then needs its T x T maps: logged as a warning).
 
     Raises:
         ConfigError: ``blockwise`` was asked for images, a finding that needs gradients or a finding of
@@ -469,7 +449,7 @@ def choose_capture_path(
         return "recomputed"
     if requested == "auto":
         if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
-            return "recomputed" if prefer_recomputed and needs_attention and not (info.arch.vision or needs_gradients) and _recordable(info) else "dense"
+            return "dense"
         if without_blockwise:
             log.warning(
                 "windows of %d tokens would use the blockwise path, but %s %s no blockwise form: the dense path (T x T maps) runs instead",

@@ -38,11 +38,6 @@ from attnsim.errors import ModelError
 IMPLEMENTATION = "attnsim_sdpa"
 """Name of the recording SDPA implementation in transformers' ``AttentionInterface``."""
 
-RECORDING_FAMILIES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "opt"})
-"""Text model types (``config.model_type``) whose attention goes through transformers' ``ALL_ATTENTION_FUNCTIONS``, so that
-:func:`recording_sdpa` sees one call per layer: those ``capture.path=auto`` may record instead of asking for eager maps
-(:func:`attnsim.capture.load.choose_capture_path`). Others record only when asked (``capture.path=recomputed|blockwise``)."""
-
 _state = threading.local()
 
 
@@ -149,4 +144,4 @@ def check_recomputable(config: Any) -> None:
         _refuse(f"relative position embeddings in the scores (position_embedding_type={config.position_embedding_type})")
 
 
-__all__ = ["IMPLEMENTATION", "RECORDING_FAMILIES", "QueryKey", "recording_sdpa", "register", "recording", "check_recomputable"]
+__all__ = ["IMPLEMENTATION", "QueryKey", "recording_sdpa", "register", "recording", "check_recomputable"]

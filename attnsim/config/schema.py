@@ -43,9 +43,8 @@ class Vector(StrEnum):
 
 
 class AttnImplementation(StrEnum):
-    """``model.attn_implementation``: ``auto`` is eager when a finding needs attention probabilities on the dense capture
-    path, else sdpa (the recomputed and blockwise paths record queries and keys under SDPA); an explicit ``sdpa`` is
-    switched to eager (logged and tagged) when probabilities are needed, and keeps ``capture.path=auto`` dense."""
+    """``model.attn_implementation``: ``auto`` is eager when a finding needs attention probabilities, else sdpa;
+    an explicit ``sdpa`` is switched to eager (logged and tagged) when probabilities are needed."""
 
     auto = "auto"
     eager = "eager"
@@ -106,12 +105,9 @@ class HeadFusion(StrEnum):
 
 
 class CapturePath(StrEnum):
-    """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else
-    ``recomputed`` for a CPU run whose findings read attention (``model.attn_implementation=auto``, a model family that records
-    its queries and keys) and ``dense`` otherwise; ``dense``: the model's T x T attention maps (eager attention when a finding
-    needs them); ``recomputed``: the dense statistics, each window's maps recomputed from queries and keys recorded under SDPA
-    (no batch of eager maps held); ``blockwise``: queries and keys captured under SDPA and the attention recomputed one block
-    of query rows at a time (no T x T map)."""
+    """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else ``dense``;
+    ``dense``: the model's T x T attention maps (eager attention when a finding needs them); ``blockwise``: queries and keys
+    captured under SDPA and the attention recomputed one block of query rows at a time (no T x T map)."""
 
     auto = "auto"
     dense = "dense"

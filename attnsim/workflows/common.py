@@ -48,23 +48,6 @@ def seed_and_threads(seed: int, threads: Optional[int]) -> None:
         torch.set_num_threads(threads)
 
 
-def prefers_recomputed(cfg: Any) -> bool:
-    """Whether ``capture.path=auto`` records queries and keys rather than asking the model for eager attention maps
-    (:func:`attnsim.capture.load.choose_capture_path`): a run on the CPU (``trainer.accelerator`` ``cpu``, or ``auto``
-    on a machine without a GPU) whose ``model.attn_implementation`` is ``auto``. A GPU run keeps eager maps (its memory
-    is not the process's), and so does a run that names its attention implementation.
-    """
-    if str(cfg.model.attn_implementation) != "auto":
-        return False
-    accelerator = str(cfg.trainer.accelerator)
-    if accelerator == "auto":
-        import torch
-
-        mps = getattr(torch.backends, "mps", None)
-        return not torch.cuda.is_available() and not (mps is not None and mps.is_available())
-    return accelerator == "cpu"
-
-
 def run_lightning(loop: Callable[[], Any], trainer: Any, what: str) -> Any:
     """Run ``loop`` (``trainer.predict(...)`` or ``trainer.fit(...)``), turning Lightning's Ctrl-C exit back into an interrupt.
 

@@ -44,7 +44,6 @@ from attnsim.workflows.common import (
     dataset_name,
     log_datasets,
     open_tracker,
-    prefers_recomputed,
     run_lightning,
     run_tags,
     seed_and_threads,
@@ -179,7 +178,6 @@ def prepare(cfg: DictConfig) -> Prepared:
         needs.gradients,
         cfg.stats.high_rule,
         list(needs.without_blockwise),
-        prefer_recomputed=prefers_recomputed(cfg),
     )
     check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention)  # before any weights or run
     kind = choose_kind(cfg, info, finding_types)  # the one place the kind of run is decided

@@ -91,7 +91,6 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
     from attnsim.capture.load import choose_capture_path, load_model
     from attnsim.findings.base import Needs
     from attnsim.stats.pairs.kernels import path_name as statistics_path
-    from attnsim.workflows.common import prefers_recomputed
 
     cfg, info = prepared.cfg, prepared.info
     needs = Needs.of(findings)
@@ -103,7 +102,6 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
         needs.attention,
         high_rule=cfg.stats.high_rule,
         without_blockwise=list(needs.without_blockwise),
-        prefer_recomputed=prefers_recomputed(cfg),
     )
     if path in ("blockwise", "recomputed"):  # SDPA; queries and keys recorded when a finding reads attention
         from attnsim.capture.queries import register

@@ -111,32 +111,6 @@ def test_recomputed_path_choice_and_refusals():
     soft = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="gemma2", attn_logit_softcapping=50.0))
     with pytest.raises(ModelError, match="soft-capping"):
         choose_capture_path("recomputed", 128, 512, soft, True)
-    # auto on the CPU: recomputed where it would be dense, for text windows whose attention is read and a recording family
-    assert choose_capture_path("auto", 512, 512, text, True, prefer_recomputed=True) == "recomputed"
-    assert choose_capture_path("auto", 513, 512, text, True, prefer_recomputed=True) == "blockwise"
-    assert choose_capture_path("auto", 128, 512, text, False, prefer_recomputed=True) == "dense"  # no attention read: no maps either way
-    assert choose_capture_path("auto", 128, 512, text, True, needs_gradients=True, prefer_recomputed=True) == "dense"
-    assert choose_capture_path("auto", 128, 512, image, True, prefer_recomputed=True) == "dense"
-    assert choose_capture_path("auto", 128, 512, soft, True, prefer_recomputed=True) == "dense"  # not reproducible: eager maps, no error
-    other = ModelInfo("x", "x", "phi", 4, 8, 32, 256, 8192, architecture_for("phi"), SimpleNamespace(model_type="phi"))
-    assert choose_capture_path("auto", 128, 512, other, True, prefer_recomputed=True) == "dense"  # not among the recording families
-    assert choose_capture_path("dense", 128, 512, text, True, prefer_recomputed=True) == "dense"
-
-
-def test_auto_prefers_recomputed_on_the_cpu_only_with_the_automatic_attention(monkeypatch):
-    from omegaconf import OmegaConf
-
-    from attnsim.workflows.common import prefers_recomputed
-
-    def cfg(accelerator, impl="auto"):
-        return OmegaConf.create({"trainer": {"accelerator": accelerator}, "model": {"attn_implementation": impl}})
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert prefers_recomputed(cfg("cpu")) and prefers_recomputed(cfg("auto"))
-    assert not prefers_recomputed(cfg("gpu")) and not prefers_recomputed(cfg("cuda"))
-    assert not prefers_recomputed(cfg("cpu", "eager")) and not prefers_recomputed(cfg("cpu", "sdpa"))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert not prefers_recomputed(cfg("auto")) and prefers_recomputed(cfg("cpu"))
 
 
 def test_recomputed_run_equals_the_dense_run(tiny_bert, tracking_uri):
