@@ -49,6 +49,24 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
     assert "target csm whole-process ratio >= 0.8:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
 
 
+def test_rss_timeline_tags_each_sample_with_its_stage_and_splits_anonymous_from_file_backed(tracking_uri, tmp_path):
+    samples = tmp_path / "rss.csv"
+    out = script(
+        "rss_timeline.py", "csm", "corpus.limit=4", "corpus.seq_len=32", "trainer.batch_size=2", "plots.examples=0", "--every", "2", "--csv", str(samples)
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| stage | peak own RSS MiB | anonymous | file-backed | at s | where | children MiB then |" in out.stdout
+    stages = {line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert {"imports", "load_model", "update:csm", "summarise"} <= stages  # a forward pass of 2 short windows may fall between samples
+    assert "own VmHWM" in out.stdout and "what wait4 hands the parent:" in out.stdout
+    rows = samples.read_text().splitlines()
+    assert rows[0] == "seconds,stage,own_mib,children_mib,anon_mib,file_mib"
+    for row in rows[1:]:
+        _, _, own, _, anon, file = row.split(",")
+        assert abs(float(own) - float(anon) - float(file)) <= 0.2  # each rounded to 0.1 MiB
+    assert {row.split(",")[1].split(":")[0] for row in rows[1:]} >= {"b0", "b1"}  # two batches of two windows
+
+
 def test_operations_benchmark_prints_each_operation_and_the_ceilings():
     out = script("operations.py", "--windows", "2", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]
