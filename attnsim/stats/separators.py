@@ -57,7 +57,7 @@ TINY = torch.finfo(torch.float32).tiny
 
 CACHE_ELEMENTS = 1 << 19
 """Elements of attention (2 MB of float32) :class:`SeparatorSums` passes over at a time: a dense piece is cut into this
-many windows' maps, so that its element-wise passes (distance, entropy) and their temporaries stay in a core's cache."""
+many windows' maps, so that its passes (key mass, distance, entropy) and their temporaries stay in a core's cache."""
 
 
 def scalar_names(categories: Sequence[str] = CATEGORIES) -> tuple:
@@ -144,19 +144,19 @@ class SeparatorSums(ChunkReducer):
         windows, layers, values = piece.windows, piece.layers, piece.values  # values (c, l, H, rows, K)
         (r0, r1), keys = piece.rows, piece.keys
         q = self.queries[windows, r0:r1]  # (c, rows)
-        self.key_mass[windows, layers, :, :keys] += (q[:, None, None, None, :] @ values)[..., 0, :]  # sum_i q_i A[i, j]
         query_key = q[:, :, None] * self.keys[windows, None, :keys]  # (c, rows, K): statistic query i, real key j
         # the entropy's log is the costliest step: only the span of real tokens of the piece is taken (outside it
         # every query or key weight is 0)
         first, last = view.real_span(piece.start, piece.stop)
         top, bottom, right = max(first, r0), min(last, r1), min(last, keys)
-        # The distance and the entropy make several element-wise passes over the maps, each with a temporary of their
-        # size: a few windows at a time, so that the maps and temporaries stay in a core's cache between passes (a
-        # dense piece holds up to CHUNK_ELEMENTS_CPU elements, beyond it). Each window's sums are the same either way.
+        # The key mass, the distance and the entropy make several passes over the maps, with temporaries of their size:
+        # a few windows at a time, so that the maps and temporaries stay in a core's cache between passes (a dense
+        # piece holds up to CHUNK_ELEMENTS_CPU elements, beyond it). Each window's sums are the same either way.
         step = max(1, CACHE_ELEMENTS // max(1, values[0].numel()))
         for s in range(0, values.shape[0], step):
             part, weight = values[s : s + step], query_key[s : s + step]  # (n, l, H, rows, K), (n, rows, K)
             target = slice(piece.start + s, piece.start + s + part.shape[0])
+            self.key_mass[target, layers, :, :keys] += (q[s : s + step, None, None, None, :] @ part)[..., 0, :]  # sum_i q_i A[i, j]
             # summed by torch's cascade sum, not a float32 matrix-vector product: BLAS accumulates the T x T cells
             # one after the other (4e-5 relative error at T = 256, growing with T), the cascade sum stays near 1e-7
             self.distance[target, layers] += (part * (weight * self.gap[r0:r1, :keys])[:, None, None]).sum((-1, -2))
