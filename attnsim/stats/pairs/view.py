@@ -471,10 +471,9 @@ class PairView:
 
     @cached_property
     def _pair_tables(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        # (batch, P + 1) uint8 the classes of pair_classes as bits and (P + 1,) int64 the distances; 0 at the sentinel P
-        w = self._pair_weights.to(torch.uint8)  # (B, P, 5) 0/1
-        codes = torch.nn.functional.pad(w[..., 0] | w[..., 1] << 1 | w[..., 2] << 2 | w[..., 3] << 3, (0, 1))
-        return codes, torch.cat([self._distance, self._distance.new_zeros(1)])
+        """(batch, P + 1) uint8 the classes of :func:`pair_classes` as bits, (P + 1,) int64 the distances; 0 at the sentinel P."""
+        w, d = self._pair_weights.to(torch.uint8), self._distance  # (B, P, 5) 0/1, (P,)
+        return torch.nn.functional.pad(w[..., 0] | w[..., 1] << 1 | w[..., 2] << 2 | w[..., 3] << 3, (0, 1)), torch.cat([d, d.new_zeros(1)])
 
     def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
         """Per-head sums of weights of listed pairs: ``sum_s weigh(features)[b, l, h, s, k]``, one layer at a time.
