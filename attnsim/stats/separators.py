@@ -55,10 +55,6 @@ FIRST_TOKEN = "cls"  # the category that holds the key at position 0 (the first 
 # and p * log(max(p, tiny)) differs from p * log(p) by less than 1e-36 for p below it.
 TINY = torch.finfo(torch.float32).tiny
 
-CACHE_ELEMENTS = 1 << 19
-"""Elements of attention (2 MB of float32) :class:`SeparatorSums` passes over at a time: a dense piece is cut into this
-many windows' maps, so that its passes (key mass, distance, entropy) and their temporaries stay in a core's cache."""
-
 
 def scalar_names(categories: Sequence[str] = CATEGORIES) -> tuple:
     """Names of the statistics :class:`SeparatorAccumulator` computes for ``categories``."""
@@ -144,28 +140,21 @@ class SeparatorSums(ChunkReducer):
         windows, layers, values = piece.windows, piece.layers, piece.values  # values (c, l, H, rows, K)
         (r0, r1), keys = piece.rows, piece.keys
         q = self.queries[windows, r0:r1]  # (c, rows)
+        self.key_mass[windows, layers, :, :keys] += (q[:, None, None, None, :] @ values)[..., 0, :]  # sum_i q_i A[i, j]
         query_key = q[:, :, None] * self.keys[windows, None, :keys]  # (c, rows, K): statistic query i, real key j
-        # the entropy's log is the costliest step: only the span of real tokens of the piece is taken (outside it
+        # summed by torch's cascade sum, not a float32 matrix-vector product: BLAS accumulates the T x T cells
+        # one after the other (4e-5 relative error at T = 256, growing with T), the cascade sum stays near 1e-7
+        self.distance[windows, layers] += (values * (query_key * self.gap[r0:r1, :keys])[:, None, None]).sum((-1, -2))
+        # the entropy's log is the costliest step: only the span of real tokens is taken (outside it
         # every query or key weight is 0)
         first, last = view.real_span(piece.start, piece.stop)
         top, bottom, right = max(first, r0), min(last, r1), min(last, keys)
-        # The key mass, the distance and the entropy make several passes over the maps, with temporaries of their size:
-        # a few windows at a time, so that the maps and temporaries stay in a core's cache between passes (a dense
-        # piece holds up to CHUNK_ELEMENTS_CPU elements, beyond it). Each window's sums are the same either way.
-        step = max(1, CACHE_ELEMENTS // max(1, values[0].numel()))
-        for s in range(0, values.shape[0], step):
-            part, weight = values[s : s + step], query_key[s : s + step]  # (n, l, H, rows, K), (n, rows, K)
-            target = slice(piece.start + s, piece.start + s + part.shape[0])
-            self.key_mass[target, layers, :, :keys] += (q[s : s + step, None, None, None, :] @ part)[..., 0, :]  # sum_i q_i A[i, j]
-            # summed by torch's cascade sum, not a float32 matrix-vector product: BLAS accumulates the T x T cells
-            # one after the other (4e-5 relative error at T = 256, growing with T), the cascade sum stays near 1e-7
-            self.distance[target, layers] += (part * (weight * self.gap[r0:r1, :keys])[:, None, None]).sum((-1, -2))
-            if bottom > top and right > first:
-                span = part[..., top - r0 : bottom - r0, first:right]  # (n, l, H, rows', K')
-                plogp = span.clamp_min(TINY).log_().mul_(span)
-                if not all(self.whole[target]):  # some position is not a query or key: weigh each cell
-                    plogp = plogp * weight[:, None, None, top - r0 : bottom - r0, first:right]
-                self.entropy[target, layers] -= plogp.sum((-1, -2))  # else every weight is 1: no product
+        if bottom > top and right > first:
+            span = values[..., top - r0 : bottom - r0, first:right]  # (c, l, H, n, m)
+            plogp = span.clamp_min(TINY).log_().mul_(span)
+            if not all(self.whole[windows]):  # some position is not a query or key: weigh each cell
+                plogp = plogp * query_key[:, None, None, top - r0 : bottom - r0, first:right]
+            self.entropy[windows, layers] -= plogp.sum((-1, -2))  # else every weight is 1: no product
 
 
 def _separator_update(
