@@ -464,8 +464,8 @@ class PairView:
         """
         # one lookup per slot in the batch's tables (made once): classes as bits (1 valid, 2 same, 4 cross, 8 identical)
         flat = index.long().clamp_max(self.n_pairs).reshape(index.shape[0], -1)  # (batch, n), P: the sentinel
-        codes = self._pair_tables[0].gather(1, flat).view(index.shape)
-        features = {name: codes & bit != 0 for name, bit in (("valid", 1), ("same", 2), ("cross", 4), ("identical", 8))}
+        codes = self._pair_tables[0].gather(1, flat).view(*index.shape, 1)
+        features = dict(zip(("valid", "same", "cross", "identical"), (codes & codes.new_tensor([1, 2, 4, 8]) != 0).unbind(-1)))
         features["distance"] = self._pair_tables[1][flat].view(index.shape)
         return features
 
