@@ -49,6 +49,19 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
     assert "target csm whole-process ratio >= 0.8:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
 
 
+def test_statistics_cpu_benchmark_prints_each_stage():
+    out = script("statistics_cpu.py", "--windows", "4", "--batch-size", "2", "--repeats", "1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "all-MiniLM-L6-v2, paper: 4 windows, batch 2, 1 pass, 1 thread" in out.stdout
+    rows = {
+        line.split("|")[1].strip(): float(line.split("|")[2])
+        for line in out.stdout.splitlines()
+        if line.startswith("| ") and "---" not in line and "stage" not in line
+    }
+    assert {"attention walk", "csm walk", "SeparatorsFinding", "statistics, in all"} <= set(rows)
+    assert rows["statistics, in all"] >= rows["attention walk"] + rows["csm walk"] > 0
+
+
 def test_operations_benchmark_prints_each_operation_and_the_ceilings():
     out = script("operations.py", "--windows", "2", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]
