@@ -67,6 +67,19 @@ def test_rss_timeline_tags_each_sample_with_its_stage_and_splits_anonymous_from_
     assert {row.split(",")[1].split(":")[0] for row in rows[1:]} >= {"b0", "b1"}  # two batches of two windows
 
 
+def test_statistics_cpu_benchmark_prints_each_stage():
+    out = script("statistics_cpu.py", "--windows", "4", "--batch-size", "2", "--repeats", "1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "all-MiniLM-L6-v2, paper: 4 windows, batch 2, 1 pass, 1 thread" in out.stdout
+    rows = {
+        line.split("|")[1].strip(): float(line.split("|")[2])
+        for line in out.stdout.splitlines()
+        if line.startswith("| ") and "---" not in line and "stage" not in line
+    }
+    assert {"attention walk", "csm walk", "SeparatorsFinding", "statistics, in all"} <= set(rows)
+    assert rows["statistics, in all"] >= rows["attention walk"] + rows["csm walk"] > 0
+
+
 def test_operations_benchmark_prints_each_operation_and_the_ceilings():
     out = script("operations.py", "--windows", "2", "--repeats", "1")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 import torch
 
-from attnsim.stats.pairs.geometry import POOL_ABOVE, csm_window_mean, pool_cell, product_error, similarity_rows
+from attnsim.stats.pairs.geometry import POOL_ABOVE, csm_window_mean, listed_pair_classes, pool_cell, product_error, similarity_rows
 from attnsim.stats.pairs.reducers import ChunkReducer, Piece
 from attnsim.stats.pairs.scores import masked_scores
 from attnsim.stats.pairs.shared import PairSums, TieCounts, _ClassSums, _HighAttentionPairs, _HighPairs
@@ -218,6 +218,13 @@ class BlockPairView(PairView):
     def pair_ends(self, index: torch.Tensor) -> tuple:
         """(rows, cols, listed) of pair indices (:func:`decode_pairs`)."""
         return decode_pairs(index, self.seq_len)
+
+    def pair_features(self, index: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """:meth:`PairView.pair_features`, from each listed pair's two tokens (the blockwise view keeps no pair tables)."""
+        rows, cols, listed = self.pair_ends(index)
+        features = listed_pair_classes(self.batch, self.tokens, rows, cols, listed)
+        features["distance"] = torch.where(listed, cols - rows, torch.zeros_like(rows))
+        return features
 
     sum_dtype = torch.float64
 

@@ -48,7 +48,6 @@ import torch
 from attnsim.stats.pairs.geometry import (
     context_similarity,
     distance_onehot,
-    listed_pair_classes,
     pair_classes,
     pair_distance,
     pair_indices,
@@ -463,13 +462,18 @@ class PairView:
             with image ``positions``, -1 for a pair without one; 0 at unused slots), each shaped like ``index``;
             unused slots are in no class. The classes are those of :func:`~attnsim.stats.pairs.geometry.pair_classes`.
         """
-        rows, cols, listed = self.pair_ends(index)
-        features = listed_pair_classes(self.batch, self.tokens, rows, cols, listed)
-        if self.positions is None:
-            features["distance"] = torch.where(listed, cols - rows, torch.zeros_like(rows))
-        else:  # grid distance, -1 without one
-            features["distance"] = torch.cat([self._distance, self._distance.new_zeros(1)])[index.long().clamp_max(self.n_pairs)]
+        # one lookup per slot in the batch's tables (made once): classes as bits (1 valid, 2 same, 4 cross, 8 identical)
+        flat = index.long().clamp_max(self.n_pairs).reshape(index.shape[0], -1)  # (batch, n), P: the sentinel
+        codes = self._pair_tables[0].gather(1, flat).view(*index.shape, 1)
+        features = dict(zip(("valid", "same", "cross", "identical"), (codes & codes.new_tensor([1, 2, 4, 8]) != 0).unbind(-1)))
+        features["distance"] = self._pair_tables[1][flat].view(index.shape)
         return features
+
+    @cached_property
+    def _pair_tables(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(batch, P + 1) uint8 the classes of :func:`pair_classes` as bits, (P + 1,) int64 the distances; 0 at the sentinel P."""
+        w, d = self._pair_weights.to(torch.uint8), self._distance  # (B, P, 5) 0/1, (P,)
+        return torch.nn.functional.pad(w[..., 0] | w[..., 1] << 1 | w[..., 2] << 2 | w[..., 3] << 3, (0, 1)), torch.cat([d, d.new_zeros(1)])
 
     def high_sums(self, index: torch.Tensor, weigh: Any) -> torch.Tensor:
         """Per-head sums of weights of listed pairs: ``sum_s weigh(features)[b, l, h, s, k]``, one layer at a time.
