@@ -30,6 +30,11 @@ def device_name(text: str) -> str:
     return text
 
 
+def load_average() -> float:
+    """The 1-minute load average (NaN where the platform has none), printed with every measurement."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def accelerator_override(device: str) -> str:
     """The ``trainer.accelerator`` override that runs attnsim on ``device`` (``cpu`` or ``cuda[:N]``)."""
     return f"trainer.accelerator={'gpu' if device.startswith('cuda') else 'cpu'}"

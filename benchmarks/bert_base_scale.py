@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from _options import accelerator_override, device_name, positive, statistics_path  # benchmarks/, the script's folder
+from _options import accelerator_override, device_name, load_average, positive, statistics_path  # benchmarks/, the script's folder
 
 TARGET_S = 60.0  # seconds of run time for 20,000 windows of 128 tokens on one H200
 TARGET_WINDOWS = 20000
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                 parser.error(str(exc))
         write_model(model, args.layers)
         documents = write_corpus(corpus, args.windows, args.seq_len)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        load = load_average()
         print(
             f"BERT-base shape ({args.layers} layers x 12 heads, d_model 768), random weights; {args.windows:,} windows of {args.seq_len} tokens from "
             f"{documents:,} BBC documents (repeated); batch {args.batch_size}; {args.device}; statistics path {statistics_path()}; load average {load:.2f}",

@@ -37,7 +37,15 @@ import tempfile
 import time
 from typing import Dict, List
 
-from _options import accelerator_override, add_model_options, device_name, model_overrides, positive, statistics_path  # benchmarks/, the script's folder
+from _options import (  # benchmarks/, the script's folder
+    accelerator_override,
+    add_model_options,
+    device_name,
+    load_average,
+    model_overrides,
+    positive,
+    statistics_path,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIN = os.path.join(HERE, "plain_forward.py")
@@ -205,14 +213,14 @@ def main(argv=None) -> int:
         out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
         if out.returncode != 0:
             parser.error(out.stderr.strip().splitlines()[-1])
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        load = load_average()
         print(
             f"model {args.model}, device {args.device}, {args.windows} windows of {args.seq_len} tokens, batch {args.batch_size}, {args.threads} threads, {args.pairs} pair(s); statistics path {statistics_path()}; load average {load:.2f} at start",
             flush=True,
         )
         results = [bench(name, args, uri, env) for name in args.experiments]
     print_tables(results, args)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from typing import Dict, List
 
-from _options import positive  # benchmarks/, the script's folder
+from _options import load_average, positive  # benchmarks/, the script's folder
 from end_to_end import run_metrics, timed  # benchmarks/, the script's folder
 
 TARGET = 2.0  # SmolLM2's figures stage at most this many times MiniLM's
@@ -44,10 +44,6 @@ def command(experiment: str, model: str, args, uri: str) -> List[str]:
         "trainer.progress_bar=false",
     ]
     return [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
-
-
-def load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def main(argv=None) -> int:
@@ -68,7 +64,7 @@ def main(argv=None) -> int:
         out = subprocess.run([sys.executable, "-c", warm], capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise SystemExit(out.stderr[-3000:])
-        print(f"{args.windows} BBC windows of {args.seq_len} tokens, {args.rounds} round(s); load average {load():.2f} at start", flush=True)
+        print(f"{args.windows} BBC windows of {args.seq_len} tokens, {args.rounds} round(s); load average {load_average():.2f} at start", flush=True)
         for experiment in args.experiments:
             seconds: Dict[str, List[float]] = {name: [] for name, _ in MODELS}
             for round_ in range(args.rounds):
@@ -77,7 +73,7 @@ def main(argv=None) -> int:
                     run_id = next(line.split()[2] for line in result["stdout"].splitlines() if line.startswith("run id: "))
                     figures = run_metrics(uri, run_id, env)["figures"]
                     seconds[name].append(figures)
-                    print(f"  {experiment} {name}: figures {figures:.2f} s (run {result['wall']:.1f} s wall); load {load():.2f}", flush=True)
+                    print(f"  {experiment} {name}: figures {figures:.2f} s (run {result['wall']:.1f} s wall); load {load_average():.2f}", flush=True)
             ratios = [deep / shallow for shallow, deep in zip(seconds["MiniLM"], seconds["SmolLM2"])]
             rows.append((experiment, seconds, ratios))
     print("\n| experiment | MiniLM figures s (median, range) | SmolLM2 figures s (median, range) | ratio (median, range) | target |")
@@ -87,7 +83,7 @@ def main(argv=None) -> int:
         ratio = statistics.median(ratios)
         verdict = "PASS" if ratio <= TARGET else "FAIL"
         print(f"| {experiment} | {cells[0]} | {cells[1]} | {ratio:.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | <= {TARGET:.0f}: {verdict} |")
-    print(f"load average {load():.2f} at the end")
+    print(f"load average {load_average():.2f} at the end")
     return 0
 
 

@@ -53,7 +53,7 @@ import tempfile
 import time
 from typing import Dict, List, Tuple
 
-from _options import positive  # benchmarks/, the script's folder
+from _options import load_average, positive  # benchmarks/, the script's folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMPORT_TARGET = 3.0  # seconds: imports before the model loads (issue 18)
@@ -157,7 +157,7 @@ def reading_commands(args, env: Dict[str, str]) -> None:
                 heavy[name].add(imported)
                 if baseline_env is not None:
                     before[name].append(attnsim(commands[name], baseline_env, folder)[0])
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"\ncommands that read runs ({args.repeats} processes each, two csm runs of {args.cli_windows} windows); load average {load:.2f}")
     print("\n| command | wall s (median) | range | torch or Lightning imported |")
     print("| --- | --- | --- | --- |")
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="2", TOKENIZERS_PARALLELISM="false")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"python {sys.version.split()[0]}, {args.repeats} processes per step; load average {load:.2f} at start", flush=True)
     if args.cli_only:
         reading_commands(args, env)
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     )
     if not args.no_cli:
         reading_commands(args, env)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

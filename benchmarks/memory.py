@@ -23,7 +23,15 @@ import sys
 import tempfile
 import time
 
-from _options import accelerator_override, add_model_options, device_name, model_overrides, positive, statistics_path  # benchmarks/, the script's folder
+from _options import (  # benchmarks/, the script's folder
+    accelerator_override,
+    add_model_options,
+    device_name,
+    load_average,
+    model_overrides,
+    positive,
+    statistics_path,
+)
 
 TARGET_RATIO = 1.15
 
@@ -61,7 +69,7 @@ def main(argv=None) -> int:
         load_config(args.experiment, [f"corpus.limit={args.large}", *args.overrides])
     except AttnsimError as exc:
         parser.error(str(exc))
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(
         f"{args.experiment}, model {args.model}, windows of {args.seq_len} tokens, on {args.device}: peak RSS at {args.small} and {args.large} windows{' and the whole corpus' if args.full else ''}, each run in a fresh process; statistics path {statistics_path()}; load average {load:.2f} at start",
         flush=True,
@@ -99,7 +107,7 @@ def main(argv=None) -> int:
         print(
             f"full corpus ({rows[2]['windows']} windows): {rows[2]['run']:.0f} s, peak ratio to {rows[0]['windows']} windows {full_ratio:.3f} -> {'PASS' if full_ratio <= TARGET_RATIO else 'FAIL'}"
         )
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

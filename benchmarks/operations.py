@@ -31,7 +31,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import add_model_options, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import add_model_options, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     plain, _ = load_model(info, attn_implementation="sdpa", needs_attention=False)
     eager, _ = load_model(info, attn_implementation="eager", needs_attention=True)
     arch = info.arch
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(
         f"{info.name}: {args.windows} windows of {prepared.corpus.seq_len} tokens, {torch.get_num_threads()} threads, "
         f"fastest of {args.repeats}; statistics path {kernels.path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start",
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
                 + times[WALK]
             )
             print(f"| {experiment}, as the CSM walk runs them | {a:.3f} | {walked:.3f} | {a / (a + walked):.2f} |")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from _options import accelerator_override, device_name, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, device_name, load_average, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings
 TOLERANCE = 1e-6
@@ -182,7 +182,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             load_config(name, overrides)
         except AttnsimError as exc:
             parser.error(f"{name}: {exc}")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"device {args.device}, {os.cpu_count()} CPU cores, {args.windows} windows; load average {load:.2f} at start")
     with tempfile.TemporaryDirectory() as folder:
         print("\n(a) one run in 1 against 2 processes (no figures)\n")

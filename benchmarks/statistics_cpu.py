@@ -33,7 +33,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import add_model_options, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import add_model_options, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.load import load_model  # noqa: E402
 from attnsim.capture.module import CaptureModule  # noqa: E402
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             kinds[kind.source].append(kind)
     windows = prepared.corpus.windows
     batches = [collate_windows(list(enumerate(windows[i : i + args.batch_size]))) for i in range(0, len(windows), args.batch_size)]
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(
         f"{prepared.info.name}, {args.experiment}: {len(windows)} windows, batch {args.batch_size}, {args.repeats} pass{'es' if args.repeats != 1 else ''}, 1 thread "
         f"(CPU time of this thread); statistics path {path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start"
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     print("| --- | --- | --- |")
     for name, values in times.items():
         print(f"| {name} | {statistics.median(values):.4f} | {min(values):.4f} |")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

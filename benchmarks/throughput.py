@@ -43,7 +43,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
 import torch  # noqa: E402
-from _options import accelerator_override, add_model_options, device_name, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, add_model_options, device_name, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
         except AttnsimError as exc:
             parser.error(f"--experiments {name}: {exc}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
     print(
         f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, {args.windows} windows, batch {args.batch_size}, {rounds}; statistics path {statistics_path()}; {PROCESS_SETTINGS}; load average {load:.2f} at start"
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
             f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}"
         )
         print(f"  (the same share of the run without interpreter start-up and imports: {output / full['run']:.1%})")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = load_average()
     print(f"load average {load:.2f} at the end")
     return 0
 

@@ -86,15 +86,12 @@ def download_table(client: Any, run_id: str, path: str, artifact_uri: Optional[s
     from attnsim.tracking.artifacts import local_artifact
 
     local = local_artifact(artifact_uri, path)
-    if local is not None:
-        try:
-            return pd.read_csv(local) if local.is_file() else None
-        except Exception:  # noqa: BLE001 - an unreadable table counts as none, as a failed download does below
-            return None
     try:
+        if local is not None:
+            return pd.read_csv(local) if local.is_file() else None
         with tempfile.TemporaryDirectory() as folder:
             return pd.read_csv(client.download_artifacts(run_id, path, folder))
-    except Exception:  # noqa: BLE001 - MLflow raises its own types for a missing artifact
+    except Exception:  # noqa: BLE001 - MLflow raises its own types for a missing artifact; an unreadable file counts as none too
         return None
 
 
