@@ -3,7 +3,8 @@
 Runs, in one temporary tracking store, on fixed windows (no shuffling, seeded models):
 
 - ``paper`` and ``csm`` on the bundled MiniLM, a tiny GPT-2 and a tiny grouped-query Llama (2 key/value heads),
-  each on the dense and on the blockwise capture path;
+  each on the dense, the streamed and the blockwise capture path (``csm`` reads no attention: its streamed run is
+  its dense one under another name);
 - ``induction`` on the tiny GPT-2 and the tiny Llama (dense: it has no blockwise form);
 - ``alignment`` on a tiny T5 (its cross-attention is captured dense).
 
@@ -47,7 +48,7 @@ def plan(models):
     runs = []
     for model in ("minilm", "gpt2", "llama"):
         for experiment, _corpus in TEXT_RUNS:
-            for path in ("dense", "blockwise"):
+            for path in ("dense", "streamed", "blockwise"):
                 runs.append(
                     (
                         f"{experiment}-{model}-{path}",

@@ -133,9 +133,9 @@ def instrument() -> None:
     batch = [0]
     forward, predict_step = module.CaptureModule.forward, module.CaptureModule.predict_step
 
-    def forward_tagged(self, b):
-        _stage[0] = f"b{batch[0]}:forward"
-        return forward(self, b)
+    def forward_tagged(self, b, stream=None):
+        _stage[0] = f"b{batch[0]}:forward"  # the streamed path's attention walk runs inside it
+        return forward(self, b, stream)
 
     def predict_tagged(self, b, batch_idx, dataloader_idx=0):
         batch[0] = batch_idx

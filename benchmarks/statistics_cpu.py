@@ -8,12 +8,16 @@ a figure for comparing two versions of the statistics on a shared machine (run i
 after the other, a few times). It is not the run's speed: ``throughput.py`` measures that, with every
 thread, on an idle machine.
 
-Per batch of the dense view (the forward pass and the capture untimed): the attention walk, the CSM walk, then each
-finding's update on the walked view; medians (and the least) over ``--repeats`` passes over the batches.
+Per batch, on the run's capture path (``capture.path=auto`` by default, or the one given as an override): the
+forward pass with its capture, the attention walk, the CSM walk, then each finding's update on the walked view;
+medians (and the least) over ``--repeats`` passes over the batches. "forward and capture" differs between the paths
+(eager maps returned together, eager maps folded layer by layer on the ``streamed`` path, whose attention walk is
+therefore inside it, or SDPA with queries and keys recorded), so compare the paths by "forward and statistics".
 
 Usage:
     python benchmarks/statistics_cpu.py                          # paper, 64 BBC windows, MiniLM
     python benchmarks/statistics_cpu.py --experiment csm --repeats 5
+    python benchmarks/statistics_cpu.py capture.path=dense          # any attnsim override
 """
 
 from __future__ import annotations
@@ -35,13 +39,11 @@ PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before tor
 import torch  # noqa: E402
 from _options import add_model_options, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
 
-from attnsim.capture.load import load_model  # noqa: E402
-from attnsim.capture.module import CaptureModule  # noqa: E402
 from attnsim.config import load_config  # noqa: E402
 from attnsim.data.module import collate_windows  # noqa: E402
-from attnsim.findings.base import view_factory  # noqa: E402
 from attnsim.stats.pairs.kernels import path_name  # noqa: E402
 from attnsim.stats.pairs.shared import SHARED  # noqa: E402
+from attnsim.workflows.kinds.base import plain_module  # noqa: E402
 from attnsim.workflows.run import build_findings, prepare  # noqa: E402
 
 
@@ -51,18 +53,17 @@ def main(argv=None) -> int:
     parser.add_argument("--windows", type=positive, default=64, help="BBC windows (default 64)")
     parser.add_argument("--batch-size", type=positive, default=32)
     parser.add_argument("--repeats", type=positive, default=3, help="passes over the batches (default 3)")
+    parser.add_argument("overrides", nargs="*", help="attnsim overrides, e.g. capture.path=dense")
     add_model_options(parser)
     args = parser.parse_args(argv)
     from attnsim.quiet import quiet_libraries
 
     quiet_libraries()
     torch.set_num_threads(1)  # the compiled kernels follow torch's thread count: everything on this thread
-    cfg = load_config(args.experiment, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
+    cfg = load_config(args.experiment, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args), *args.overrides])
     prepared = prepare(cfg)
     findings = build_findings(prepared)
-    needs_attention = any(f.needs_attention for f in findings)
-    model, _ = load_model(prepared.info, attn_implementation=cfg.model.attn_implementation, needs_attention=needs_attention)
-    module = CaptureModule(model, prepared.info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats))  # the dense view, as throughput.py
+    module, tags, _ = plain_module(prepared, findings)  # the run's capture path and view
     kinds = {source: list(SHARED[source]) for source in SHARED}
     for finding in findings:
         for kind in finding.reducers():
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     load = load_average()
     print(
         f"{prepared.info.name}, {args.experiment}: {len(windows)} windows, batch {args.batch_size}, {args.repeats} pass{'es' if args.repeats != 1 else ''}, 1 thread "
-        f"(CPU time of this thread); statistics path {path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start"
+        f"(CPU time of this thread); capture path {tags['attnsim.capture_path']}, statistics path {path_name()}; {PROCESS_SETTINGS}; load average {load:.2f} at start"
     )
     times: Dict[str, List[float]] = {}
 
@@ -88,14 +89,19 @@ def main(argv=None) -> int:
         times.clear()
         for _ in range(args.repeats):
             for batch in batches:
+                start = time.thread_time()
                 view = module.predict_step(batch, 0)
+                forward = time.thread_time() - start
+                times.setdefault("forward and capture", []).append(forward)
                 start = time.thread_time()
                 for source in ("attention", "csm"):  # attention first: a CSM reducer may read the high-attention pairs
-                    if kinds[source] and (source == "csm" or view.has_attention):
+                    if kinds[source] and (source == "csm" or view.has_attention) and source not in view._walked:  # streamed: walked in the forward pass
                         timed(f"{source} walk", lambda: view.reduced(kinds[source][0]))  # noqa: B023 - called at once
                 for finding in findings:
                     timed(type(finding).__name__, lambda: finding.update(view))  # noqa: B023 - called at once
-                times.setdefault("statistics, in all", []).append(time.thread_time() - start)
+                statistics_s = time.thread_time() - start
+                times.setdefault("statistics, in all", []).append(statistics_s)
+                times.setdefault("forward and statistics", []).append(forward + statistics_s)
     print("\n| stage | CPU s per batch (median) | least |")
     print("| --- | --- | --- |")
     for name, values in times.items():

@@ -47,13 +47,12 @@ from _options import accelerator_override, add_model_options, device_name, load_
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
-from attnsim.capture.module import CaptureModule  # noqa: E402
 from attnsim.config import load_config  # noqa: E402
 from attnsim.data.module import WindowDataModule, collate_windows  # noqa: E402
-from attnsim.findings.base import view_factory  # noqa: E402
 from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
+from attnsim.workflows.kinds.base import make_capture_module, plain_module  # noqa: E402
 from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
 
 # b/a targets on the AMD EPYC machine, by model (issue 30): MiniLM at 512 windows, SmolLM2 at 128 tokens. On another
@@ -88,12 +87,13 @@ def plain_pass(model, windows, batch_size: int, device: str) -> float:
     return time.perf_counter() - start
 
 
-def attnsim_pass(prepared, model, device: str, windows=None):
-    """Seconds for attnsim's predict run (capture + statistics) over ``windows`` (default: all), and its callbacks."""
+def attnsim_pass(prepared, model, path: str, device: str, windows=None):
+    """Seconds for attnsim's predict run (capture + statistics) over ``windows`` (default: all), and its callbacks;
+    ``model`` loaded for capture ``path`` (the run's, ``plain_module``)."""
     cfg = prepared.cfg
     findings = build_findings(prepared)
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer) if cfg.plots.examples else None
-    module = CaptureModule(model, prepared.info, any(f.needs_attention for f in findings), cfg.model.vector, view_factory(findings, cfg.stats))
+    module = make_capture_module(model, prepared.info, any(f.needs_attention for f in findings), cfg, findings, path)
     trainer = make_trainer(cfg, list(findings) + ([recorder] if recorder else []))
     datamodule = WindowDataModule(windows if windows is not None else prepared.corpus.windows, cfg.trainer.batch_size, 0, prepared.corpus.unk_token_id)
     sync(device)
@@ -103,13 +103,13 @@ def attnsim_pass(prepared, model, device: str, windows=None):
     return time.perf_counter() - start, findings, recorder, module
 
 
-def stage_profile(prepared, plain, captured, device: str, batch_size: int) -> Dict[str, float]:
+def stage_profile(prepared, plain, captured, path: str, device: str, batch_size: int) -> Dict[str, float]:
     """Median seconds per batch of each stage, measured batch by batch on the same windows."""
     cfg = prepared.cfg
     findings = build_findings(prepared)
     needs_attention = any(f.needs_attention for f in findings)
-    module = CaptureModule(captured, prepared.info, needs_attention, cfg.model.vector, view_factory(findings, cfg.stats)).to(device)
-    times: Dict[str, List[float]] = {"plain": [], "forward": [], "capture": [], "statistics": []}
+    module = make_capture_module(captured, prepared.info, needs_attention, cfg, findings, path).to(device)
+    times: Dict[str, List[float]] = {"plain": [], "forward": [], "capture": [], "view": [], "updates": []}
 
     def timed(name: str, fn):
         sync(device)
@@ -128,11 +128,16 @@ def stage_profile(prepared, plain, captured, device: str, batch_size: int) -> Di
             timed("forward", lambda: captured(**inputs, output_attentions=needs_attention))  # noqa: B023 - called at once, inside this iteration
             arch, heads = prepared.info.arch, prepared.info.n_heads
             timed("capture", lambda: forward_with_capture(captured, arch, heads, inputs, needs_attention))  # noqa: B023 - called at once, inside this iteration
-            view = module.predict_step(on_device, 0)  # forward + capture again (untimed), the view is lazy
-            timed("statistics", lambda: [finding.update(view) for finding in findings])  # noqa: B023 - called at once, inside this iteration
+            # forward + capture again, and on the streamed path the attention walk folded into that forward pass
+            view = timed("view", lambda: module.predict_step(on_device, 0))  # noqa: B023 - called at once, inside this iteration
+            timed("updates", lambda: [finding.update(view) for finding in findings])  # noqa: B023 - called at once, inside this iteration
     medians = {name: statistics.median(values) for name, values in times.items()}
+    # statistics: the findings' updates, and what the view's forward pass costs beyond the capture's (the streamed
+    # attention walk; about 0 on the dense path, whose view is lazy)
+    medians["statistics"] = medians.pop("updates") + max(0.0, medians.pop("view") - medians["capture"])
     medians["capture"] = max(0.0, medians["capture"] - medians["forward"])  # hooks and per-layer tensors only
     return medians
+
 
 
 def full_default_run(experiment: str, device: str) -> dict:
@@ -163,13 +168,13 @@ def bench(experiment: str, args) -> dict:
     cfg = load_config(experiment, overrides)
     prepared = prepare(cfg)
     windows = prepared.corpus.windows
-    needs_attention = any(f.needs_attention for f in build_findings(prepared))
     plain, _ = load_model(prepared.info, attn_implementation="sdpa", needs_attention=False)
-    captured, tags = load_model(prepared.info, attn_implementation=cfg.model.attn_implementation, needs_attention=needs_attention)
+    _, tags, captured = plain_module(prepared, build_findings(prepared))  # the model on the run's capture path
     plain.to(args.device)
     # warm-up of both sides on one batch (first-call allocations, Lightning's first setup)
     plain_pass(plain, windows[: args.batch_size], args.batch_size, args.device)
-    attnsim_pass(prepared, captured, args.device, windows[: args.batch_size])
+    path = tags["attnsim.capture_path"]
+    attnsim_pass(prepared, captured, path, args.device, windows[: args.batch_size])
     plain_times, attnsim_times = [], []
     for round_index in range(args.rounds):
         order = ("plain", "attnsim") if round_index % 2 == 0 else ("attnsim", "plain")
@@ -177,7 +182,7 @@ def bench(experiment: str, args) -> dict:
             if side == "plain":
                 plain_times.append(plain_pass(plain, windows, args.batch_size, args.device))
             else:
-                seconds, findings, recorder, module = attnsim_pass(prepared, captured, args.device)
+                seconds, findings, recorder, module = attnsim_pass(prepared, captured, path, args.device)
                 attnsim_times.append(seconds)
                 forward_calls = module.forward_calls
     # summaries, logging and figures of the last attnsim round, timed apart
@@ -185,7 +190,7 @@ def bench(experiment: str, args) -> dict:
         tracker = Tracker(f"sqlite:///{folder}/mlflow.db")
         with tracker.run("benchmark") as sink:
             _, spent = log_results(sink, cfg, findings, recorder)
-    profile = stage_profile(prepared, plain, captured.to(args.device), args.device, args.batch_size) if args.profile else {}
+    profile = stage_profile(prepared, plain, captured.to(args.device), path, args.device, args.batch_size) if args.profile else {}
     a, b = statistics.median(plain_times), statistics.median(attnsim_times)
     n = len(windows)
     batch_count = -(-n // args.batch_size)
@@ -197,6 +202,7 @@ def bench(experiment: str, args) -> dict:
         "windows": n,
         "batches": batch_count,
         "attention": tags.get("attnsim.attn_implementation"),
+        "capture_path": tags.get("attnsim.capture_path"),
         "plain_s": a,
         "attnsim_s": b,
         "plain_sps": n / a,
@@ -269,14 +275,14 @@ def main(argv=None) -> int:
         return 2
     print()
     print(
-        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T |"
+        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T | capture path |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
     for r in results:
         per_round = [a / b for a, b in zip(r["plain_rounds"], r["attnsim_rounds"])]  # each round's pair, side by side in time
         print(
             f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
-            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} |"
+            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} | {r['capture_path']} |"
         )
     for r in results:
         if r["profile"]:

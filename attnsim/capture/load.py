@@ -383,11 +383,12 @@ def available_memory() -> Optional[int]:
     return None
 
 
-def dense_memory(info: ModelInfo, seq_len: int, batch_size: int) -> int:
+def dense_memory(info: ModelInfo, seq_len: int, batch_size: int, streamed: bool = False) -> int:
     """Bytes the dense path's attention maps of one batch take at once: every layer's (batch, head, T, T) float32
-    probabilities, which eager attention returns together, and one layer's scores beside them while it computes."""
+    probabilities, which eager attention returns together, and one layer's scores beside them while it computes;
+    ``streamed``: one layer's maps and its scores (each layer's maps are folded and freed before the next runs)."""
     per_layer = batch_size * info.n_heads * seq_len * seq_len * 4
-    return (info.n_layers + 1) * per_layer
+    return (2 if streamed else info.n_layers + 1) * per_layer
 
 
 def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, needs_attention: bool) -> None:
@@ -396,15 +397,18 @@ def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, 
     Raises:
         ConfigError: naming the estimate, the memory available and the fixes (``capture.path=blockwise``, a batch size that fits).
     """
-    if path != "dense" or not needs_attention or info.arch.vision:
+    if path not in ("dense", "streamed") or not needs_attention or info.arch.vision:
         return
-    need, have = dense_memory(info, seq_len, batch_size), available_memory()
+    need, have = dense_memory(info, seq_len, batch_size, streamed=path == "streamed"), available_memory()
     if have is None or need <= have:
         return
-    fits = have // max(1, dense_memory(info, seq_len, 1))
+    streamed = path == "streamed"
+    fits = have // max(1, dense_memory(info, seq_len, 1, streamed))
     smaller = f"lower trainer.batch_size to at most {fits}" if fits >= 1 else "shorten corpus.seq_len"
+    held = "one layer's attention maps of a batch and its scores" if streamed else "every layer's attention maps of a batch at once"
+    layers = "2 x" if streamed else f"{info.n_layers} layers x"
     raise ConfigError(
-        f"capture.path=dense keeps every layer's attention maps of a batch at once: {info.n_layers} layers x {info.n_heads} heads x "
+        f"capture.path={path} keeps {held}: {layers} {info.n_heads} heads x "
         f"{batch_size} windows x {seq_len}² tokens in float32, about {need / 2**30:.1f} GiB, but this machine has {have / 2**30:.1f} GiB available. "
         f"Use capture.path=blockwise (the same statistics one block of rows at a time), or {smaller}."
     )
@@ -420,12 +424,15 @@ def choose_capture_path(
     high_rule: str = "top_fraction",
     without_blockwise: Sequence[str] = (),
 ) -> str:
-    """The capture path of a run: ``dense`` or ``blockwise`` (README, "Long contexts").
+    """The capture path of a run: ``dense``, ``streamed``, ``blockwise`` or ``recomputed`` (docs/tutorials/long-contexts.md).
 
     ``auto`` is ``blockwise`` for text windows of more than ``blockwise_above`` tokens (where one layer's
-    (batch, head, T, T) maps stop fitting comfortably), else ``dense``; images, gradient findings and
-    findings without a blockwise form (``without_blockwise``: their names) always use ``dense`` (a long
-    window then needs its T x T maps: logged as a warning).
+    (batch, head, T, T) maps stop fitting comfortably); at or below that, ``streamed`` when a finding reads
+    attention and every finding has a blockwise form (eager maps folded one layer at a time during the forward
+    pass, :mod:`attnsim.capture.streaming`: the dense path's statistics, bit for bit, without every layer's maps
+    held at once), else ``dense``. Images, gradient findings and findings without a blockwise form
+    (``without_blockwise``: their names, findings that read every window's whole maps) always use ``dense``
+    (a long window then needs its T x T maps: logged as a warning).
 
     Raises:
         ConfigError: ``blockwise`` was asked for images, a finding that needs gradients or a finding of
@@ -436,6 +443,11 @@ def choose_capture_path(
     """
     if requested == "dense":
         return "dense"
+    if requested == "streamed":
+        if info.arch.vision or needs_gradients or without_blockwise:
+            what = "images" if info.arch.vision else "gradient findings" if needs_gradients else f"the finding(s) {', '.join(without_blockwise)}, which read every window's whole maps"
+            raise ConfigError(f"capture.path=streamed keeps no batch's attention maps, which {what} need. Set capture.path=dense or auto.")
+        return "streamed"
     if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded
         if info.arch.vision or needs_gradients:
             raise ConfigError(
@@ -448,8 +460,10 @@ def choose_capture_path(
             check_recomputable(info.config)
         return "recomputed"
     if requested == "auto":
-        if info.arch.vision or needs_gradients or seq_len <= blockwise_above:
+        if info.arch.vision or needs_gradients:
             return "dense"
+        if seq_len <= blockwise_above:
+            return "streamed" if needs_attention and not without_blockwise else "dense"
         if without_blockwise:
             log.warning(
                 "windows of %d tokens would use the blockwise path, but %s %s no blockwise form: the dense path (T x T maps) runs instead",

@@ -27,7 +27,13 @@ class CaptureModule(pl.LightningModule):
         view_factory: ``(capture, batch) -> view``, or None to return the raw capture.
         capture_path: ``dense`` (attention maps from the model when needed) or ``blockwise`` (queries and
             keys recorded under SDPA, :mod:`attnsim.capture.queries`; no attention map is ever returned); ``recomputed``
-            records them likewise for the dense view that recomputes each chunk's maps (:mod:`attnsim.stats.pairs.fused`).
+            records them likewise for the dense view that recomputes each chunk's maps (:mod:`attnsim.stats.pairs.fused`);
+            ``streamed`` runs eager attention that hands each layer's maps to the batch's view as they are computed
+            (:mod:`attnsim.capture.streaming`): ``view_factory`` then has ``open(batch, n_layers, n_heads)``, whose view
+            takes them (``fold``) and, after the forward pass, the captured vectors (``attach``).
+
+    Raises:
+        ValueError: ``capture_path`` is ``streamed`` and ``view_factory`` cannot open a view before the forward pass.
     """
 
     def __init__(
@@ -47,10 +53,15 @@ class CaptureModule(pl.LightningModule):
         self.view_factory = view_factory
         self.forward_calls = 0
         self.capture_path = capture_path
+        if capture_path == "streamed" and not getattr(view_factory, "streams_attention", False):
+            raise ValueError("capture_path='streamed' needs a view factory that opens each batch's view before its forward pass (StreamedViews).")
         if vector == "result":
             self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
 
-    def forward(self, batch: Dict[str, Any]):
+    def forward(self, batch: Dict[str, Any], stream: Optional[Callable[[torch.Tensor], None]] = None):
+        """One captured forward pass of ``batch``; ``stream`` (the streamed path) receives each layer's attention maps."""
+        from attnsim.capture.streaming import streaming
+
         self.forward_calls += 1
         if self.info.arch.vision:  # images: pixel_values (B, C, H, W); every token is real
             inputs = vision_inputs(batch["pixel_values"], self.info.config, self.info.arch)
@@ -58,24 +69,30 @@ class CaptureModule(pl.LightningModule):
             inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         # T of the batch (images: extra tokens + patches of the layout); every captured tensor is checked against it
         recorded = self.capture_path in ("blockwise", "recomputed")  # queries and keys under SDPA, no maps
-        _, capture = forward_with_capture(
-            self.model,
-            self.info.arch,
-            self.info.n_heads,
-            inputs,
-            self.needs_attention and not recorded,
-            seq_len=int(batch["input_ids"].shape[1]),
-            queries=recorded and self.needs_attention,
-        )
+        with streaming(stream):
+            _, capture = forward_with_capture(
+                self.model,
+                self.info.arch,
+                self.info.n_heads,
+                inputs,
+                self.needs_attention and not recorded and stream is None,
+                seq_len=int(batch["input_ids"].shape[1]),
+                queries=recorded and self.needs_attention,
+            )
         return capture
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> Any:
-        capture = self(batch)
+        view = None
+        if self.capture_path == "streamed" and self.needs_attention:  # the view folds each layer's maps during the forward pass
+            view = self.view_factory.open(batch, self.info.n_layers, self.info.n_heads)
+        capture = self(batch, None if view is None else view.fold)
         # per-layer tensors: the statistics read them window by window and never need them stacked
         vectors = capture.z_layers
         if self.vector == "result":
             vectors = tuple(head_results(z[None], self.w_o[layer : layer + 1])[0] for layer, z in enumerate(capture.z_layers))
         raw = BatchCapture(vectors, capture.attention_layers, self.vector, capture.query_keys)
+        if view is not None:
+            return view.attach(raw)
         return raw if self.view_factory is None else self.view_factory(raw, batch)
 
     def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:

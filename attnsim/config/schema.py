@@ -105,12 +105,16 @@ class HeadFusion(StrEnum):
 
 
 class CapturePath(StrEnum):
-    """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else ``dense``;
-    ``dense``: the model's T x T attention maps (eager attention when a finding needs them); ``blockwise``: queries and keys
-    captured under SDPA and the attention recomputed one block of query rows at a time (no T x T map)."""
+    """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else
+    ``streamed`` when a finding reads attention and none reads every window's whole maps, else ``dense``;
+    ``dense``: the model's T x T attention maps, every layer's at once (eager attention when a finding needs them);
+    ``streamed``: the same eager maps, folded into the statistics one layer at a time during the forward pass;
+    ``blockwise``: queries and keys captured under SDPA and the attention recomputed one block of query rows at a time
+    (no T x T map)."""
 
     auto = "auto"
     dense = "dense"
+    streamed = "streamed"  # dense statistics, each layer's eager maps folded during the forward pass and freed
     blockwise = "blockwise"
     recomputed = "recomputed"  # dense statistics, the attention recomputed from queries and keys recorded under SDPA (no eager maps)
 

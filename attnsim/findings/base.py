@@ -225,7 +225,9 @@ def reduce_findings(findings: Sequence[Finding]) -> None:
         finding.windows = int(total)
 
 
-def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str = "dense", block_rows: int = 256) -> Callable[[Any, Dict[str, Any]], PairView]:
+def view_factory(
+    findings: Sequence[Finding], stats_cfg: Any, capture_path: str = "dense", block_rows: int = 256, keep: int = 1
+) -> Callable[[Any, Dict[str, Any]], PairView]:
     """The per-batch view builder the workflow gives the capture module: ``(capture, batch) -> PairView``.
 
     Every finding's reducers are registered with each view up front, so that one walk over the
@@ -236,7 +238,10 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
         stats_cfg: :class:`attnsim.config.StatsConfig` (high-pair rule, special tokens, normalisation).
         capture_path: ``dense`` (:class:`~attnsim.stats.pairs.PairView`) or ``blockwise``
             (:class:`~attnsim.stats.pairs.blocks.BlockPairView`, ``block_rows`` query rows per block), or ``recomputed``
-            (:class:`~attnsim.stats.pairs.fused.RecomputedPairView`: the dense view, maps recomputed from queries and keys).
+            (:class:`~attnsim.stats.pairs.fused.RecomputedPairView`: the dense view, maps recomputed from queries and keys), or
+            ``streamed`` (:class:`~attnsim.stats.pairs.streamed.StreamedViews`: the dense view opened before the forward pass,
+            folding each layer's eager maps as they are computed).
+        keep: the streamed path's windows per batch whose maps are kept for the example figures (``plots.examples``).
 
     Returns:
         :meth:`PairView.from_capture <attnsim.stats.pairs.PairView.from_capture>` with the run's settings
@@ -251,6 +256,10 @@ def view_factory(findings: Sequence[Finding], stats_cfg: Any, capture_path: str 
     settings = dict(
         top_fraction=s.top_fraction, high_rule=s.high_rule, zscore=s.zscore, include_special=s.include_special, normalise=s.normalise, reducers=tuple(kinds)
     )
+    if capture_path == "streamed":
+        from attnsim.stats.pairs.streamed import StreamedViews
+
+        return StreamedViews(keep, **settings)
     if capture_path == "recomputed":
         from attnsim.stats.pairs.fused import RecomputedPairView
 

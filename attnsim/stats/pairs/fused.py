@@ -21,8 +21,10 @@ runs on a shared, loaded machine): forward with Q/K recorded under SDPA 1.23 aga
 1.30; the recomputation (one batched product and softmax per window for all layers) 0.12 against
 0.03 for stacking eager's maps; statistics and forward together 2.15 against 2.20, within the run-to-run
 spread. A whole ``attnsim run paper corpus.limit=128`` peaks about 90 MiB lower (no (layer, batch, head,
-T, T) maps held). ``capture.path=auto`` keeps eager maps at these lengths until an idle machine shows a
-clear gain.
+T, T) maps held). ``capture.path=auto`` takes eager maps at these lengths instead, one layer at a time
+(:mod:`attnsim.stats.pairs.streamed`): no maps of the batch held either, and no recomputation (the
+recomputation cost 0.09-0.12 s of CPU per batch more than it saved in the forward pass, one thread, idle,
+``benchmarks/statistics_cpu.py``).
 """
 
 from __future__ import annotations

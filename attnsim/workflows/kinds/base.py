@@ -73,17 +73,17 @@ def make_capture_module(model: Any, info: Any, needs_attention: bool, cfg: Any, 
         cfg: the resolved config (``model.vector``, ``stats``).
         findings: the run's findings, whose per-chunk reducers the injected view factory registers
             (:func:`~attnsim.findings.base.view_factory`: one walk per window source per batch).
-        capture_path: ``dense``, ``blockwise`` or ``recomputed`` (:func:`~attnsim.capture.load.choose_capture_path`).
+        capture_path: ``dense``, ``streamed``, ``blockwise`` or ``recomputed`` (:func:`~attnsim.capture.load.choose_capture_path`).
     """
     from attnsim.capture.module import CaptureModule
     from attnsim.findings.base import view_factory
 
-    factory = view_factory(findings, cfg.stats, capture_path, cfg.capture.block_rows)
+    factory = view_factory(findings, cfg.stats, capture_path, cfg.capture.block_rows, keep=cfg.plots.examples)
     return CaptureModule(model, info, needs_attention, cfg.model.vector, factory, capture_path=capture_path)
 
 
 def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str], Any]:
-    """Load the model on the run's capture path (dense, blockwise or recomputed) and wrap it in the plain capture.
+    """Load the model on the run's capture path (dense, streamed, blockwise or recomputed) and wrap it in the plain capture.
 
     Returns:
         ``(module, model tags, model)``.
@@ -107,6 +107,10 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
         from attnsim.capture.queries import register
 
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, register() if needs.attention else "sdpa", False, cfg.model.dtype)
+    elif path == "streamed" and needs.attention:  # eager attention handing each layer's maps to the batch's view
+        from attnsim.capture.streaming import register as register_streaming
+
+        model, model_tags = load_model(info, cfg.model.init, cfg.seed, register_streaming(), False, cfg.model.dtype)
     else:
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs.attention, cfg.model.dtype)
     model_tags[Tag.CAPTURE_PATH.value] = path

@@ -143,8 +143,8 @@ def test_score_changes_the_recomputation_cannot_reproduce_are_refused():
 
 
 def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_cannot_run():
-    """auto: blockwise above capture.blockwise_above tokens for text; dense for images and gradients;
-    blockwise asked for images is a ConfigError before any model loads."""
+    """auto: blockwise above capture.blockwise_above tokens for text, streamed at or below it (dense without
+    attention); dense for images and gradients; blockwise asked for images is a ConfigError before any model loads."""
     from types import SimpleNamespace
 
     from attnsim.capture.architectures import architecture_for
@@ -153,7 +153,8 @@ def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_canno
 
     text = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="llama"))
     image = ModelInfo("x", "x", "vit", 2, 4, 8, 32, 0, architecture_for("vit"), SimpleNamespace(model_type="vit"))
-    assert choose_capture_path("auto", 512, 512, text, True) == "dense"
+    assert choose_capture_path("auto", 512, 512, text, True) == "streamed"
+    assert choose_capture_path("auto", 512, 512, text, False) == "dense"
     assert choose_capture_path("auto", 513, 512, text, True) == "blockwise"
     assert choose_capture_path("dense", 8192, 512, text, True) == "dense"
     assert choose_capture_path("blockwise", 64, 512, text, True) == "blockwise"
@@ -167,7 +168,7 @@ def test_capture_path_choice_is_automatic_overridable_and_refused_where_it_canno
     assert choose_capture_path("auto", 4096, 512, soft, False) == "blockwise"  # no attention recomputed: CSM only
     with pytest.raises(ConfigError, match="high_rule=top_fraction"):
         choose_capture_path("auto", 4096, 512, text, True, high_rule="zscore")
-    assert choose_capture_path("auto", 256, 512, text, True, high_rule="zscore") == "dense"
+    assert choose_capture_path("auto", 256, 512, text, True, high_rule="zscore") == "streamed"
 
 
 def test_findings_without_a_blockwise_form_run_dense_under_auto_and_are_refused_under_blockwise(tiny_bert, tmp_path):

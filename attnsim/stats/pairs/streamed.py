@@ -1,0 +1,158 @@
+"""The dense view whose attention walk runs during the forward pass, one layer's maps at a time (no maps kept).
+
+:class:`StreamedPairView` is :class:`~attnsim.stats.pairs.PairView` for a batch whose model runs eager attention
+that hands each layer's (batch, head, T, T) probabilities over as it computes them (:mod:`attnsim.capture.streaming`).
+The view is opened from the batch *before* the forward pass (:meth:`StreamedPairView.open`); each layer's maps are
+folded in as they arrive (:meth:`StreamedPairView.fold`) exactly as the dense view's attention walk on a CPU hands
+them over (one :class:`~attnsim.stats.pairs.reducers.Piece` per cache-sized chunk of windows of one layer, layers
+in order, every registered attention reducer updated with every piece), and then dropped; after the forward pass the
+per-head vectors are attached (:meth:`StreamedPairView.attach`) and the CSM walk and every finding's update run as on
+the dense view. The statistics are those of the dense path bit for bit (the same eager maps, the same pieces in the
+same order; ``tests/stats/pairs/test_streamed.py``), while at most one layer's maps are alive: at 32 MiniLM windows
+of 128 tokens, 24 MiB instead of the 6 x 24 MiB eager attention returns together (docs/performance.md).
+
+The first ``keep`` windows' maps of every layer are kept (copied) for the example figures
+(:meth:`~attnsim.stats.pairs.PairView.attention_windows`); a finding that reads every window's whole maps
+(:attr:`~attnsim.stats.pairs.PairView.attention`: rollout, attention maps) needs the dense path, which
+:func:`~attnsim.capture.load.choose_capture_path` chooses for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from attnsim.stats.pairs.reducers import ChunkReducer, Piece
+from attnsim.stats.pairs.view import PairView
+
+
+class StreamedPairView(PairView):
+    """:class:`PairView` whose attention walk is folded layer by layer during the forward pass (module docstring).
+
+    Build it with :meth:`open` before the forward pass, hand :meth:`fold` every layer's maps in order, then
+    :meth:`attach` the captured per-head vectors.
+
+    Args:
+        batch: the batch dict (see :class:`~attnsim.stats.pairs.PairView`).
+        n_layers, n_heads: the model's layers and (query) heads.
+        keep: windows whose maps are kept for the example figures (the first ``keep`` of the batch).
+        settings: keyword arguments of :class:`~attnsim.stats.pairs.PairView` (``top_fraction``, ``reducers``, ...).
+    """
+
+    def __init__(self, batch: Dict[str, torch.Tensor], n_layers: int, n_heads: int, keep: int = 1, **settings: Any):
+        ids = batch["input_ids"]
+        shell = [ids.new_empty((ids.shape[0], n_heads, ids.shape[1], 0), dtype=torch.float32)] * n_layers  # shapes only, until attach
+        super().__init__(shell, batch, None, positions=batch.get("positions"), **settings)
+        self.keep = min(max(0, int(keep)), self.batch_size)
+        self._folded = 0  # layers folded so far
+        self._kept: List[torch.Tensor] = []  # per layer, (keep, H, T, T) float32 maps of the first windows
+        self._stream: Optional[List[ChunkReducer]] = None  # the attention reducers while the layers arrive
+        self._attached = False
+
+    @classmethod
+    def open(cls, batch: Dict[str, torch.Tensor], n_layers: int, n_heads: int, **settings: Any) -> "StreamedPairView":
+        """The view of a batch about to run through the model (its attention reducers built on the first :meth:`fold`)."""
+        return cls(batch, n_layers, n_heads, **settings)
+
+    def fold(self, maps: torch.Tensor) -> None:
+        """Fold the next layer's (batch, head, T, T) attention probabilities into every attention reducer.
+
+        Raises:
+            ModelError: the maps are not (batch, n_heads, T, T), or more layers arrive than the model has.
+        """
+        from attnsim.errors import ModelError
+
+        layer = self._folded
+        expected = (self.batch_size, self.n_heads, self.seq_len, self.seq_len)
+        if layer >= self.n_layers or tuple(maps.shape) != expected:
+            where = f"attention call {layer + 1} of a model with {self.n_layers} layers"
+            raise ModelError(
+                f"The streamed capture received attention probabilities of shape {tuple(maps.shape)} at {where}; it expects one "
+                f"(batch, heads, tokens, tokens) = {expected} map per layer. Use capture.path=dense for this model."
+            )
+        if self._stream is None:
+            self._stream = [kind(self) for kind in self._registered["attention"]]
+        T = self.seq_len
+        for start, stop in self._chunks(1):
+            piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, maps[start:stop].float().unsqueeze(1))  # (c, 1, H, T, T)
+            for reducer in self._stream:
+                reducer.update(self, piece)
+        if self.keep:
+            self._kept.append(maps[: self.keep].float().clone())
+        self._folded += 1
+
+    def attach(self, capture: Any) -> "StreamedPairView":
+        """Attach the batch's captured per-head vectors (``capture.vectors``: L (batch, head, T, d) tensors) after the
+        forward pass, finishing the attention walk; returns the view, ready for every statistic.
+
+        Raises:
+            ModelError: fewer layers' maps arrived than the model has (a model whose attention bypasses the
+                streamed implementation).
+        """
+        from attnsim.errors import ModelError
+        from attnsim.stats.pairs.view import _layers
+
+        if self._folded != self.n_layers:
+            raise ModelError(
+                f"The streamed capture received the attention of {self._folded} attention calls, but the model has {self.n_layers} layers: "
+                "its attention does not run through transformers' attention interface. Use capture.path=dense for this model."
+            )
+        vectors = capture.vectors
+        self._stacked_vectors = vectors if isinstance(vectors, torch.Tensor) else None
+        self._vector_layers = _layers(vectors)
+        self.capture = capture
+        if self._stream is not None:
+            for reducer in self._stream:
+                reducer.finish(self)
+            self._reduced.update(zip(self._registered["attention"], self._stream))
+            self._walked.add("attention")
+            self._stream = None
+        self._attached = True
+        return self
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the attention was streamed (every layer's maps folded)."""
+        return self._folded > 0
+
+    def _attention_chunk(self, start: int, stop: int) -> torch.Tensor:
+        # (c, L, H, T, T) float32 attention of windows start..stop-1: only the kept windows exist
+        if stop > self.keep:
+            raise ValueError(
+                f"The streamed view keeps the attention maps of its first {self.keep} window(s) only (windows {start}..{stop - 1} were asked for), and "
+                "its attention reducers must be registered before the forward pass. Use capture.path=dense for a statistic that reads every window's maps."
+            )
+        return torch.stack([maps[start:stop] for maps in self._kept], 1)
+
+    @property
+    def attention(self) -> Optional[torch.Tensor]:  # type: ignore[override]
+        """Not available: the streamed view keeps no batch's maps (raises ValueError naming ``capture.path=dense``)."""
+        return self._attention_chunk(0, self.batch_size)
+
+
+class StreamedViews:
+    """The streamed path's view factory (picklable): :meth:`open` a batch's view before its forward pass.
+
+    Args:
+        keep: windows whose maps each view keeps for the example figures.
+        settings: keyword arguments of :class:`~attnsim.stats.pairs.PairView`.
+    """
+
+    streams_attention = True
+    """Marks a factory whose views are opened before the forward pass (:class:`~attnsim.capture.module.CaptureModule`)."""
+
+    def __init__(self, keep: int = 1, **settings: Any) -> None:
+        self.keep = keep
+        self.settings = settings
+
+    def open(self, batch: Dict[str, torch.Tensor], n_layers: int, n_heads: int) -> StreamedPairView:
+        """A batch's view, before its forward pass."""
+        return StreamedPairView.open(batch, n_layers, n_heads, keep=self.keep, **self.settings)
+
+    def __call__(self, capture: Any, batch: Dict[str, torch.Tensor]) -> PairView:
+        """The dense view of a batch captured without attention (no finding reads it, nothing to stream)."""
+        return PairView.from_capture(capture, batch, **self.settings)
+
+
+__all__ = ["StreamedPairView", "StreamedViews"]

@@ -1,0 +1,157 @@
+"""The streamed capture path: each layer's eager attention maps folded into the statistics during the forward pass
+(:mod:`attnsim.capture.streaming`, :class:`~attnsim.stats.pairs.streamed.StreamedPairView`). Every `paper` statistic
+equals the dense path's bit for bit (the same eager maps, the same pieces in the same order), on an encoder and on a
+grouped-query decoder; no layer's maps outlive its fold; the path's refusals."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attnsim.capture.load import choose_capture_path
+from attnsim.config import load_config
+from attnsim.data.module import collate_windows
+from attnsim.errors import ConfigError, ModelError
+from attnsim.stats.pairs.streamed import StreamedPairView, StreamedViews
+from attnsim.workflows.kinds.base import plain_module
+from attnsim.workflows.run import build_findings, prepare
+from tests.helpers.tiny_models import save_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("llama"), "llama", heads=4)  # 2 key/value heads: grouped-query attention
+
+
+def _measure(model_path, path: str, seq_len: int, windows: int = 6, batch: int = 4):
+    """Every `paper` finding over ``windows`` BBC windows (the last batch shorter) on capture ``path``: findings, tags, views."""
+    cfg = load_config("paper", [f"model.path={model_path}", f"corpus.seq_len={seq_len}", f"corpus.limit={windows}", f"trainer.batch_size={batch}", f"capture.path={path}"])
+    prepared = prepare(cfg)
+    findings = build_findings(prepared)
+    module, tags, _ = plain_module(prepared, findings)
+    corpus = prepared.corpus.windows
+    views = []
+    with torch.inference_mode():
+        for start in range(0, len(corpus), batch):
+            view = module.predict_step(collate_windows(list(enumerate(corpus[start : start + batch]))), start // batch)
+            for finding in findings:
+                finding.update(view)
+                assert finding.error is None, (finding.name, finding.error)
+            views.append(view)
+    return findings, tags, views
+
+
+def _assert_same_states(dense, streamed) -> int:
+    compared = 0
+    for a, b in zip(dense, streamed):
+        for key, accumulator in a.accumulators.items():
+            for name in accumulator._defaults:
+                assert torch.equal(getattr(accumulator, name), getattr(b.accumulators[key], name)), (a.name, key, name)
+                compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("model", ["tiny_bert", "tiny_llama"])
+def test_streamed_statistics_equal_the_dense_paths_bit_for_bit(model, request):
+    """Tiny BERT (T = 64) and a tiny Llama with grouped-query attention (T = 48), 6 windows in batches of 4 and 2:
+    every sum state of every `paper` finding is equal (torch.equal) on the dense and the streamed path, and the
+    auto path of such a run is the streamed one."""
+    path = request.getfixturevalue(model)
+    seq_len = 64 if model == "tiny_bert" else 48
+    dense, dense_tags, _ = _measure(path, "dense", seq_len)
+    streamed, tags, views = _measure(path, "auto", seq_len)
+    assert dense_tags["attnsim.capture_path"] == "dense" and tags["attnsim.capture_path"] == "streamed"
+    assert all(isinstance(view, StreamedPairView) for view in views)
+    assert _assert_same_states(dense, streamed) >= 60
+
+
+def test_no_layer_s_maps_outlive_its_fold(tiny_bert):
+    """When layer n's maps arrive, layer n-1's are gone (only the first window's copy is kept, for the example
+    figures), and the model returned none: at most one layer's (batch, head, T, T) maps are alive at a time."""
+    cfg = load_config("paper", [f"model.path={tiny_bert}", "corpus.seq_len=32", "corpus.limit=4", "trainer.batch_size=4", "plots.examples=1"])
+    prepared = prepare(cfg)
+    findings = build_findings(prepared)
+    module, tags, _ = plain_module(prepared, findings)
+    assert tags["attnsim.capture_path"] == "streamed"
+    alive = []
+    fold = StreamedPairView.fold
+
+    def watched(self, maps):
+        gc.collect()
+        alive.append([ref() is not None for ref in self.__dict__.setdefault("_refs", [])])
+        self._refs.append(weakref.ref(maps))
+        fold(self, maps)
+
+    batch = collate_windows(list(enumerate(prepared.corpus.windows)))
+    with pytest.MonkeyPatch.context() as patch, torch.inference_mode():
+        patch.setattr(StreamedPairView, "fold", watched)
+        view = module.predict_step(batch, 0)
+    assert alive == [[], [False]]  # 2 layers: the first layer's maps were freed before the second's fold
+    assert view.capture.attention is None
+    kept = view.attention_windows(1)  # (1, L, H, T, T): the first window's maps, rows summing to 1
+    assert kept.shape == (1, 2, 4, 32, 32)
+    torch.testing.assert_close(kept.sum(-1), torch.ones(1, 2, 4, 32))
+    with pytest.raises(ValueError, match="capture.path=dense"):
+        view.attention_windows(2)
+    with pytest.raises(ValueError, match="capture.path=dense"):
+        view.attention  # noqa: B018 - the property raises
+
+
+def test_the_fold_refuses_a_map_of_another_shape_and_too_few_layers():
+    batch = {
+        "input_ids": torch.arange(8).view(1, 8),
+        "attention_mask": torch.ones(1, 8, dtype=torch.long),
+        "special_mask": torch.zeros(1, 8, dtype=torch.bool),
+        "sentence_ids": torch.zeros(1, 8, dtype=torch.long),
+    }
+    view = StreamedPairView.open(batch, 2, 3)
+    with pytest.raises(ModelError, match=r"shape \(1, 2, 8, 8\).*\(1, 3, 8, 8\).*capture.path=dense"):
+        view.fold(torch.full((1, 2, 8, 8), 1 / 8))
+    view.fold(torch.full((1, 3, 8, 8), 1 / 8))
+    with pytest.raises(ModelError, match="1 attention calls, but the model has 2 layers"):
+        view.attach(SimpleNamespace(vectors=[torch.zeros(1, 3, 8, 4)] * 2))
+
+
+def test_capture_paths_chosen_and_refused():
+    """auto: streamed for text windows whose findings read attention and have a blockwise form; dense with a
+    finding that reads whole maps (rollout), for images and without attention; streamed asked for such a run is refused."""
+    text = SimpleNamespace(arch=SimpleNamespace(vision=False), config=SimpleNamespace())
+    image = SimpleNamespace(arch=SimpleNamespace(vision=True), config=SimpleNamespace())
+    assert choose_capture_path("auto", 128, 512, text, True) == "streamed"
+    assert choose_capture_path("auto", 128, 512, text, False) == "dense"
+    assert choose_capture_path("auto", 128, 512, text, True, without_blockwise=["rollout"]) == "dense"
+    assert choose_capture_path("auto", 128, 512, image, True) == "dense"
+    assert choose_capture_path("auto", 1024, 512, text, True) == "blockwise"
+    with pytest.raises(ConfigError, match="rollout.*capture.path=dense or auto"):
+        choose_capture_path("streamed", 128, 512, text, True, without_blockwise=["rollout"])
+    with pytest.raises(ConfigError, match="images"):
+        choose_capture_path("streamed", 128, 512, image, True)
+
+
+def test_a_model_family_without_an_eager_function_is_refused():
+    from attnsim.capture.streaming import model_eager_attention
+
+    with pytest.raises(ModelError, match="eager_attention_forward.*capture.path=dense"):
+        model_eager_attention(torch.nn.Linear(2, 2))
+
+
+def test_the_capture_module_refuses_streaming_without_a_streaming_factory():
+    from attnsim.capture.module import CaptureModule
+
+    info = SimpleNamespace(arch=SimpleNamespace(vision=False), n_layers=1, n_heads=1)
+    with pytest.raises(ValueError, match="StreamedViews"):
+        CaptureModule(torch.nn.Linear(1, 1), info, True, "z", lambda capture, batch: None, capture_path="streamed")
+    assert CaptureModule(torch.nn.Linear(1, 1), info, True, "z", StreamedViews(), capture_path="streamed").capture_path == "streamed"
+
+
+def test_dense_memory_of_the_streamed_path_is_one_layer():
+    from attnsim.capture.load import dense_memory
+
+    info = SimpleNamespace(n_layers=30, n_heads=9)
+    one = 16 * 9 * 128 * 128 * 4
+    assert dense_memory(info, 128, 16) == 31 * one
+    assert dense_memory(info, 128, 16, streamed=True) == 2 * one
