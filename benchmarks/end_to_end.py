@@ -20,6 +20,7 @@ stage table, and a PASS/FAIL line per target; exits 0 even when a target fails.
 Usage:
     python benchmarks/end_to_end.py                         # csm and paper, 512 windows, 3 pairs (~6 min here)
     python benchmarks/end_to_end.py --pairs 1 --windows 64  # a quick look
+    python benchmarks/end_to_end.py --floor                 # also the plain script with attnsim's libraries imported (the memory floor)
     python benchmarks/end_to_end.py --device cuda
     python benchmarks/end_to_end.py --model smollm2 --windows 64 --batch-size 16 --experiments paper
     python benchmarks/end_to_end.py --model smollm2 --seq-len 512 --windows 8 --batch-size 4 --pairs 1
@@ -99,8 +100,10 @@ def attnsim_command(experiment: str, args, uri: str) -> List[str]:
     return [sys.executable, "-m", "attnsim.cli", "run", experiment, *overrides, "--uri", uri]
 
 
-def plain_command(args) -> List[str]:
+def plain_command(args, libraries: bool = False) -> List[str]:
     model = ["--model-dir", args.model_dir] if args.model_dir else []
+    if libraries:  # the floor: the same script with attnsim's libraries imported first
+        model.append("--libraries")
     return [
         sys.executable,
         PLAIN,
@@ -131,10 +134,12 @@ def model_dir(model: str, env: Dict[str, str]) -> str:
 
 
 def bench(experiment: str, args, uri: str, env: Dict[str, str]) -> dict:
-    sides: Dict[str, List[dict]] = {"attnsim": [], "plain": []}
+    sides: Dict[str, List[dict]] = {"attnsim": [], "plain": [], "floor": []}
+    order = ("attnsim", "plain", "floor") if args.floor else ("attnsim", "plain")
     for pair in range(args.pairs):
-        for side in ("attnsim", "plain") if pair % 2 == 0 else ("plain", "attnsim"):
-            result = timed(attnsim_command(experiment, args, uri) if side == "attnsim" else plain_command(args), env)
+        for side in order if pair % 2 == 0 else order[::-1]:
+            command = attnsim_command(experiment, args, uri) if side == "attnsim" else plain_command(args, libraries=side == "floor")
+            result = timed(command, env)
             if side == "attnsim":
                 run_id = next(line.split()[2] for line in result["stdout"].splitlines() if line.startswith("run id: "))
                 result["stages"] = run_metrics(uri, run_id, env)
@@ -151,6 +156,7 @@ def bench(experiment: str, args, uri: str, env: Dict[str, str]) -> dict:
         "plain_cpu": median("plain", "cpu"),
         "peak": median("attnsim", "peak_mib"),
         "plain_peak": median("plain", "peak_mib"),
+        "floor_peak": median("floor", "peak_mib") if sides["floor"] else None,
         "stages": stages,
         "walls": [r["wall"] for r in sides["attnsim"]],
         "plain_walls": [r["wall"] for r in sides["plain"]],
@@ -188,11 +194,20 @@ def print_tables(results: List[dict], args) -> None:
             print(f"target {r['experiment']} peak RSS <= {rss_target}x the plain script's: {rss:.2f}x -> {'PASS' if rss <= rss_target else 'FAIL'}")
         else:
             print(f"{r['experiment']} peak RSS {rss:.2f}x the plain script's (the targets are for the bundled MiniLM at 128 tokens)")
+        if r["floor_peak"] is not None:
+            floor = r["floor_peak"]
+            print(
+                f"{r['experiment']}: the plain script with attnsim's libraries imported (--floor) peaks at {floor:,.0f} MiB, {floor / r['plain_peak']:.2f}x the plain "
+                f"script's; attnsim's own memory above that floor: {r['peak'] - floor:+,.0f} MiB"
+            )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiments", nargs="+", default=["csm", "paper"])
+    parser.add_argument(
+        "--floor", action="store_true", help="also run the plain script with attnsim's libraries imported (plain_forward.py --libraries): the memory floor"
+    )
     parser.add_argument("--windows", type=positive, default=512, help="BBC windows of every run (default 512)")
     parser.add_argument("--pairs", type=positive, default=3, help="alternating (attnsim, plain) pairs; medians are reported (default 3)")
     parser.add_argument("--batch-size", type=positive, default=32)

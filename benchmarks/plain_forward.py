@@ -7,6 +7,11 @@ of each article, padded), and run the forward pass batch by batch under ``torch.
 Nothing is captured, kept or logged. It imports only torch and transformers, never attnsim. ``--model-dir``
 runs another model folder the same way (SmolLM2's converted folder, which ``end_to_end.py --model smollm2`` finds).
 
+``--libraries`` first imports, without using them, the libraries ``attnsim run`` cannot do without: Lightning
+(its loop), MLflow with its SQL tracking store, and numba with attnsim's compiled kernels (one kernel called, so
+that numba loads its compiled code): the same forward pass with those libraries resident, the floor under
+attnsim's peak memory that no change to attnsim's own code can go below (``end_to_end.py --floor``).
+
 Prints one line ``RESULT {json}``: ``windows``, ``forward`` (seconds in the forward passes) and
 ``imports`` (seconds importing torch and transformers).
 
@@ -47,11 +52,20 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--model-dir", default=None, help="a model folder (save_pretrained format; end_to_end.py passes SmolLM2's converted folder); default the bundled MiniLM"
     )
+    parser.add_argument("--libraries", action="store_true", help="also import Lightning, MLflow's SQL store and attnsim's compiled kernels first (module docstring)")
     args = parser.parse_args(argv)
     from importlib.resources import files
 
     import torch
     from transformers import AutoModel, AutoTokenizer
+
+    if args.libraries:
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (MLflow and its SQL store, as a run opens them)
+        import pytorch_lightning  # noqa: F401
+
+        from attnsim.stats.pairs.kernels import compiled_top
+
+        compiled_top(torch.arange(64, dtype=torch.float32).view(2, 32), 3)  # numba loads its compiled code
 
     imported = time.perf_counter()
     torch.set_num_threads(args.threads)

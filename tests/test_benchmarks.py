@@ -34,7 +34,7 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
 
 
 def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
-    out = script("end_to_end.py", "--pairs", "1", "--windows", "4", "--batch-size", "2", "--experiments", "csm")
+    out = script("end_to_end.py", "--pairs", "1", "--windows", "4", "--batch-size", "2", "--experiments", "csm", "--floor")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "| command | wall | plain script | ratio | CPU s (user+sys) vs plain | peak RSS vs plain |" in out.stdout
     row = next(line for line in out.stdout.splitlines() if line.startswith("| `attnsim run csm corpus.limit=4` |"))
@@ -47,6 +47,9 @@ def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
     assert {"imports", "windows", "tracker", "setup", "load_model", "open_run", "predict", "figures", "unattributed"} <= set(stages)
     assert stages["imports"] > 0 and stages["predict"] > 0 and stages["unattributed"] < stages["total (command start to the timings logged)"]
     assert "target csm whole-process ratio >= 0.8:" in out.stdout and "target csm peak RSS <= 1.5x the plain script's:" in out.stdout
+    # the floor: the plain script with Lightning, MLflow's SQL store and the compiled kernels resident (hundreds of MiB more)
+    floor = next(line for line in out.stdout.splitlines() if "(--floor) peaks at" in line)
+    assert float(floor.split("MiB, ")[1].split("x")[0]) > 1.2, floor
 
 
 def test_rss_timeline_tags_each_sample_with_its_stage_and_splits_anonymous_from_file_backed(tracking_uri, tmp_path):

@@ -95,6 +95,12 @@ class CaptureModule(pl.LightningModule):
             return view.attach(raw)
         return raw if self.view_factory is None else self.view_factory(raw, batch)
 
+    def on_predict_start(self) -> None:
+        """A predict run starts: a view factory that counts the run's windows (the streamed path's) starts again."""
+        reset = getattr(self.view_factory, "reset", None)
+        if callable(reset):
+            reset()
+
     def on_predict_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         release_view(outputs)
 

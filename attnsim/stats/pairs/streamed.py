@@ -11,8 +11,9 @@ the dense view. The statistics are those of the dense path bit for bit (the same
 same order; ``tests/stats/pairs/test_streamed.py``), while at most one layer's maps are alive: at 32 MiniLM windows
 of 128 tokens, 24 MiB instead of the 6 x 24 MiB eager attention returns together (docs/performance.md).
 
-The first ``keep`` windows' maps of every layer are kept (copied) for the example figures
-(:meth:`~attnsim.stats.pairs.PairView.attention_windows`); a finding that reads every window's whole maps
+The first ``keep`` windows' maps of every layer are kept (copied into one (keep, layer, head, T, T) tensor) for the
+example figures (:meth:`~attnsim.stats.pairs.PairView.attention_windows`), and only while the run still records
+examples (:class:`StreamedViews` counts the windows kept); a finding that reads every window's whole maps
 (:attr:`~attnsim.stats.pairs.PairView.attention`: rollout, attention maps) needs the dense path, which
 :func:`~attnsim.capture.load.choose_capture_path` chooses for it.
 """
@@ -46,7 +47,7 @@ class StreamedPairView(PairView):
         super().__init__(shell, batch, None, positions=batch.get("positions"), **settings)
         self.keep = min(max(0, int(keep)), self.batch_size)
         self._folded = 0  # layers folded so far
-        self._kept: List[torch.Tensor] = []  # per layer, (keep, H, T, T) float32 maps of the first windows
+        self._kept: Optional[torch.Tensor] = None  # (keep, L, H, T, T) float32 maps of the first windows, filled layer by layer
         self._stream: Optional[List[ChunkReducer]] = None  # the attention reducers while the layers arrive
         self._attached = False
 
@@ -79,7 +80,9 @@ class StreamedPairView(PairView):
             for reducer in self._stream:
                 reducer.update(self, piece)
         if self.keep:
-            self._kept.append(maps[: self.keep].float().clone())
+            if self._kept is None:
+                self._kept = maps.new_empty((self.keep, self.n_layers, self.n_heads, T, T), dtype=torch.float32)
+            self._kept[:, layer] = maps[: self.keep]
         self._folded += 1
 
     def attach(self, capture: Any) -> "StreamedPairView":
@@ -123,7 +126,7 @@ class StreamedPairView(PairView):
                 f"The streamed view keeps the attention maps of its first {self.keep} window(s) only (windows {start}..{stop - 1} were asked for), and "
                 "its attention reducers must be registered before the forward pass. Use capture.path=dense for a statistic that reads every window's maps."
             )
-        return torch.stack([maps[start:stop] for maps in self._kept], 1)
+        return self._kept[start:stop]  # a view: the example recorder keeps the whole tensor without a copy
 
     @property
     def attention(self) -> Optional[torch.Tensor]:  # type: ignore[override]
@@ -134,8 +137,12 @@ class StreamedPairView(PairView):
 class StreamedViews:
     """The streamed path's view factory (picklable): :meth:`open` a batch's view before its forward pass.
 
+    The example recorder (:class:`~attnsim.findings.examples.ExampleRecorder`) records the first ``keep`` windows a
+    predict run serves, in order; the factory keeps those windows' maps and no others (a batch after them keeps
+    none). :meth:`reset` starts the count again (the capture module calls it when a predict run starts).
+
     Args:
-        keep: windows whose maps each view keeps for the example figures.
+        keep: windows of a predict run whose maps are kept for the example figures (``plots.examples``).
         settings: keyword arguments of :class:`~attnsim.stats.pairs.PairView`.
     """
 
@@ -145,10 +152,17 @@ class StreamedViews:
     def __init__(self, keep: int = 1, **settings: Any) -> None:
         self.keep = keep
         self.settings = settings
+        self.kept = 0  # windows of this predict run whose maps were kept
+
+    def reset(self) -> None:
+        """Keep the maps of the next predict run's first ``keep`` windows again."""
+        self.kept = 0
 
     def open(self, batch: Dict[str, torch.Tensor], n_layers: int, n_heads: int) -> StreamedPairView:
         """A batch's view, before its forward pass."""
-        return StreamedPairView.open(batch, n_layers, n_heads, keep=self.keep, **self.settings)
+        keep = max(0, min(self.keep - self.kept, int(batch["input_ids"].shape[0])))
+        self.kept += keep
+        return StreamedPairView.open(batch, n_layers, n_heads, keep=keep, **self.settings)
 
     def __call__(self, capture: Any, batch: Dict[str, torch.Tensor]) -> PairView:
         """The dense view of a batch captured without attention (no finding reads it, nothing to stream)."""

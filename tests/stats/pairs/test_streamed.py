@@ -155,3 +155,22 @@ def test_dense_memory_of_the_streamed_path_is_one_layer():
     one = 16 * 9 * 128 * 128 * 4
     assert dense_memory(info, 128, 16) == 31 * one
     assert dense_memory(info, 128, 16, streamed=True) == 2 * one
+
+
+def test_the_factory_keeps_the_maps_of_a_run_s_first_example_windows_only():
+    """plots.examples = 3 in batches of 2: the first view keeps 2 windows' maps, the second 1, the third none;
+    a new predict run (reset) keeps them again; a kept window's maps are those folded."""
+    batch = {
+        "input_ids": torch.arange(16).view(2, 8),
+        "attention_mask": torch.ones(2, 8, dtype=torch.long),
+        "special_mask": torch.zeros(2, 8, dtype=torch.bool),
+        "sentence_ids": torch.zeros(2, 8, dtype=torch.long),
+    }
+    views = StreamedViews(keep=3)
+    assert [views.open(batch, 1, 2).keep for _ in range(3)] == [2, 1, 0]
+    views.reset()
+    view = views.open(batch, 1, 2)
+    maps = torch.softmax(torch.randn(2, 2, 8, 8), -1)
+    view.fold(maps)
+    view.attach(SimpleNamespace(vectors=[torch.randn(2, 2, 8, 4)]))
+    assert torch.equal(view.attention_windows(2), maps[:, None])  # (2, L=1, H, T, T)
