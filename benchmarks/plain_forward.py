@@ -52,7 +52,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--model-dir", default=None, help="a model folder (save_pretrained format; end_to_end.py passes SmolLM2's converted folder); default the bundled MiniLM"
     )
-    parser.add_argument("--libraries", action="store_true", help="also import Lightning, MLflow's SQL store and attnsim's compiled kernels first (module docstring)")
+    parser.add_argument(
+        "--libraries", action="store_true", help="also import Lightning, MLflow's SQL store and attnsim's compiled kernels first (module docstring)"
+    )
     args = parser.parse_args(argv)
     from importlib.resources import files
 

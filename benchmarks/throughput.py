@@ -139,7 +139,6 @@ def stage_profile(prepared, plain, captured, path: str, device: str, batch_size:
     return medians
 
 
-
 def full_default_run(experiment: str, device: str) -> dict:
     """``attnsim run EXPERIMENT`` with its defaults in a fresh process, logging to a temporary store."""
     with tempfile.TemporaryDirectory() as folder:

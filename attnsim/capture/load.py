@@ -445,7 +445,13 @@ def choose_capture_path(
         return "dense"
     if requested == "streamed":
         if info.arch.vision or needs_gradients or without_blockwise:
-            what = "images" if info.arch.vision else "gradient findings" if needs_gradients else f"the finding(s) {', '.join(without_blockwise)}, which read every window's whole maps"
+            what = (
+                "images"
+                if info.arch.vision
+                else "gradient findings"
+                if needs_gradients
+                else f"the finding(s) {', '.join(without_blockwise)}, which read every window's whole maps"
+            )
             raise ConfigError(f"capture.path=streamed keeps no batch's attention maps, which {what} need. Set capture.path=dense or auto.")
         return "streamed"
     if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded

@@ -102,18 +102,28 @@ def recording_sdpa(
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, is_causal=is_causal, **kwargs)
 
 
+def register_implementation(name: str, function: Any, mask: str) -> str:
+    """Register ``function`` with transformers' ``AttentionInterface`` under ``name``, with the mask function of the
+    built-in implementation ``mask`` (``sdpa`` or ``eager``) under the same name; idempotent.
+
+    Returns:
+        ``name``, to load a model with (``attn_implementation=name``).
+    """
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    AttentionInterface.register(name, function)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS[mask])
+    return name
+
+
 def register() -> str:
     """Register :func:`recording_sdpa` (and SDPA's mask function) under :data:`IMPLEMENTATION`; idempotent.
 
     Returns:
         The implementation name to load a model with (``attn_implementation=...``).
     """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-    AttentionInterface.register(IMPLEMENTATION, recording_sdpa)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, sdpa_mask)
-    return IMPLEMENTATION
+    return register_implementation(IMPLEMENTATION, recording_sdpa, "sdpa")
 
 
 @contextmanager
@@ -144,4 +154,4 @@ def check_recomputable(config: Any) -> None:
         _refuse(f"relative position embeddings in the scores (position_embedding_type={config.position_embedding_type})")
 
 
-__all__ = ["IMPLEMENTATION", "QueryKey", "recording_sdpa", "register", "recording", "check_recomputable"]
+__all__ = ["IMPLEMENTATION", "QueryKey", "recording_sdpa", "register_implementation", "register", "recording", "check_recomputable"]

@@ -48,7 +48,9 @@ def model_eager_attention(module: torch.nn.Module) -> Callable:
     return eager
 
 
-def streaming_eager(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Optional[torch.Tensor], *args: Any, **kwargs: Any):
+def streaming_eager(
+    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Optional[torch.Tensor], *args: Any, **kwargs: Any
+):
     """transformers attention function: the model family's eager attention; under :func:`streaming` its
     probabilities go to the consumer and no weights are returned (module docstring).
 
@@ -69,12 +71,9 @@ def register() -> str:
     Returns:
         The implementation name to load a model with (``attn_implementation=...``).
     """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+    from attnsim.capture.queries import register_implementation
 
-    AttentionInterface.register(IMPLEMENTATION, streaming_eager)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(IMPLEMENTATION, eager_mask)
-    return IMPLEMENTATION
+    return register_implementation(IMPLEMENTATION, streaming_eager, "eager")
 
 
 @contextmanager

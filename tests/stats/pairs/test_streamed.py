@@ -29,7 +29,9 @@ def tiny_llama(tmp_path_factory):
 
 def _measure(model_path, path: str, seq_len: int, windows: int = 6, batch: int = 4):
     """Every `paper` finding over ``windows`` BBC windows (the last batch shorter) on capture ``path``: findings, tags, views."""
-    cfg = load_config("paper", [f"model.path={model_path}", f"corpus.seq_len={seq_len}", f"corpus.limit={windows}", f"trainer.batch_size={batch}", f"capture.path={path}"])
+    cfg = load_config(
+        "paper", [f"model.path={model_path}", f"corpus.seq_len={seq_len}", f"corpus.limit={windows}", f"trainer.batch_size={batch}", f"capture.path={path}"]
+    )
     prepared = prepare(cfg)
     findings = build_findings(prepared)
     module, tags, _ = plain_module(prepared, findings)
