@@ -434,9 +434,11 @@ def choose_capture_path(
     (``without_blockwise``: their names, findings that read every window's whole maps) always use ``dense``
     (a long window then needs its T x T maps: logged as a warning).
 
+    ``streamed`` asked for a run whose findings read no attention runs ``dense`` (nothing to stream).
+
     Raises:
-        ConfigError: ``blockwise`` was asked for images, a finding that needs gradients or a finding of
-            ``without_blockwise``, or would be used
+        ConfigError: ``blockwise`` or ``streamed`` was asked for images, a finding that needs gradients or a finding of
+            ``without_blockwise``, or ``blockwise`` would be used
             with ``stats.high_rule=zscore`` (the blockwise path selects by the top-fraction rule only).
         ModelError: ``blockwise`` with attention findings on a model whose scores the recomputation
             cannot reproduce (soft-capping, ALiBi, a relative position bias).
@@ -444,15 +446,20 @@ def choose_capture_path(
     if requested == "dense":
         return "dense"
     if requested == "streamed":
-        if info.arch.vision or needs_gradients or without_blockwise:
-            what = (
-                "images"
-                if info.arch.vision
-                else "gradient findings"
-                if needs_gradients
-                else f"the finding(s) {', '.join(without_blockwise)}, which read every window's whole maps"
+        if info.arch.vision or needs_gradients:
+            what = "images" if info.arch.vision else "gradient findings"
+            raise ConfigError(
+                f"capture.path=streamed works on text windows without gradient findings ({what} need every layer's maps). Set capture.path=dense or auto."
             )
-            raise ConfigError(f"capture.path=streamed keeps no batch's attention maps, which {what} need. Set capture.path=dense or auto.")
+        if without_blockwise:
+            raise ConfigError(
+                f"capture.path=streamed: the finding(s) {', '.join(without_blockwise)} have no streamed form (the streamed path serves the findings that "
+                "fold attention window by window, as the `paper` findings do; these read whole maps or run passes of their own). "
+                "Set capture.path=dense or auto, or run those findings apart."
+            )
+        if not needs_attention:
+            log.info("capture.path=streamed: no finding reads attention, so there is nothing to stream; the dense path runs (SDPA)")
+            return "dense"
         return "streamed"
     if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded
         if info.arch.vision or needs_gradients:

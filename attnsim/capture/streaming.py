@@ -8,7 +8,9 @@ eager's mask function with ``AttentionMaskInterface``). Each attention call runs
 function (``eager_attention_forward`` of the attention module's modeling file, the one ``attn_implementation="eager"``
 calls), so the probabilities and the heads' outputs are eager's, bit for bit; while :func:`streaming` is active the
 call then hands the probabilities to the consumer (the statistics fold them into their per-batch sums) and returns
-no weights, so the model keeps none and each layer's maps are freed before the next layer runs.
+no weights, so the model keeps none and each layer's maps are freed before the next layer runs. The consumer runs
+with autocast off: under mixed precision (``trainer.precision=bf16-mixed``) the forward pass runs in autocast, but
+the statistics must run as they do on the dense path, after the forward pass, in the maps' own dtype.
 
 Outside :func:`streaming` the function is plain eager attention (weights returned as usual).
 """
@@ -61,7 +63,8 @@ def streaming_eager(
     consumer: Optional[Consumer] = getattr(_state, "consumer", None)
     if consumer is None:
         return output, weights
-    consumer(weights)
+    with torch.autocast(weights.device.type, enabled=False):  # the statistics' arithmetic as on the dense path
+        consumer(weights)
     return output, None
 
 

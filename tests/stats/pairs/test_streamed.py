@@ -27,8 +27,10 @@ def tiny_llama(tmp_path_factory):
     return save_tiny(tmp_path_factory.mktemp("llama"), "llama", heads=4)  # 2 key/value heads: grouped-query attention
 
 
-def _measure(model_path, path: str, seq_len: int, windows: int = 6, batch: int = 4):
-    """Every `paper` finding over ``windows`` BBC windows (the last batch shorter) on capture ``path``: findings, tags, views."""
+def _measure(model_path, path: str, seq_len: int, windows: int = 6, batch: int = 4, autocast: bool = False):
+    """Every `paper` finding over ``windows`` BBC windows (the last batch shorter) on capture ``path``: findings, tags, views.
+    ``autocast``: each predict step runs under bfloat16 CPU autocast, as Lightning runs it with trainer.precision=bf16-mixed
+    (the findings' updates outside it, as its callbacks run)."""
     cfg = load_config(
         "paper", [f"model.path={model_path}", f"corpus.seq_len={seq_len}", f"corpus.limit={windows}", f"trainer.batch_size={batch}", f"capture.path={path}"]
     )
@@ -39,7 +41,8 @@ def _measure(model_path, path: str, seq_len: int, windows: int = 6, batch: int =
     views = []
     with torch.inference_mode():
         for start in range(0, len(corpus), batch):
-            view = module.predict_step(collate_windows(list(enumerate(corpus[start : start + batch]))), start // batch)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                view = module.predict_step(collate_windows(list(enumerate(corpus[start : start + batch]))), start // batch)
             for finding in findings:
                 finding.update(view)
                 assert finding.error is None, (finding.name, finding.error)
@@ -68,6 +71,14 @@ def test_streamed_statistics_equal_the_dense_paths_bit_for_bit(model, request):
     streamed, tags, views = _measure(path, "auto", seq_len)
     assert dense_tags["attnsim.capture_path"] == "dense" and tags["attnsim.capture_path"] == "streamed"
     assert all(isinstance(view, StreamedPairView) for view in views)
+    assert _assert_same_states(dense, streamed) >= 60
+
+
+def test_mixed_precision_statistics_equal_the_dense_paths(tiny_bert):
+    """Under bfloat16 autocast (trainer.precision=bf16-mixed) the forward pass, and with it the streamed fold, runs in
+    autocast; the fold turns it off, so the statistics are the dense path's (computed after the forward pass) bit for bit."""
+    dense, _, _ = _measure(tiny_bert, "dense", 64, autocast=True)
+    streamed, _, _ = _measure(tiny_bert, "streamed", 64, autocast=True)
     assert _assert_same_states(dense, streamed) >= 60
 
 
@@ -125,6 +136,7 @@ def test_capture_paths_chosen_and_refused():
     image = SimpleNamespace(arch=SimpleNamespace(vision=True), config=SimpleNamespace())
     assert choose_capture_path("auto", 128, 512, text, True) == "streamed"
     assert choose_capture_path("auto", 128, 512, text, False) == "dense"
+    assert choose_capture_path("streamed", 128, 512, text, False) == "dense"  # nothing to stream: tagged as what runs
     assert choose_capture_path("auto", 128, 512, text, True, without_blockwise=["rollout"]) == "dense"
     assert choose_capture_path("auto", 128, 512, image, True) == "dense"
     assert choose_capture_path("auto", 1024, 512, text, True) == "blockwise"
