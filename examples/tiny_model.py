@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     path = save_tiny(Path(args.out), args.family, seed=args.seed, positions=args.positions)
     print(f"{args.family}: 2 layers x 4 heads, seeded random weights (seed {args.seed}), saved to {path}")
-    print(f"try it: attnsim run paper model.path={path}")
+    experiment = "alignment" if args.family in SEQ2SEQ else "paper"  # an encoder–decoder measures sentence pairs
+    print(f"try it: attnsim run {experiment} model.path={path}")
     return 0
 
 

@@ -110,7 +110,8 @@ class CapturePath(StrEnum):
     ``dense``: the model's T x T attention maps, every layer's at once (eager attention when a finding needs them);
     ``streamed``: the same eager maps, folded into the statistics one layer at a time during the forward pass;
     ``blockwise``: queries and keys captured under SDPA and the attention recomputed one block of query rows at a time
-    (no T x T map)."""
+    (no T x T map); ``recomputed``: the dense statistics with the attention recomputed from queries and keys recorded
+    under SDPA (no maps held, more CPU)."""
 
     auto = "auto"
     dense = "dense"

@@ -355,7 +355,9 @@ class BlockPairView(PairView):
             return out.fill_(self.n_pairs)
         for layer in range(self.n_layers):
             h, r = high[:, layer], region[:, layer]
-            found = torch.searchsorted(r, h).clamp_max_(r.shape[-1] - 1)
+            found = torch.searchsorted(r.contiguous(), h.contiguous()).clamp_max_(
+                r.shape[-1] - 1
+            )  # layer slices: contiguous, as searchsorted copies them anyway
             inside = (r.gather(-1, found) == h) & (h < self.n_pairs)
             out[:, layer].masked_fill_(~inside, self.n_pairs)
         return out

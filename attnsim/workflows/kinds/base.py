@@ -111,6 +111,15 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
         from attnsim.capture.streaming import register as register_streaming
 
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, register_streaming(), False, cfg.model.dtype)
+        requested = str(cfg.model.attn_implementation)
+        if requested not in ("auto", "eager"):  # as the dense path switches it (load_model): said and tagged, not dropped
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "attention probabilities are needed: switching attn_implementation %s -> eager (capture.path=streamed runs the model's eager attention)",
+                requested,
+            )
+            model_tags[Tag.ATTN_IMPLEMENTATION_SWITCHED.value] = f"{requested}->eager"
     else:
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, cfg.model.attn_implementation, needs.attention, cfg.model.dtype)
     model_tags[Tag.CAPTURE_PATH.value] = path

@@ -188,3 +188,15 @@ def test_the_factory_keeps_the_maps_of_a_run_s_first_example_windows_only():
     view.fold(maps)
     view.attach(SimpleNamespace(vectors=[torch.randn(2, 2, 8, 4)]))
     assert torch.equal(view.attention_windows(2), maps[:, None])  # (2, L=1, H, T, T)
+
+
+def test_a_requested_attention_implementation_is_switched_and_tagged_not_dropped(tiny_bert, caplog):
+    """model.attn_implementation=sdpa with paper: the streamed path runs eager attention, says so and tags the switch,
+    as the dense path does."""
+    cfg = load_config("paper", [f"model.path={tiny_bert}", "corpus.seq_len=32", "corpus.limit=2", "model.attn_implementation=sdpa"])
+    prepared = prepare(cfg)
+    with caplog.at_level("WARNING"):
+        _, tags, model = plain_module(prepared, build_findings(prepared))
+    assert tags["attnsim.capture_path"] == "streamed" and tags["attnsim.attn_implementation"] == "attnsim_eager"
+    assert tags["attnsim.attn_implementation_switched"] == "sdpa->eager"
+    assert "switching attn_implementation sdpa -> eager" in caplog.text
