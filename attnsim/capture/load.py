@@ -399,10 +399,10 @@ def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, 
     """
     if path not in ("dense", "streamed") or not needs_attention or info.arch.vision:
         return
-    need, have = dense_memory(info, seq_len, batch_size, streamed=path == "streamed"), available_memory()
+    streamed = path == "streamed"
+    need, have = dense_memory(info, seq_len, batch_size, streamed), available_memory()
     if have is None or need <= have:
         return
-    streamed = path == "streamed"
     fits = have // max(1, dense_memory(info, seq_len, 1, streamed))
     smaller = f"lower trainer.batch_size to at most {fits}" if fits >= 1 else "shorten corpus.seq_len"
     held = "one layer's attention maps of a batch and its scores" if streamed else "every layer's attention maps of a batch at once"

@@ -355,9 +355,8 @@ class BlockPairView(PairView):
             return out.fill_(self.n_pairs)
         for layer in range(self.n_layers):
             h, r = high[:, layer], region[:, layer]
-            found = torch.searchsorted(r.contiguous(), h.contiguous()).clamp_max_(
-                r.shape[-1] - 1
-            )  # layer slices: contiguous, as searchsorted copies them anyway
+            # the layer slices made contiguous, as searchsorted would copy them anyway (with a warning)
+            found = torch.searchsorted(r.contiguous(), h.contiguous()).clamp_max_(r.shape[-1] - 1)
             inside = (r.gather(-1, found) == h) & (h < self.n_pairs)
             out[:, layer].masked_fill_(~inside, self.n_pairs)
         return out

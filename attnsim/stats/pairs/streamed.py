@@ -2,7 +2,7 @@
 
 :class:`StreamedPairView` is :class:`~attnsim.stats.pairs.PairView` for a batch whose model runs eager attention
 that hands each layer's (batch, head, T, T) probabilities over as it computes them (:mod:`attnsim.capture.streaming`).
-The view is opened from the batch *before* the forward pass (:meth:`StreamedPairView.open`); each layer's maps are
+The view is made from the batch *before* the forward pass (:meth:`StreamedViews.open`); each layer's maps are
 folded in as they arrive (:meth:`StreamedPairView.fold`) exactly as the dense view's attention walk on a CPU hands
 them over (one :class:`~attnsim.stats.pairs.reducers.Piece` per cache-sized chunk of windows of one layer, layers
 in order, every registered attention reducer updated with every piece), and then dropped; after the forward pass the
@@ -31,8 +31,8 @@ from attnsim.stats.pairs.view import PairView
 class StreamedPairView(PairView):
     """:class:`PairView` whose attention walk is folded layer by layer during the forward pass (module docstring).
 
-    Build it with :meth:`open` before the forward pass, hand :meth:`fold` every layer's maps in order, then
-    :meth:`attach` the captured per-head vectors.
+    Build it before the forward pass, hand :meth:`fold` every layer's maps in order, then :meth:`attach` the
+    captured per-head vectors.
 
     Args:
         batch: the batch dict (see :class:`~attnsim.stats.pairs.PairView`).
@@ -48,13 +48,7 @@ class StreamedPairView(PairView):
         self.keep = min(max(0, int(keep)), self.batch_size)
         self._folded = 0  # layers folded so far
         self._kept: Optional[torch.Tensor] = None  # (keep, L, H, T, T) float32 maps of the first windows, filled layer by layer
-        self._stream: Optional[List[ChunkReducer]] = None  # the attention reducers while the layers arrive
-        self._attached = False
-
-    @classmethod
-    def open(cls, batch: Dict[str, torch.Tensor], n_layers: int, n_heads: int, **settings: Any) -> "StreamedPairView":
-        """The view of a batch about to run through the model (its attention reducers built on the first :meth:`fold`)."""
-        return cls(batch, n_layers, n_heads, **settings)
+        self._stream: Optional[List[ChunkReducer]] = None  # the attention reducers while the layers arrive (built on the first fold)
 
     def fold(self, maps: torch.Tensor) -> None:
         """Fold the next layer's (batch, head, T, T) attention probabilities into every attention reducer.
@@ -111,7 +105,6 @@ class StreamedPairView(PairView):
             self._reduced.update(zip(self._registered["attention"], self._stream))
             self._walked.add("attention")
             self._stream = None
-        self._attached = True
         return self
 
     @property
@@ -130,7 +123,8 @@ class StreamedPairView(PairView):
 
     @property
     def attention(self) -> Optional[torch.Tensor]:  # type: ignore[override]
-        """Not available: the streamed view keeps no batch's maps (raises ValueError naming ``capture.path=dense``)."""
+        """(batch, layer, head, T, T) maps only where every window's were kept for the examples; otherwise raises
+        ValueError naming ``capture.path=dense`` (the streamed view keeps no batch's maps)."""
         return self._attention_chunk(0, self.batch_size)
 
 
@@ -162,7 +156,7 @@ class StreamedViews:
         """A batch's view, before its forward pass."""
         keep = max(0, min(self.keep - self.kept, int(batch["input_ids"].shape[0])))
         self.kept += keep
-        return StreamedPairView.open(batch, n_layers, n_heads, keep=keep, **self.settings)
+        return StreamedPairView(batch, n_layers, n_heads, keep=keep, **self.settings)
 
     def __call__(self, capture: Any, batch: Dict[str, torch.Tensor]) -> PairView:
         """The dense view of a batch captured without attention (no finding reads it, nothing to stream)."""

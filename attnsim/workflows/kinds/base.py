@@ -8,9 +8,12 @@ A run's kind is chosen once, before any weights load (:func:`attnsim.workflows.k
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from attnsim.keys import Tag
+
+log = logging.getLogger(__name__)
 
 
 class MeasurementKind:
@@ -107,15 +110,13 @@ def plain_module(prepared: Any, findings: List[Any]) -> Tuple[Any, Dict[str, str
         from attnsim.capture.queries import register
 
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, register() if needs.attention else "sdpa", False, cfg.model.dtype)
-    elif path == "streamed" and needs.attention:  # eager attention handing each layer's maps to the batch's view
+    elif path == "streamed":  # eager attention handing each layer's maps to the batch's view (chosen only when a finding reads attention)
         from attnsim.capture.streaming import register as register_streaming
 
         model, model_tags = load_model(info, cfg.model.init, cfg.seed, register_streaming(), False, cfg.model.dtype)
         requested = str(cfg.model.attn_implementation)
         if requested not in ("auto", "eager"):  # as the dense path switches it (load_model): said and tagged, not dropped
-            import logging
-
-            logging.getLogger(__name__).warning(
+            log.warning(
                 "attention probabilities are needed: switching attn_implementation %s -> eager (capture.path=streamed runs the model's eager attention)",
                 requested,
             )

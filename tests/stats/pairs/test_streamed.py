@@ -121,7 +121,7 @@ def test_the_fold_refuses_a_map_of_another_shape_and_too_few_layers():
         "special_mask": torch.zeros(1, 8, dtype=torch.bool),
         "sentence_ids": torch.zeros(1, 8, dtype=torch.long),
     }
-    view = StreamedPairView.open(batch, 2, 3)
+    view = StreamedPairView(batch, 2, 3)
     with pytest.raises(ModelError, match=r"shape \(1, 2, 8, 8\).*\(1, 3, 8, 8\).*capture.path=dense"):
         view.fold(torch.full((1, 2, 8, 8), 1 / 8))
     view.fold(torch.full((1, 3, 8, 8), 1 / 8))
