@@ -69,7 +69,9 @@ def test_every_package_folder_is_listed_in_pyproject():
     """Packages are listed by hand (a mapped folder defeats packages.find): a new subpackage must be added."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "attnsim").rglob("__init__.py") if "__pycache__" not in p.parts}
-    assert set(setuptools["packages"]) == on_disk | {"attnsim.experiments", "attnsim.configs"}
+    # folders of data files only (no __init__.py) are listed too: setuptools warns once per folder it is not told of
+    data = {"attnsim.explore.static"} | {f"attnsim.configs.{d.name}" for d in (ROOT / "configs").iterdir() if d.is_dir() and d.name != "__pycache__"}
+    assert set(setuptools["packages"]) == on_disk | {"attnsim.experiments", "attnsim.configs"} | data
     assert setuptools["package-dir"] == {"attnsim.experiments": "experiments", "attnsim.configs": "configs"}
     assert not (ROOT / "attnsim" / "experiments").exists() and not (ROOT / "attnsim" / "configs").exists()
 
