@@ -9,6 +9,7 @@ import torch
 
 from attnsim.capture.hooks import BatchCapture, forward_with_capture, head_results, output_projections
 from attnsim.capture.load import ModelInfo
+from attnsim.capture.streaming import Consumer, streaming
 from attnsim.capture.vision import vision_inputs
 
 ViewFactory = Callable[[BatchCapture, Dict[str, Any]], Any]
@@ -30,7 +31,7 @@ class CaptureModule(pl.LightningModule):
             records them likewise for the dense view that recomputes each chunk's maps (:mod:`attnsim.stats.pairs.fused`);
             ``streamed`` runs eager attention that hands each layer's maps to the batch's view as they are computed
             (:mod:`attnsim.capture.streaming`): ``view_factory`` then has ``open(batch, n_layers, n_heads)``, whose view
-            takes them (``fold``) and, after the forward pass, the captured vectors (``attach``).
+            takes them (``window_chunks``, ``fold``) and, after the forward pass, the captured vectors (``attach``).
 
     Raises:
         ValueError: ``capture_path`` is ``streamed`` and ``view_factory`` cannot open a view before the forward pass.
@@ -58,9 +59,9 @@ class CaptureModule(pl.LightningModule):
         if vector == "result":
             self.register_buffer("w_o", output_projections(model, info.arch, info.n_heads), persistent=False)
 
-    def forward(self, batch: Dict[str, Any], stream: Optional[Callable[[torch.Tensor], None]] = None):
-        """One captured forward pass of ``batch``; ``stream`` (the streamed path) receives each layer's attention maps."""
-        from attnsim.capture.streaming import streaming
+    def forward(self, batch: Dict[str, Any], stream: Optional[Consumer] = None):
+        """One captured forward pass of ``batch``; ``stream`` (the streamed path: the batch's view) receives each
+        layer's attention maps, chunk by chunk (:class:`~attnsim.capture.streaming.Consumer`)."""
 
         self.forward_calls += 1
         if self.info.arch.vision:  # images: pixel_values (B, C, H, W); every token is real
@@ -85,7 +86,7 @@ class CaptureModule(pl.LightningModule):
         view = None
         if self.capture_path == "streamed" and self.needs_attention:  # the view folds each layer's maps during the forward pass
             view = self.view_factory.open(batch, self.info.n_layers, self.info.n_heads)
-        capture = self(batch, None if view is None else view.fold)
+        capture = self(batch, view)
         # per-layer tensors: the statistics read them window by window and never need them stacked
         vectors = capture.z_layers
         if self.vector == "result":

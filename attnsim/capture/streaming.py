@@ -8,9 +8,14 @@ eager's mask function with ``AttentionMaskInterface``). Each attention call runs
 function (``eager_attention_forward`` of the attention module's modeling file, the one ``attn_implementation="eager"``
 calls), so the probabilities and the heads' outputs are eager's, bit for bit; while :func:`streaming` is active the
 call then hands the probabilities to the consumer (the statistics fold them into their per-batch sums) and returns
-no weights, so the model keeps none and each layer's maps are freed before the next layer runs. The consumer runs
-with autocast off: under mixed precision (``trainer.precision=bf16-mixed``) the forward pass runs in autocast, but
-the statistics must run as they do on the dense path, after the forward pass, in the maps' own dtype.
+no weights, so the model keeps none and each layer's maps are freed before the next layer runs. The call runs the
+eager function on the consumer's chunks of windows (:meth:`Consumer.window_chunks`: on a CPU, cache-sized) and hands
+each chunk's maps over as soon as they are computed: eager attention's (batch, head, T, T) temporaries (the scores,
+the masked scores, the probabilities) exist for one chunk at a time, and the statistics read the maps while they are
+still in cache. Each window's probabilities and output are those of the whole batch's call (every window's attention
+is computed on its own, by the same kernels); the outputs are concatenated in window order. The consumer runs with
+autocast off: under mixed precision (``trainer.precision=bf16-mixed``) the forward pass runs in autocast, but the
+statistics must run as they do on the dense path, after the forward pass, in the maps' own dtype.
 
 Outside :func:`streaming` the function is plain eager attention (weights returned as usual).
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Tuple
 
 import torch
 
@@ -29,8 +34,19 @@ from attnsim.errors import ModelError
 IMPLEMENTATION = "attnsim_eager"
 """Name of the streaming eager implementation in transformers' ``AttentionInterface``."""
 
-Consumer = Callable[[torch.Tensor], None]
-"""Receives one layer's (batch, head, T_query, T_key) attention probabilities, layers in order."""
+
+class Consumer(Protocol):
+    """What receives the streamed maps (:class:`~attnsim.stats.pairs.streamed.StreamedPairView`)."""
+
+    def window_chunks(self) -> Sequence[Tuple[int, int]]:
+        """The (start, stop) ranges of windows, covering the batch in order, whose maps :meth:`fold` takes at once."""
+        ...
+
+    def fold(self, maps: torch.Tensor, start: int = 0) -> None:
+        """Receive (c, head, T_query, T_key) attention probabilities of windows ``start .. start + c - 1`` of the next
+        layer (chunks of a layer in order, then the next layer's)."""
+        ...
+
 
 _state = threading.local()
 
@@ -59,13 +75,23 @@ def streaming_eager(
     Raises:
         ModelError: the model family has no eager attention function (:func:`model_eager_attention`).
     """
-    output, weights = model_eager_attention(module)(module, query, key, value, attention_mask, *args, **kwargs)
+    eager = model_eager_attention(module)
     consumer: Optional[Consumer] = getattr(_state, "consumer", None)
     if consumer is None:
-        return output, weights
-    with torch.autocast(weights.device.type, enabled=False):  # the statistics' arithmetic as on the dense path
-        consumer(weights)
-    return output, None
+        return eager(module, query, key, value, attention_mask, *args, **kwargs)
+    batch = query.shape[0]
+    chunks = list(consumer.window_chunks())
+    if attention_mask is not None and attention_mask.shape[0] not in (1, batch):  # a mask not per window: one call
+        chunks = [(0, batch)]
+    outputs = []
+    for start, stop in chunks:
+        mask = attention_mask if attention_mask is None or attention_mask.shape[0] == 1 else attention_mask[start:stop]
+        output, weights = eager(module, query[start:stop], key[start:stop], value[start:stop], mask, *args, **kwargs)
+        with torch.autocast(weights.device.type, enabled=False):  # the statistics' arithmetic as on the dense path
+            consumer.fold(weights, start)
+        del weights
+        outputs.append(output)
+    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), None
 
 
 def register() -> str:
@@ -81,7 +107,8 @@ def register() -> str:
 
 @contextmanager
 def streaming(consumer: Optional[Consumer]) -> Iterator[None]:
-    """Hand every attention call's probabilities to ``consumer`` during the forward passes run inside (None: a no-op)."""
+    """Hand every attention call's probabilities to ``consumer`` (its :meth:`~Consumer.fold`, chunk by chunk) during the
+    forward passes run inside (None: a no-op)."""
     previous = getattr(_state, "consumer", None)
     _state.consumer = consumer
     try:

@@ -3,9 +3,10 @@
 :class:`StreamedPairView` is :class:`~attnsim.stats.pairs.PairView` for a batch whose model runs eager attention
 that hands each layer's (batch, head, T, T) probabilities over as it computes them (:mod:`attnsim.capture.streaming`).
 The view is made from the batch *before* the forward pass (:meth:`StreamedViews.open`); each layer's maps are
-folded in as they arrive (:meth:`StreamedPairView.fold`) exactly as the dense view's attention walk on a CPU hands
-them over (one :class:`~attnsim.stats.pairs.reducers.Piece` per cache-sized chunk of windows of one layer, layers
-in order, every registered attention reducer updated with every piece), and then dropped; after the forward pass the
+folded in as they arrive (:meth:`StreamedPairView.fold`), one chunk of windows at a time (:meth:`~StreamedPairView.window_chunks`),
+exactly as the dense view's attention walk on a CPU hands them over (one :class:`~attnsim.stats.pairs.reducers.Piece`
+per cache-sized chunk of windows of one layer, layers in order, every registered attention reducer updated with every
+piece), and then dropped; after the forward pass the
 per-head vectors are attached (:meth:`StreamedPairView.attach`) and the CSM walk and every finding's update run as on
 the dense view. The statistics are those of the dense path bit for bit (the same eager maps, the same pieces in the
 same order; ``tests/stats/pairs/test_streamed.py``), while at most one layer's maps are alive: at 32 MiniLM windows
@@ -20,7 +21,7 @@ examples (:class:`StreamedViews` counts the windows kept); a finding that reads 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -47,37 +48,53 @@ class StreamedPairView(PairView):
         super().__init__(shell, batch, None, positions=batch.get("positions"), **settings)
         self.keep = min(max(0, int(keep)), self.batch_size)
         self._folded = 0  # layers folded so far
+        self._next_window = 0  # the first window of the next chunk of maps of layer _folded
         self._kept: Optional[torch.Tensor] = None  # (keep, L, H, T, T) float32 maps of the first windows, filled layer by layer
         self._stream: Optional[List[ChunkReducer]] = None  # the attention reducers while the layers arrive (built on the first fold)
 
-    def fold(self, maps: torch.Tensor) -> None:
-        """Fold the next layer's (batch, head, T, T) attention probabilities into every attention reducer.
+    def window_chunks(self) -> List[Tuple[int, int]]:
+        """The (start, stop) window ranges whose maps :meth:`fold` takes at once: the attention walk's pieces of one
+        layer (on a CPU, cache-sized chunks of windows; on an accelerator, the whole batch)."""
+        return self._chunks(1)
+
+    def fold(self, maps: torch.Tensor, start: int = 0) -> None:
+        """Fold the next layer's (c, head, T, T) attention probabilities of windows ``start .. start + c - 1`` into every
+        attention reducer: either the whole layer (``start`` 0, c the batch) or the layer's :meth:`window_chunks` in
+        order; a layer is complete when its last window arrives.
 
         Raises:
-            ModelError: the maps are not (batch, n_heads, T, T), or more layers arrive than the model has.
+            ModelError: the maps are not (c, n_heads, T, T) of the next windows on the chunks' boundaries, or more
+                layers arrive than the model has.
         """
         from attnsim.errors import ModelError
 
-        layer = self._folded
-        expected = (self.batch_size, self.n_heads, self.seq_len, self.seq_len)
-        if layer >= self.n_layers or tuple(maps.shape) != expected:
+        layer, T = self._folded, self.seq_len
+        stop = start + int(maps.shape[0])
+        expected = (self.n_heads, T, T)
+        pieces = [(a, b) for a, b in self._chunks(1) if start <= a < stop]
+        aligned = bool(pieces) and pieces[0][0] == start and pieces[-1][1] == stop
+        if layer >= self.n_layers or tuple(maps.shape[1:]) != expected or start != self._next_window or stop > self.batch_size or not aligned:
             where = f"attention call {layer + 1} of a model with {self.n_layers} layers"
             raise ModelError(
-                f"The streamed capture received attention probabilities of shape {tuple(maps.shape)} at {where}; it expects one "
-                f"(batch, heads, tokens, tokens) = {expected} map per layer. Use capture.path=dense for this model."
+                f"The streamed capture received attention probabilities of shape {tuple(maps.shape)} for windows {start}..{stop - 1} at {where}; "
+                f"it expects the (windows, heads, tokens, tokens) = (c, {', '.join(map(str, expected))}) maps of windows {self._next_window} onwards, "
+                f"layer by layer, {self.batch_size} windows per layer. Use capture.path=dense for this model."
             )
         if self._stream is None:
             self._stream = [kind(self) for kind in self._registered["attention"]]
-        T = self.seq_len
-        for start, stop in self._chunks(1):
-            piece = Piece(start, stop, layer, (0, T), (0, self.n_pairs), T, maps[start:stop].float().unsqueeze(1))  # (c, 1, H, T, T)
+        for a, b in pieces:
+            piece = Piece(a, b, layer, (0, T), (0, self.n_pairs), T, maps[a - start : b - start].float().unsqueeze(1))  # (c, 1, H, T, T)
             for reducer in self._stream:
                 reducer.update(self, piece)
-        if self.keep:
+        if start < self.keep:
             if self._kept is None:
                 self._kept = maps.new_empty((self.keep, self.n_layers, self.n_heads, T, T), dtype=torch.float32)
-            self._kept[:, layer] = maps[: self.keep]
-        self._folded += 1
+            kept = min(stop, self.keep)
+            self._kept[start:kept, layer] = maps[: kept - start]
+        if stop == self.batch_size:
+            self._folded, self._next_window = layer + 1, 0
+        else:
+            self._next_window = stop
 
     def attach(self, capture: Any) -> "StreamedPairView":
         """Attach the batch's captured per-head vectors (``capture.vectors``: L (batch, head, T, d) tensors) after the
@@ -90,7 +107,7 @@ class StreamedPairView(PairView):
         from attnsim.errors import ModelError
         from attnsim.stats.pairs.view import _layers
 
-        if self._folded != self.n_layers:
+        if self._folded != self.n_layers or self._next_window:
             raise ModelError(
                 f"The streamed capture received the attention of {self._folded} attention calls, but the model has {self.n_layers} layers: "
                 "its attention does not run through transformers' attention interface. Use capture.path=dense for this model."

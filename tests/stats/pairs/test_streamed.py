@@ -60,15 +60,24 @@ def _assert_same_states(dense, streamed) -> int:
     return compared
 
 
+@pytest.mark.parametrize("chunk_windows", [None, 3])
 @pytest.mark.parametrize("model", ["tiny_bert", "tiny_llama"])
-def test_streamed_statistics_equal_the_dense_paths_bit_for_bit(model, request):
+def test_streamed_statistics_equal_the_dense_paths_bit_for_bit(model, chunk_windows, request, monkeypatch):
     """Tiny BERT (T = 64) and a tiny Llama with grouped-query attention (T = 48), 6 windows in batches of 4 and 2:
     every sum state of every `paper` finding is equal (torch.equal) on the dense and the streamed path, and the
-    auto path of such a run is the streamed one."""
+    auto path of such a run is the streamed one. ``chunk_windows`` 3: the CPU chunk holds 3 windows' maps of a layer,
+    so the streamed path runs eager attention on windows 0-2 and 3 of each batch of 4 (and on 0-1 of the last) and
+    folds each chunk as it is computed; the model's outputs, and so the heads' vectors, stay those of one call."""
     path = request.getfixturevalue(model)
     seq_len = 64 if model == "tiny_bert" else 48
+    if chunk_windows:
+        import attnsim.stats.pairs.view as view_module
+
+        monkeypatch.setattr(view_module, "CHUNK_ELEMENTS_CPU", chunk_windows * 4 * seq_len * seq_len)  # 4 (query) heads
     dense, dense_tags, _ = _measure(path, "dense", seq_len)
     streamed, tags, views = _measure(path, "auto", seq_len)
+    if chunk_windows:
+        assert views[0].window_chunks() == [(0, 3), (3, 4)]
     assert dense_tags["attnsim.capture_path"] == "dense" and tags["attnsim.capture_path"] == "streamed"
     assert all(isinstance(view, StreamedPairView) for view in views)
     assert _assert_same_states(dense, streamed) >= 60
@@ -93,11 +102,11 @@ def test_no_layer_s_maps_outlive_its_fold(tiny_bert):
     alive = []
     fold = StreamedPairView.fold
 
-    def watched(self, maps):
+    def watched(self, maps, start=0):
         gc.collect()
         alive.append([ref() is not None for ref in self.__dict__.setdefault("_refs", [])])
         self._refs.append(weakref.ref(maps))
-        fold(self, maps)
+        fold(self, maps, start)
 
     batch = collate_windows(list(enumerate(prepared.corpus.windows)))
     with pytest.MonkeyPatch.context() as patch, torch.inference_mode():
@@ -122,8 +131,10 @@ def test_the_fold_refuses_a_map_of_another_shape_and_too_few_layers():
         "sentence_ids": torch.zeros(1, 8, dtype=torch.long),
     }
     view = StreamedPairView(batch, 2, 3)
-    with pytest.raises(ModelError, match=r"shape \(1, 2, 8, 8\).*\(1, 3, 8, 8\).*capture.path=dense"):
+    with pytest.raises(ModelError, match=r"shape \(1, 2, 8, 8\).*\(c, 3, 8, 8\).*capture.path=dense"):
         view.fold(torch.full((1, 2, 8, 8), 1 / 8))
+    with pytest.raises(ModelError, match=r"windows 1..1 .*windows 0 onwards"):  # a window past the batch
+        view.fold(torch.full((1, 3, 8, 8), 1 / 8), 1)
     view.fold(torch.full((1, 3, 8, 8), 1 / 8))
     with pytest.raises(ModelError, match="1 attention calls, but the model has 2 layers"):
         view.attach(SimpleNamespace(vectors=[torch.zeros(1, 3, 8, 4)] * 2))
@@ -200,3 +211,30 @@ def test_a_requested_attention_implementation_is_switched_and_tagged_not_dropped
     assert tags["attnsim.capture_path"] == "streamed" and tags["attnsim.attn_implementation"] == "attnsim_eager"
     assert tags["attnsim.attn_implementation_switched"] == "sdpa->eager"
     assert "switching attn_implementation sdpa -> eager" in caplog.text
+
+
+def test_a_layer_folded_in_chunks_keeps_its_windows_in_order(monkeypatch):
+    """With 3 windows' maps per CPU chunk, a batch of 4 takes each layer as windows 0-2 then 3; a chunk off those
+    boundaries, or out of order, is refused; the kept example maps are the windows' own."""
+    import attnsim.stats.pairs.view as view_module
+
+    monkeypatch.setattr(view_module, "CHUNK_ELEMENTS_CPU", 3 * 2 * 8 * 8)
+    batch = {
+        "input_ids": torch.arange(32).view(4, 8),
+        "attention_mask": torch.ones(4, 8, dtype=torch.long),
+        "special_mask": torch.zeros(4, 8, dtype=torch.bool),
+        "sentence_ids": torch.zeros(4, 8, dtype=torch.long),
+    }
+    view = StreamedPairView(batch, 1, 2, keep=4)
+    assert view.window_chunks() == [(0, 3), (3, 4)]
+    maps = torch.softmax(torch.randn(4, 2, 8, 8), -1)
+    with pytest.raises(ModelError, match="windows 0..1 "):  # not a chunk's boundary
+        view.fold(maps[:2], 0)
+    with pytest.raises(ModelError, match="windows 3..3 .*windows 0 onwards"):  # the second chunk first
+        view.fold(maps[3:], 3)
+    view.fold(maps[:3], 0)
+    with pytest.raises(ModelError, match="1 attention calls|0 attention calls"):  # the layer is not complete
+        view.attach(SimpleNamespace(vectors=[torch.randn(4, 2, 8, 4)]))
+    view.fold(maps[3:], 3)
+    view.attach(SimpleNamespace(vectors=[torch.randn(4, 2, 8, 4)]))
+    assert torch.equal(view.attention_windows(4), maps[:, None])
