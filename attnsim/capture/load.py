@@ -386,7 +386,8 @@ def available_memory() -> Optional[int]:
 def dense_memory(info: ModelInfo, seq_len: int, batch_size: int, streamed: bool = False) -> int:
     """Bytes the dense path's attention maps of one batch take at once: every layer's (batch, head, T, T) float32
     probabilities, which eager attention returns together, and one layer's scores beside them while it computes;
-    ``streamed``: one layer's maps and its scores (each layer's maps are folded and freed before the next runs)."""
+    ``streamed``: at most one layer's maps and its scores (each chunk of windows' maps of a layer is folded and freed
+    before the next chunk runs; on an accelerator the chunk is the batch)."""
     per_layer = batch_size * info.n_heads * seq_len * seq_len * 4
     return (2 if streamed else info.n_layers + 1) * per_layer
 

@@ -108,14 +108,15 @@ class CapturePath(StrEnum):
     """``capture.path``: ``auto`` is ``blockwise`` for text windows longer than ``capture.blockwise_above`` tokens, else
     ``streamed`` when a finding reads attention and none reads every window's whole maps, else ``dense``;
     ``dense``: the model's T x T attention maps, every layer's at once (eager attention when a finding needs them);
-    ``streamed``: the same eager maps, folded into the statistics one layer at a time during the forward pass;
+    ``streamed``: the same eager maps, folded into the statistics during the forward pass one cache-sized chunk of
+    windows of one layer at a time;
     ``blockwise``: queries and keys captured under SDPA and the attention recomputed one block of query rows at a time
     (no T x T map); ``recomputed``: the dense statistics with the attention recomputed from queries and keys recorded
     under SDPA (no maps held, more CPU)."""
 
     auto = "auto"
     dense = "dense"
-    streamed = "streamed"  # dense statistics, each layer's eager maps folded during the forward pass and freed
+    streamed = "streamed"  # dense statistics, each chunk of windows' eager maps of a layer folded during the forward pass and freed
     blockwise = "blockwise"
     recomputed = "recomputed"  # dense statistics, the attention recomputed from queries and keys recorded under SDPA (no eager maps)
 

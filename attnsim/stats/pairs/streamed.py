@@ -1,4 +1,4 @@
-"""The dense view whose attention walk runs during the forward pass, one layer's maps at a time (no maps kept).
+"""The dense view whose attention walk runs during the forward pass, one chunk of windows of one layer at a time (no maps kept).
 
 :class:`StreamedPairView` is :class:`~attnsim.stats.pairs.PairView` for a batch whose model runs eager attention
 that hands each layer's (batch, head, T, T) probabilities over as it computes them (:mod:`attnsim.capture.streaming`).
@@ -9,8 +9,9 @@ per cache-sized chunk of windows of one layer, layers in order, every registered
 piece), and then dropped; after the forward pass the
 per-head vectors are attached (:meth:`StreamedPairView.attach`) and the CSM walk and every finding's update run as on
 the dense view. The statistics are those of the dense path bit for bit (the same eager maps, the same pieces in the
-same order; ``tests/stats/pairs/test_streamed.py``), while at most one layer's maps are alive: at 32 MiniLM windows
-of 128 tokens, 24 MiB instead of the 6 x 24 MiB eager attention returns together (docs/performance.md).
+same order; ``tests/stats/pairs/test_streamed.py``), while at most one chunk's maps of one layer are alive: at 32
+MiniLM windows of 128 tokens, 10 windows' 7.5 MiB instead of the 6 x 24 MiB eager attention returns together
+(docs/performance.md).
 
 The first ``keep`` windows' maps of every layer are kept (copied into one (keep, layer, head, T, T) tensor) for the
 example figures (:meth:`~attnsim.stats.pairs.PairView.attention_windows`), and only while the run still records
@@ -108,8 +109,9 @@ class StreamedPairView(PairView):
         from attnsim.stats.pairs.view import _layers
 
         if self._folded != self.n_layers or self._next_window:
+            part = f" and windows 0..{self._next_window - 1} of the next" if self._next_window else ""
             raise ModelError(
-                f"The streamed capture received the attention of {self._folded} attention calls, but the model has {self.n_layers} layers: "
+                f"The streamed capture received the attention of {self._folded} attention calls{part}, but the model has {self.n_layers} layers: "
                 "its attention does not run through transformers' attention interface. Use capture.path=dense for this model."
             )
         vectors = capture.vectors
