@@ -21,6 +21,7 @@ the layer and both shapes.
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
@@ -181,6 +182,21 @@ def check_shapes(
             )
 
 
+def no_cache(model: nn.Module) -> Dict[str, bool]:
+    """``{"use_cache": False}`` for a model whose forward takes ``use_cache`` (a decoder would otherwise build a key/value
+    cache of every layer, for a generation that never follows: 47 MiB at 16 SmolLM2 windows of 128 tokens), else ``{}``."""
+    kind = type(model)
+    if kind not in _TAKES_CACHE:
+        try:
+            _TAKES_CACHE[kind] = "use_cache" in inspect.signature(model.forward).parameters
+        except (AttributeError, TypeError, ValueError):  # a forward without a signature: call it as it is
+            _TAKES_CACHE[kind] = False
+    return {"use_cache": False} if _TAKES_CACHE[kind] else {}
+
+
+_TAKES_CACHE: Dict[type, bool] = {}  # model class -> whether its forward takes use_cache
+
+
 def forward_with_capture(
     model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None, queries: bool = False
 ):
@@ -201,7 +217,7 @@ def forward_with_capture(
     from attnsim.capture.queries import recording
 
     with capture_heads(model, arch, n_heads) as store, recording() if queries else nullcontext([]) as recorded:
-        outputs = model(**inputs, output_attentions=attention)
+        outputs = model(**inputs, output_attentions=attention, **no_cache(model))
     n_layers = len(layer_modules(model, arch))
     query_keys = None
     if queries:

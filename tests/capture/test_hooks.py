@@ -151,3 +151,20 @@ def test_predict_step_returns_the_raw_capture_or_what_the_injected_factory_build
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(raw.vectors, want))
     assert all(torch.equal(a, b) for a, b in zip(raw.attention, reference.attention_layers))
     assert built[0] == "view" and isinstance(built[1], BatchCapture) and built[2] is batch
+
+
+def test_a_decoder_s_capture_builds_no_key_value_cache(tmp_path):
+    """A causal decoder's forward would keep every layer's keys and values for a generation that never follows
+    (``use_cache`` defaults to True): the capture turns it off, and the outputs stay those of the forward with it."""
+    from tests.helpers.tiny_models import save_tiny
+
+    path = save_tiny(tmp_path / "llama", "llama", lm_head=False)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    arch = architecture_for(model.config.model_type)
+    inputs = {"input_ids": torch.randint(3, 200, (2, 12)), "attention_mask": torch.ones(2, 12, dtype=torch.long)}
+    with torch.no_grad():
+        cached = model(**inputs)
+        outputs, capture = forward_with_capture(model, arch, 4, inputs, attention=False)
+    assert cached.past_key_values is not None and outputs.past_key_values is None
+    assert torch.equal(outputs.last_hidden_state, cached.last_hidden_state)
+    assert capture.z.shape == (2, 2, 4, 12, 8)
