@@ -167,6 +167,7 @@ def prepare(cfg: DictConfig) -> Prepared:
 
     start = time.perf_counter()
     info = inspect_model(cfg.model.path, cfg.corpus.seq_len, OmegaConf.to_container(cfg.model.build))
+    kind = choose_kind(cfg, info, finding_types)  # the one place the kind of run is decided (its refusals first: they name the run's shape)
     # the capture path's refusals (images, gradients, unreproducible scores) before any weights or run
     needs = Needs.of(finding_types)
     path = choose_capture_path(
@@ -180,7 +181,6 @@ def prepare(cfg: DictConfig) -> Prepared:
         list(needs.without_blockwise),
     )
     check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention)  # before any weights or run
-    kind = choose_kind(cfg, info, finding_types)  # the one place the kind of run is decided
     tokenizer, corpus = kind.inputs(cfg, info)
     windows = time.perf_counter()
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)

@@ -140,14 +140,17 @@ def test_the_fold_refuses_a_map_of_another_shape_and_too_few_layers():
         view.attach(SimpleNamespace(vectors=[torch.zeros(1, 3, 8, 4)] * 2))
 
 
-def test_capture_paths_chosen_and_refused():
+def test_capture_paths_chosen_and_refused(caplog):
     """auto: streamed for text windows whose findings read attention and have a blockwise form; dense with a
-    finding that reads whole maps (rollout), for images and without attention; streamed asked for such a run is refused."""
+    finding that reads whole maps (rollout), for images and without attention; streamed asked for such a run is refused,
+    and asked for a run without attention runs dense with a warning that says so."""
     text = SimpleNamespace(arch=SimpleNamespace(vision=False), config=SimpleNamespace())
     image = SimpleNamespace(arch=SimpleNamespace(vision=True), config=SimpleNamespace())
     assert choose_capture_path("auto", 128, 512, text, True) == "streamed"
     assert choose_capture_path("auto", 128, 512, text, False) == "dense"
-    assert choose_capture_path("streamed", 128, 512, text, False) == "dense"  # nothing to stream: tagged as what runs
+    with caplog.at_level("WARNING", logger="attnsim.capture.load"):
+        assert choose_capture_path("streamed", 128, 512, text, False) == "dense"  # nothing to stream: tagged as what runs
+    assert "nothing to stream; the dense path runs" in caplog.text
     assert choose_capture_path("auto", 128, 512, text, True, without_blockwise=["rollout"]) == "dense"
     assert choose_capture_path("auto", 128, 512, image, True) == "dense"
     assert choose_capture_path("auto", 1024, 512, text, True) == "blockwise"
@@ -238,3 +241,11 @@ def test_a_layer_folded_in_chunks_keeps_its_windows_in_order(monkeypatch):
     view.fold(maps[3:], 3)
     view.attach(SimpleNamespace(vectors=[torch.randn(4, 2, 8, 4)]))
     assert torch.equal(view.attention_windows(4), maps[:, None])
+
+
+def test_an_intervention_beside_other_findings_is_refused_for_that_before_its_capture_path():
+    """ablation with other findings and capture.path=streamed: the first error names what is wrong with the run (an
+    intervention cannot share it), not the capture path, whose fix would lead to that error next."""
+    cfg = load_config("ablation", ["findings=[ablation,distance,separators]", "capture.path=streamed"])
+    with pytest.raises(ConfigError, match="cannot share a run with other findings"):
+        prepare(cfg)
