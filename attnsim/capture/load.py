@@ -459,7 +459,9 @@ def choose_capture_path(
                 "Set capture.path=dense or auto, or run those findings apart."
             )
         if not needs_attention:
-            log.warning("capture.path=streamed: no finding reads attention, so there is nothing to stream; the dense path runs (SDPA) and the run is tagged dense")
+            log.warning(
+                "capture.path=streamed: no finding reads attention, so there is nothing to stream; the dense path runs (SDPA) and the run is tagged dense"
+            )
             return "dense"
         return "streamed"
     if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded
