@@ -54,6 +54,7 @@ NEEDED = {
         "high pairs: top k of the CSM (kernel)",
         "high-attention pairs: top k of max(A, Aᵀ) (kernel, square maps)",
         "attention entropy: p log p, window by window",
+        "attention key mass and distance: sum over i of A[i, j], and of A[i, j] * abs(i - j), window by window",
     ),
 }
 
@@ -143,6 +144,15 @@ def main(argv=None) -> int:
     maps = [[a[b] for a in attention] for b in range(batch_size)]  # per window, L x (H, T, T)
     times["attention entropy: p log p, window by window"] = fastest(
         lambda: [[m.clamp_min(1e-30).log_().mul_(m).sum(-1) for m in window] for window in maps], args.repeats
+    )
+    # the separators' other two sums (attnsim/stats/separators.py SeparatorSums): the attention each key receives from
+    # the statistic queries, and the attention-weighted distance |i - j| over statistic queries and real keys
+    position = torch.arange(seq_len, dtype=torch.float32)
+    gap = (position[:, None] - position[None, :]).abs()
+    query_rows = [tokens[b].float() for b in range(batch_size)]
+    distance_weights = [query_rows[b][:, None] * batch["attention_mask"][b].float()[None, :] * gap for b in range(batch_size)]
+    times["attention key mass and distance: sum over i of A[i, j], and of A[i, j] * abs(i - j), window by window"] = fastest(
+        lambda: [[(query_rows[b] @ m, (m * distance_weights[b]).sum((-1, -2))) for m in window] for b, window in enumerate(maps)], args.repeats
     )
     times["one masked sum over the T x T maps, window by window"] = fastest(
         lambda: [[(m * tokens[b, None, :, None]).sum((-1, -2)) for m in window] for b, window in enumerate(maps)], args.repeats
