@@ -182,6 +182,9 @@ def check_shapes(
             )
 
 
+_TAKES_CACHE: Dict[type, bool] = {}  # model class -> whether its forward takes use_cache (read once per class)
+
+
 def no_cache(model: nn.Module) -> Dict[str, bool]:
     """``{"use_cache": False}`` for a model whose forward takes ``use_cache`` (a decoder would otherwise build a key/value
     cache of every layer, for a generation that never follows: 47 MiB at 16 SmolLM2 windows of 128 tokens), else ``{}``."""
@@ -192,9 +195,6 @@ def no_cache(model: nn.Module) -> Dict[str, bool]:
         except (AttributeError, TypeError, ValueError):  # a forward without a signature: call it as it is
             _TAKES_CACHE[kind] = False
     return {"use_cache": False} if _TAKES_CACHE[kind] else {}
-
-
-_TAKES_CACHE: Dict[type, bool] = {}  # model class -> whether its forward takes use_cache
 
 
 def forward_with_capture(
