@@ -47,8 +47,10 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
+# the tests in TEST_WORKERS processes (pytest-xdist; 2 by default, a 2-core CPU's count; TEST_WORKERS=0 runs them in this one)
+TEST_WORKERS ?= 2
 test: lint docs
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 throughput: install
 	$(PY) benchmarks/throughput.py $(ARGS)
