@@ -30,8 +30,23 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
-import torch  # noqa: E402
 from _options import add_model_options, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+
+
+def parse_options(argv=None) -> argparse.Namespace:
+    """The command line, checked before torch loads: a bad option is refused at once, not after the imports."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows", type=positive, default=32, help="windows in the batch (default 32)")
+    parser.add_argument("--repeats", type=positive, default=7, help="runs of each operation; the fastest is reported (default 7)")
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
+    add_model_options(parser)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    OPTIONS = parse_options()
+
+import torch  # noqa: E402
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -69,13 +84,7 @@ def fastest(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--windows", type=positive, default=32, help="windows in the batch (default 32)")
-    parser.add_argument("--repeats", type=positive, default=7, help="runs of each operation; the fastest is reported (default 7)")
-    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
-    add_model_options(parser)
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     from attnsim.quiet import quiet_libraries
 
     quiet_libraries()
@@ -191,4 +200,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(OPTIONS))

@@ -15,8 +15,9 @@ capture, statistics; the rest of (b) is the Lightning loop, data loading and wha
 stages cost more inside the loop, one after the other, than each timed alone).
 
 For ``paper`` it finally runs ``attnsim run paper`` with its defaults (512 BBC
-windows) in a fresh process and reports the share of figure rendering and MLflow
-logging in that run's wall time (target < 8%).
+windows) in a fresh process and reports its seconds by stage and the share of figure
+rendering and MLflow logging in its wall time (a figure, no longer a target: issue 30
+replaced the 8 % target by the depth targets of ``benchmarks/figures.py``).
 
 Usage:
     python benchmarks/throughput.py                       # paper and csm, 512 BBC windows, CPU
@@ -42,8 +43,39 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
-import torch  # noqa: E402
 from _options import accelerator_override, add_model_options, device_name, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+
+
+def parse_options(argv=None) -> argparse.Namespace:
+    """The command line and every experiment's config, checked before torch loads: a bad option is refused at once."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)"
+    )
+    parser.add_argument("--batch-size", type=positive, default=32)
+    parser.add_argument("--rounds", type=positive, default=3, help="alternating rounds of (a) and (b); medians are reported")
+    parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
+    add_model_options(parser)
+    parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
+    parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
+    args = parser.parse_args(argv)
+    from attnsim.config import load_config
+    from attnsim.errors import AttnsimError
+
+    for name in args.experiments:  # every experiment's config is checked before anything is measured
+        try:
+            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
+        except AttnsimError as exc:
+            parser.error(f"--experiments {name}: {exc}")
+    return args
+
+
+if __name__ == "__main__":
+    OPTIONS = parse_options()
+
+import torch  # noqa: E402
 
 from attnsim.capture.hooks import forward_with_capture  # noqa: E402
 from attnsim.capture.load import load_model  # noqa: E402
@@ -58,7 +90,6 @@ from attnsim.workflows.run import build_findings, log_results, make_trainer, pre
 # b/a targets on the AMD EPYC machine, by model (issue 30): MiniLM at 512 windows, SmolLM2 at 128 tokens. On another
 # CPU the target is 0.92 of the ceiling benchmarks/operations.py measures there in the same session.
 TARGET_RATIOS = {"bundled": {"paper": 0.75, "csm": 0.92}, "smollm2": {"paper": 0.85, "csm": 0.92}}
-TARGET_OUTPUT_SHARE = 0.08  # issue 18
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_child.py")  # one `attnsim run`, its timings and peak memory
 
@@ -238,29 +269,11 @@ def print_profile(r: dict) -> None:
     print(f"| figures, per run | {r['figures_s']:.2f} | |")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)"
-    )
-    parser.add_argument("--batch-size", type=positive, default=32)
-    parser.add_argument("--rounds", type=positive, default=3, help="alternating rounds of (a) and (b); medians are reported")
-    parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
-    parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
-    add_model_options(parser)
-    parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
-    parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     from attnsim.errors import AttnsimError
     from attnsim.quiet import quiet_libraries
 
     quiet_libraries()
-    for name in args.experiments:  # every experiment's config is checked before anything is measured
-        try:
-            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
-        except AttnsimError as exc:
-            parser.error(f"--experiments {name}: {exc}")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     load = load_average()
     rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
@@ -307,7 +320,7 @@ def main(argv=None) -> int:
             + f",\n  unattributed within the run {t.get('unattributed', 0):.2f}, outside it (interpreter start, ending the run, exit) {outside:.2f}"
         )
         print(
-            f"target MLflow logging + figures < {TARGET_OUTPUT_SHARE:.0%} of a default paper run: {output:.2f} s = {share:.1%} -> {'PASS' if share < TARGET_OUTPUT_SHARE else 'FAIL'}"
+            f"MLflow logging + figures in a default paper run: {output:.2f} s = {share:.1%} of its wall time (no target: benchmarks/figures.py judges the figures)"
         )
         print(f"  (the same share of the run without interpreter start-up and imports: {output / full['run']:.1%})")
     load = load_average()
@@ -316,4 +329,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(OPTIONS))
