@@ -17,7 +17,7 @@ and head h, pooled over windows:
 
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from typing import Dict, List, Mapping
 
 import torch
 
@@ -39,7 +39,7 @@ def rule_counts(view: PairView, index: torch.Tensor, short_range: int) -> torch.
     sentence, identical tokens, and none of the three (the *rest*).
 
     Args:
-        view: the batch's view (dense, blockwise or single-window); reads :meth:`~attnsim.stats.pairs.PairView.pair_features`.
+        view: the batch's view (dense, blockwise or single-window); reads :meth:`~attnsim.stats.pairs.PairView.pair_features` (through :meth:`~attnsim.stats.pairs.PairView.high_counts`).
         index: (batch, layer, head, S) pair indices, P in unused slots (high pairs, high-attention pairs, or both).
         short_range: largest distance counted as short (tokens); a pair without a distance (-1) is never short.
 
@@ -47,12 +47,12 @@ def rule_counts(view: PairView, index: torch.Tensor, short_range: int) -> torch.
         (batch, layer, head, 4) in the view's ``sum_dtype``: short, same-sentence, identical, rest.
     """
 
-    def weigh(f: Dict[str, torch.Tensor]) -> torch.Tensor:  # (B, 1, H, S) -> (B, 1, H, S, 4)
+    def select(f: Dict[str, torch.Tensor]) -> List[torch.Tensor]:  # four (B, 1, H, S) masks
         short = f["valid"] & (f["distance"] >= 0) & (f["distance"] <= short_range)
-        rest = f["valid"] & ~short & ~f["same"] & ~f["identical"]
-        return torch.stack([short, f["same"], f["identical"], rest], -1).to(view.sum_dtype)
+        rest = f["valid"] & ~(short | f["same"] | f["identical"])
+        return [short, f["same"], f["identical"], rest]
 
-    return view.high_sums(index, weigh)
+    return view.high_counts(index, select)
 
 
 def _noise_update(

@@ -24,7 +24,7 @@ per window):
 
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from typing import Dict, List, Mapping
 
 import torch
 
@@ -54,11 +54,10 @@ def high_identical_counts(view: PairView) -> torch.Tensor:
         (batch, layer, head, 2) in the view's ``sum_dtype``.
     """
 
-    def weigh(f: Dict[str, torch.Tensor]) -> torch.Tensor:  # one layer's high pairs (B, 1, H, S) -> (B, 1, H, S, 2)
-        identical = f["identical"].to(view.sum_dtype)
-        return torch.stack([identical, identical * (f["distance"] >= view.seq_len / 2).to(view.sum_dtype)], -1)
+    def select(f: Dict[str, torch.Tensor]) -> List[torch.Tensor]:  # one layer's high pairs: two (B, 1, H, S) masks
+        return [f["identical"], f["identical"] & (f["distance"] >= view.seq_len / 2)]
 
-    return view.high_sums(view.high_index, weigh)
+    return view.high_counts(view.high_index, select)
 
 
 def _repetition_update(

@@ -16,7 +16,7 @@ members, all batch-first: (batch, layer, head, ...), or (layer, head, ...) for s
   ``device``, ``top_fraction``, ``high_rule``, ``zscore``, ``include_special``, ``normalise``, ``positions``,
   ``capture``, :attr:`~PairView.sum_dtype`;
 - tokens and pairs: :attr:`~PairView.tokens`, :attr:`~PairView.max_token_id`, :meth:`~PairView.real_span`,
-  :meth:`~PairView.pair_ends`, :meth:`~PairView.pair_features`, :meth:`~PairView.high_sums`,
+  :meth:`~PairView.pair_ends`, :meth:`~PairView.pair_features`, :meth:`~PairView.high_sums`, :meth:`~PairView.high_counts`,
   :attr:`~PairView.class_counts`, :attr:`~PairView.class_counts_by_distance` (rows :data:`CLASS_TABLES`);
 - *high* pairs (per window, layer and head the top ``k = max(1, floor(top_fraction * n + 0.5))`` valid pairs by
   CSM, ties at the k-th value to the lowest pair index; or the pairs whose z-score exceeds ``zscore``):
@@ -464,9 +464,9 @@ class PairView:
         """
         # one lookup per slot in the batch's tables (made once): classes as bits (1 valid, 2 same, 4 cross, 8 identical)
         flat = index.long().clamp_max(self.n_pairs).reshape(index.shape[0], -1)  # (batch, n), P: the sentinel
-        codes = self._pair_tables[0].gather(1, flat).view(*index.shape, 1)
-        features = dict(zip(("valid", "same", "cross", "identical"), (codes & codes.new_tensor([1, 2, 4, 8]) != 0).unbind(-1)))
-        features["distance"] = self._pair_tables[1][flat].view(index.shape)
+        codes = self._pair_tables[0].gather(1, flat).view(index.shape)
+        features = {name: (codes & bit).bool() for name, bit in (("valid", 1), ("same", 2), ("cross", 4), ("identical", 8))}  # each contiguous
+        features["distance"] = self._pair_tables[1].take(flat).view(index.shape)
         return features
 
     @cached_property
@@ -486,11 +486,30 @@ class PairView:
         Returns:
             (batch, layer, head, K) the weights summed over each head's listed pairs.
         """
-        # each layer's pair_features once per batch and index (weigh never writes to them), kept with the index (its id not reused)
+        return torch.cat([weigh(features).sum(-2) for features in self._layer_features(index)], 1)
+
+    def high_counts(self, index: torch.Tensor, select: Any) -> torch.Tensor:
+        """Per-head numbers of listed pairs meeting each condition: :meth:`high_sums` for 0/1 weights, counted as
+        integers (exact in any order, and cheaper than summing weights).
+
+        Args:
+            index: (batch, layer, head, S) pair indices, P in unused slots (e.g. :attr:`high_index`).
+            select: a function of one layer's :meth:`pair_features` (each (batch, 1, head, S)) returning a sequence of
+                K (batch, 1, head, S) bool masks of the pairs meeting each condition (False at unused slots).
+
+        Returns:
+            (batch, layer, head, K) in :attr:`sum_dtype`: the listed pairs meeting each condition.
+        """
+        counts = [torch.stack([mask.sum(-1) for mask in select(features)], -1) for features in self._layer_features(index)]  # int64
+        return torch.cat(counts, 1).to(self.sum_dtype)
+
+    def _layer_features(self, index: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
+        """:meth:`pair_features` of each layer of ``index`` (batch, layer, head, S), made once per batch and index
+        (:meth:`high_sums` and :meth:`high_counts` never write to them) and kept with the index (its id not reused)."""
         entry = self.__dict__.setdefault("_features_by_index", {}).get(id(index))
         if entry is None or entry[0] is not index:
             entry = self._features_by_index[id(index)] = (index, [self.pair_features(index[:, n : n + 1]) for n in range(index.shape[1])])
-        return torch.cat([weigh(features).sum(-2) for features in entry[1]], 1)
+        return entry[1]
 
     @cached_property
     def _top_k(self) -> torch.Tensor:

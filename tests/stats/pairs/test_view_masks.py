@@ -102,3 +102,21 @@ def test_high_sums_are_weighted_sums_over_high_pairs():
     assert pair_sums(pair_values(csm), weights)[0, 0, 0].tolist() == [4.0 - 1.0, 5.0 + 4.0 + 3.0 - 1.0]  # the dense reference
     # the view's CSM sums over the pair classes: every pair valid, one sentence of the two content tokens (1, 2)
     assert view.class_value_sums[0, 0, 0].tolist() == [11.0, 0.0, 0.0, 0.0, 11.0]
+
+
+def test_high_counts_count_each_layers_high_pairs_meeting_each_condition():
+    T = 4
+    layer0 = symmetric(T, {(0, 1): 5.0, (0, 2): 4.0})  # high: (0,1) d=1, (0,2) d=2
+    layer1 = symmetric(T, {(0, 3): 5.0, (1, 3): 4.0})  # high: (0,3) d=3, (1,3) d=2
+    csm = torch.stack([layer0, layer1])[:, None, None]  # (layer, batch, head, T, T)
+    view = view_from_csm(csm, batch_of(torch.tensor([[CLS, 7, 8, SEP]])), top_fraction=2 / 6)
+
+    def select(f):
+        return [f["distance"] == 1, f["distance"] >= 2, f["valid"]]
+
+    counts = view.high_counts(view.high_index, select)
+    assert counts.dtype == view.sum_dtype and counts.shape == (1, 2, 1, 3)
+    assert counts[0, :, 0].tolist() == [[1.0, 1.0, 2.0], [0.0, 2.0, 2.0]]
+    # the same numbers as high_sums with 0/1 weights
+    weights = view.high_sums(view.high_index, lambda f: torch.stack(select(f), -1).to(view.sum_dtype))
+    assert torch.equal(weights, counts)
