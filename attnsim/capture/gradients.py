@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 
 from attnsim.capture.architectures import Architecture, layer_modules
-from attnsim.capture.hooks import BatchCapture, capture_heads, check_shapes, head_results, no_cache, output_projections
+from attnsim.capture.hooks import BatchCapture, capture_heads, check_shapes, forward_without_cache, head_results, output_projections
 from attnsim.capture.load import BUILD, ModelInfo
 from attnsim.capture.module import ViewFactory, release_view
 from attnsim.errors import ModelError
@@ -240,7 +240,7 @@ class GradientModule(pl.LightningModule):
         arch, n_heads = self.info.arch, self.info.n_heads
         with torch.enable_grad():
             with layer_inputs(self.model, arch) as found, capture_heads(self.model, arch, n_heads) as store:
-                outputs = self.model(**self._inputs(batch), output_attentions=True, **no_cache(self.model))
+                outputs = forward_without_cache(self.model, **self._inputs(batch), output_attentions=True)
             maps = getattr(outputs, "attentions", None)
             if not maps or any(m is None for m in maps):
                 raise ModelError("The classifier returned no attention probabilities; it must run with eager attention.")

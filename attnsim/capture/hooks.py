@@ -197,6 +197,12 @@ def no_cache(model: nn.Module) -> Dict[str, bool]:
     return {"use_cache": False} if _TAKES_CACHE[kind] else {}
 
 
+def forward_without_cache(model: nn.Module, **inputs: Any) -> Any:
+    """``model(**inputs)``, with ``use_cache=False`` where its forward takes it (:func:`no_cache`): every forward pass attnsim
+    runs (capture, interventions, gradient maps) is one pass, never followed by generation."""
+    return model(**inputs, **no_cache(model))
+
+
 def forward_with_capture(
     model: nn.Module, arch: Architecture, n_heads: int, inputs: Dict[str, torch.Tensor], attention: bool, seq_len: Optional[int] = None, queries: bool = False
 ):
@@ -217,7 +223,7 @@ def forward_with_capture(
     from attnsim.capture.queries import recording
 
     with capture_heads(model, arch, n_heads) as store, recording() if queries else nullcontext([]) as recorded:
-        outputs = model(**inputs, output_attentions=attention, **no_cache(model))
+        outputs = forward_without_cache(model, **inputs, output_attentions=attention)
     n_layers = len(layer_modules(model, arch))
     query_keys = None
     if queries:

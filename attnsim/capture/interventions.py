@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 
 from attnsim.capture.architectures import Architecture, layer_modules
-from attnsim.capture.hooks import _projection_input, capture_heads, no_cache
+from attnsim.capture.hooks import _projection_input, capture_heads, forward_without_cache
 from attnsim.capture.load import ModelInfo, load_model
 from attnsim.errors import ModelError
 
@@ -259,13 +259,13 @@ class InterventionModule(pl.LightningModule):
         arch, n_heads = self.info.arch, self.info.n_heads
         if self.phase == "mean":
             with capture_heads(self.model, arch, n_heads) as store:
-                self.model(**inputs, **no_cache(self.model))
+                forward_without_cache(self.model, **inputs)
             total = torch.stack([z.double().sum(0) for z in store])  # L x (B, H, T, d) -> (L, H, T, d)
             self.z_sum = total if self.z_sum is None else self.z_sum + total
             self.z_count += int(inputs["input_ids"].shape[0])
             return None
         with capture_heads(self.model, arch, n_heads) as store:
-            clean = self.model(**inputs, **no_cache(self.model))
+            clean = forward_without_cache(self.model, **inputs)
         sums, counts = [], []
         needs_z = bool(getattr(self.task, "needs_z", False))
         z_kwargs = {"z": store, "clean_z": store} if needs_z else {}
@@ -289,11 +289,11 @@ class InterventionModule(pl.LightningModule):
             values = ablation_values(heads, self.mode, self.mean_z, donor)
             if needs_z:  # the other heads' Z under the ablation (the capture hooks run before the edit; the ablated heads are left out)
                 with capture_heads(self.model, arch, n_heads) as ablated, replace_heads(self.model, arch, n_heads, values):
-                    out = self.model(**inputs, **no_cache(self.model))
+                    out = forward_without_cache(self.model, **inputs)
                 s, c = self.task.sums(out, batch, clean, z=ablated, clean_z=store, heads=heads)
             else:
                 with replace_heads(self.model, arch, n_heads, values):
-                    out = self.model(**inputs, **no_cache(self.model))
+                    out = forward_without_cache(self.model, **inputs)
                 s, c = self.task.sums(out, batch, clean)
             sums.append(s)
             counts.append(c)
@@ -329,12 +329,12 @@ class PatchingModule(pl.LightningModule):
         arch, n_heads = self.info.arch, self.info.n_heads
         mask = batch["attention_mask"]
         with capture_heads(self.model, arch, n_heads) as store:
-            clean = self.logit_diff(self.model(input_ids=batch["clean_ids"], attention_mask=mask, **no_cache(self.model)), batch)
+            clean = self.logit_diff(forward_without_cache(self.model, input_ids=batch["clean_ids"], attention_mask=mask), batch)
         corrupted_inputs = {"input_ids": batch["corrupted_ids"], "attention_mask": mask}
-        corrupted = self.logit_diff(self.model(**corrupted_inputs, **no_cache(self.model)), batch)
+        corrupted = self.logit_diff(forward_without_cache(self.model, **corrupted_inputs), batch)
         patched = torch.empty(len(store), n_heads, clean.shape[0], dtype=torch.float64, device=clean.device)
         for layer, z in enumerate(store):
             for head in range(n_heads):
                 with replace_heads(self.model, arch, n_heads, {(layer, head): z[:, head]}):
-                    patched[layer, head] = self.logit_diff(self.model(**corrupted_inputs, **no_cache(self.model)), batch)
+                    patched[layer, head] = self.logit_diff(forward_without_cache(self.model, **corrupted_inputs), batch)
         return {"clean": clean, "corrupted": corrupted, "patched": patched}
