@@ -9,13 +9,7 @@
 
 (a) and (b) alternate over ``--rounds`` rounds (the order flips every round);
 the medians give samples per second and the ratio b/a (attnsim's samples per
-second over the plain pass's). A virtual machine's speed drifts by 10-30 % within
-minutes, so rounds of 10-20 s each still catch different speeds: the interleaved
-ratio runs the same work batch by batch instead, (a) then (b)'s step on each batch
-(the order flipping every batch; (b)'s step is the capture module's ``predict_step``
-and every finding's update, what the Lightning loop calls, without the loop), and
-gives the sum of (a)'s seconds over the sum of (b)'s, with the range of the batches'
-own ratios: a drift then falls on both sides alike. Then, on the same windows, one pass times each
+second over the plain pass's). Then, on the same windows, one pass times each
 stage per batch (plain forward, attnsim's forward with attention probabilities,
 capture, statistics; the rest of (b) is the Lightning loop, data loading and what the
 stages cost more inside the loop, one after the other, than each timed alone).
@@ -40,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -140,36 +134,6 @@ def attnsim_pass(prepared, model, path: str, device: str, windows=None):
     return time.perf_counter() - start, findings, recorder, module
 
 
-def interleaved_pass(prepared, plain, captured, path: str, device: str, batch_size: int) -> List[Tuple[float, float]]:
-    """Per batch, the seconds of (a) the plain forward pass and (b) attnsim's step on that batch (the capture module's
-    ``predict_step`` and every finding's update, what the Lightning loop calls for it), run one after the other, the
-    order flipping every batch."""
-    cfg = prepared.cfg
-    findings = build_findings(prepared)
-    module = make_capture_module(captured, prepared.info, any(f.needs_attention for f in findings), cfg, findings, path).to(device)
-
-    def plain_step(batch):
-        plain(**model_inputs(batch, device))
-
-    def attnsim_step(batch):
-        view = module.predict_step({k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}, 0)
-        for finding in findings:
-            finding.update(view)
-
-    pairs = []
-    with torch.inference_mode():
-        for index, batch in enumerate(batches(prepared.corpus.windows, batch_size)):
-            seconds = {}
-            for side in ("plain", "attnsim") if index % 2 == 0 else ("attnsim", "plain"):
-                sync(device)
-                start = time.perf_counter()
-                (plain_step if side == "plain" else attnsim_step)(batch)
-                sync(device)
-                seconds[side] = time.perf_counter() - start
-            pairs.append((seconds["plain"], seconds["attnsim"]))
-    return pairs
-
-
 def stage_profile(prepared, plain, captured, path: str, device: str, batch_size: int) -> Dict[str, float]:
     """Median seconds per batch of each stage, measured batch by batch on the same windows."""
     cfg = prepared.cfg
@@ -251,7 +215,6 @@ def bench(experiment: str, args) -> dict:
                 seconds, findings, recorder, module = attnsim_pass(prepared, captured, path, args.device)
                 attnsim_times.append(seconds)
                 forward_calls = module.forward_calls
-    interleaved = interleaved_pass(prepared, plain, captured, path, args.device, args.batch_size)
     # summaries, logging and figures of the last attnsim round, timed apart
     with tempfile.TemporaryDirectory() as folder:
         tracker = Tracker(f"sqlite:///{folder}/mlflow.db")
@@ -282,8 +245,6 @@ def bench(experiment: str, args) -> dict:
         "plain_rounds": plain_times,
         "attnsim_rounds": attnsim_times,
         "profile": profile,
-        "interleaved": sum(a for a, _ in interleaved) / sum(b for _, b in interleaved),
-        "interleaved_batches": [a / b for a, b in interleaved],
     }
 
 
@@ -326,15 +287,14 @@ def main(args: argparse.Namespace) -> int:
         return 2
     print()
     print(
-        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T | capture path | interleaved b/a | per batch |"
+        "| model | experiment | windows | attention (b) | plain samples/s (a) | attnsim samples/s (b) | ratio b/a | summarise s | logging s | figures s | ratio per round | T | capture path |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # new columns last: gpu_check.sh reads the first ones
     for r in results:
         per_round = [a / b for a, b in zip(r["plain_rounds"], r["attnsim_rounds"])]  # each round's pair, side by side in time
         print(
             f"| {r['model']} | {r['experiment']} | {r['windows']} | {r['attention']} | {r['plain_sps']:.1f} | {r['attnsim_sps']:.1f} | "
-            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} | {r['capture_path']} | "
-            f"{r['interleaved']:.2f} | {min(r['interleaved_batches']):.2f}–{max(r['interleaved_batches']):.2f} |"
+            f"{r['ratio']:.2f} | {r['summarise_s']:.2f} | {r['log_s']:.2f} | {r['figures_s']:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {args.seq_len} | {r['capture_path']} |"
         )
     for r in results:
         if r["profile"]:
@@ -346,7 +306,6 @@ def main(args: argparse.Namespace) -> int:
         target = TARGET_RATIOS.get(args.model, {}).get(r["experiment"]) if args.seq_len == 128 else None
         if target is not None:
             print(f"target {r['experiment']} ratio b/a >= {target}: {r['ratio']:.2f} -> {'PASS' if r['ratio'] >= target else 'FAIL'}")
-            print(f"  interleaved batch by batch (without the Lightning loop): {r['interleaved']:.2f} -> {'PASS' if r['interleaved'] >= target else 'FAIL'}")
     if args.full_run and "paper" in args.experiments and args.model == "bundled" and args.seq_len == 128:  # the default run is MiniLM at 128
         full = full_default_run("paper", args.device)
         t = full["timings"]

@@ -31,10 +31,6 @@ def test_throughput_benchmark_runs_and_prints_its_table(tracking_uri):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "| all-MiniLM-L6-v2 | csm | 8 | sdpa |" in out.stdout
     assert "csm: one forward pass per batch: 2 calls for 2 batches" in out.stdout
-    # the interleaved ratio (batch by batch) lies within its batches' own ratios, which are positive
-    row = next(line for line in out.stdout.splitlines() if line.startswith("| all-MiniLM-L6-v2 | csm |")).split("|")[1:-1]
-    interleaved, (low, high) = float(row[13]), (float(x) for x in row[14].split("–"))
-    assert 0 < low <= interleaved <= high, row
 
 
 def test_end_to_end_benchmark_times_attnsim_and_the_plain_script_per_stage():
