@@ -84,7 +84,9 @@ def fastest(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def main(args: argparse.Namespace) -> int:
+def main(argv=None) -> int:
+    """Run the benchmark; ``argv``: the command line's arguments (a list), or options :func:`parse_options` already parsed."""
+    args = argv if isinstance(argv, argparse.Namespace) else parse_options(argv)
     from attnsim.quiet import quiet_libraries
 
     quiet_libraries()

@@ -52,11 +52,11 @@ def parse_options(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--windows", type=positive, default=512, help="BBC windows of the throughput rounds (default 512; the default paper run always has 512)"
     )
-    parser.add_argument("--batch-size", type=positive, default=32)
+    parser.add_argument("--batch-size", type=positive, default=32, help="windows per batch (trainer.batch_size, default 32)")
     parser.add_argument("--rounds", type=positive, default=3, help="alternating rounds of (a) and (b); medians are reported")
     parser.add_argument("--device", type=device_name, default="cpu", help="cpu or cuda[:N]")
     parser.add_argument("--threads", type=positive, default=None, help="torch threads (default: all cores)")
-    parser.add_argument("--experiments", nargs="+", default=["paper", "csm"])
+    parser.add_argument("--experiments", nargs="+", default=["paper", "csm"], help="experiments to time, in this order (default: paper csm)")
     add_model_options(parser)
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the per-stage profile")
     parser.add_argument("--no-full-run", dest="full_run", action="store_false", help="skip the complete default paper run")
@@ -269,7 +269,9 @@ def print_profile(r: dict) -> None:
     print(f"| figures, per run | {r['figures_s']:.2f} | |")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(argv=None) -> int:
+    """Run the benchmark; ``argv``: the command line's arguments (a list), or options :func:`parse_options` already parsed."""
+    args = argv if isinstance(argv, argparse.Namespace) else parse_options(argv)
     from attnsim.errors import AttnsimError
     from attnsim.quiet import quiet_libraries
 
