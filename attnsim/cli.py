@@ -233,8 +233,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print("columns:")
     for row in table.attrs["runs"]:
         step = f", step {row['global_step']}" if row.get("global_step") is not None else ""
+        measured = ", ".join(f"{name} {row[key]}" for name, key in (("capture", "capture_path"), ("statistics", "statistics_path")) if row.get(key))
         print(
             f"  {row['column']}: run {row['run_id']} - model {row['model']}{step}, corpus {row['corpus']} ({row['windows']} windows of {row['seq_len']} tokens)"
+            + (f"; {measured}" if measured else "")
         )
     print()
     print(format_table(table))

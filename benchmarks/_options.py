@@ -69,6 +69,17 @@ def add_model_options(parser: argparse.ArgumentParser, model: str = "bundled", s
     parser.add_argument("--seq-len", type=positive, default=seq_len, help=f"tokens per window, specials included (corpus.seq_len, default {seq_len})")
 
 
+OPTION_KEYS = {"corpus.seq_len": "--seq-len", "model.path": "--model", "corpus.limit": "--windows", "trainer.batch_size": "--batch-size"}
+"""The attnsim config keys the benchmarks' own options set (``add_model_options``, ``--windows``, ``--batch-size``)."""
+
+
+def with_options(message: str) -> str:
+    """An attnsim error message with the benchmark option that set each config key it names, e.g. ``corpus.seq_len``
+    refused at a length the model does not take, which the user gave as ``--seq-len``."""
+    named = [f"{option} sets {key}" for key, option in OPTION_KEYS.items() if key in message]
+    return f"{message.rstrip()} In this benchmark, {'; '.join(named)}." if named else message
+
+
 def model_overrides(args: argparse.Namespace) -> list:
     """The attnsim overrides of ``add_model_options``'s values: ``["model.path=...", "corpus.seq_len=..."]``."""
     return [f"model.path={args.model}", f"corpus.seq_len={args.seq_len}"]

@@ -43,7 +43,7 @@ from attnsim.workflows.startup import process_settings  # noqa: E402
 
 PROCESS_SETTINGS = process_settings()  # those of `attnsim run`, made before torch loads
 
-from _options import accelerator_override, add_model_options, device_name, load_average, model_overrides, positive  # noqa: E402  (benchmarks/, the script's folder)
+from _options import accelerator_override, add_model_options, device_name, load_average, model_overrides, positive, with_options  # noqa: E402  (benchmarks/, the script's folder)
 
 
 def parse_options(argv=None) -> argparse.Namespace:
@@ -284,8 +284,8 @@ def main(argv=None) -> int:
     )
     try:
         results = [bench(name, args) for name in args.experiments]
-    except AttnsimError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except AttnsimError as exc:  # found once the model's config is read, e.g. a --seq-len longer than the model takes
+        print(f"error: {with_options(str(exc))}", file=sys.stderr)
         return 2
     print()
     print(

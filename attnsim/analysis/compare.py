@@ -25,7 +25,8 @@ sweep parents, fine-tuning and comparison runs are always refused.
 
 Output: the table (the command line prints it), as CSV, and as a comparison run (tag
 ``attnsim.kind=compare``, MLflow experiment ``compare`` unless told otherwise)
-holding ``comparison.csv``, ``runs.csv`` (which column is which run) and one
+holding ``comparison.csv``, ``runs.csv`` (which column is which run: id, name, model, corpus, windows, T,
+and how each was measured: capture path, statistics path, attention implementation) and one
 figure per statistic under ``figures/compare/`` (one line per run over
 layers, the chance level dotted where the statistic has one).
 """
@@ -238,6 +239,10 @@ def _runs_legend(runs: Sequence[Any], labels: Sequence[str]):
                 "corpus_hash": (tags.get(Tag.CORPUS_HASH.value) or "")[:12],
                 "windows": tags.get(Tag.WINDOWS.value),
                 "seq_len": tags.get(Tag.SEQ_LEN.value),
+                # how it was measured: equal statistics within float32 rounding, but a reader tracing a difference asks
+                "capture_path": tags.get(Tag.CAPTURE_PATH.value),
+                "statistics_path": tags.get(Tag.STATISTICS_PATH.value),
+                "attn_implementation": tags.get(Tag.ATTN_IMPLEMENTATION.value),
             }
         )
     return pd.DataFrame(rows)

@@ -44,6 +44,9 @@ def test_table_one_column_per_run_with_layers_and_mean(tracker, tmp_path):
     assert list(table.xs("csm/mean", level="statistic").index) == ["L00", "L01", "L02", "mean"]
     assert csv.is_file() and "csm/short_range_share" in csv.read_text()
     assert [r["run_id"] for r in table.attrs["runs"]] == [a, b]
+    legend = table.attrs["runs"][0]
+    assert (legend["model"], legend["seq_len"], legend["capture_path"], legend["statistics_path"]) == ("model-a", "128", "dense", "compiled")
+    assert legend["attn_implementation"] is None  # a tag the run lacks stays empty
 
     run = tracker.client.get_run(table.attrs["comparison_run_id"])
     assert run.info.status == "FINISHED"
@@ -110,6 +113,7 @@ def test_cli_prints_table_and_refuses_with_one_paragraph(tracker, tmp_path, caps
     assert main(["compare", a, b, "--csv", str(csv), "--no-log"]) == 0
     out = capsys.readouterr().out
     assert "csm/mean" in out and "L01" in out and f"run {a}" in out and csv.is_file()
+    assert "(8 windows of 128 tokens); capture dense, statistics compiled" in out  # how each column was measured
     assert main(["compare", a, c, "--csv", str(csv)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: These runs' statistics are not comparable") and err.count("\n") == 1

@@ -110,6 +110,8 @@ def fake_compare_run(
         "attnsim.model": f"model-{name}",
         "attnsim.corpus": corpus,
         "attnsim.windows": "8",
+        "attnsim.capture_path": "dense",
+        "attnsim.statistics_path": "compiled",
     }
     if kind:
         tags["attnsim.kind"] = kind
