@@ -200,11 +200,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 # the attnsim modules each command that reads runs imports first (with its libraries: :func:`_start_reading`)
-READING_MODULES = {"report": ("attnsim.analysis.report", "markdown_it"), "compare": ("attnsim.analysis.compare",)}
+READING_MODULES = {"report": ("attnsim.analysis.report", "markdown_it"), "compare": ("attnsim.analysis.compare",), "runs": ("attnsim.analysis.listing",)}
 
 
 def _start_reading(args: argparse.Namespace) -> None:
-    """A lean start for ``report`` and ``compare``, as ``run`` has (:mod:`attnsim.workflows.startup`).
+    """A lean start for ``report``, ``compare`` and ``runs``, as ``run`` has (:mod:`attnsim.workflows.startup`).
 
     MLflow, its SQL tracking store (unless the store is a server: ``http(s)://``), the command's own
     modules and, for a comparison that is logged, its figures' module are imported with the garbage
@@ -248,6 +248,27 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"comparison run: {table.attrs['comparison_run_id']} (experiment '{args.log_experiment}': comparison.csv, runs.csv, figures/compare/*.png)")
         print(open_hint(table.attrs["tracking_uri"], table.attrs["comparison_experiment_id"], table.attrs["comparison_run_id"]))
     return 0
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from attnsim.analysis.listing import describe_run, format_run, format_runs, list_runs
+
+    if args.run_id:
+        print(format_run(describe_run(args.run_id, args.uri)))
+    else:
+        print(format_runs(list_runs(args.uri, args.experiment, args.limit)))
+    return 0
+
+
+def _limit(text: str) -> int:
+    """argparse type of ``runs --limit``: a whole number of runs, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more runs")
+    return value
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -335,6 +356,13 @@ def _add_analysis_parsers(sub: Any) -> None:
     p.add_argument("--log-experiment", default="compare", metavar="NAME", help="MLflow experiment of the comparison run (default compare)")
     p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
     p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("runs", help="list the tracking store's runs, newest first, or print one run's tags, params and statistics")
+    p.add_argument("run_id", nargs="?", default=None, metavar="RUN_ID", help="print this run: its attnsim tags, params and statistics' model means")
+    p.add_argument("--experiment", default=None, metavar="NAME", help="only the runs of this MLflow experiment (e.g. csm)")
+    p.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N runs (default 20)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("report", help="write a report (Markdown and HTML) of the paper's claims against one or more runs and print its verdicts")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare, e.g. a trained model and its random control")
@@ -437,7 +465,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command in READING_MODULES:
         _start_reading(args)
     if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore"):  # `run` quiets them after its config checks
-        quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare"))
+        quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare", "runs"))
     from attnsim.tracking.store import command_line
 
     try:

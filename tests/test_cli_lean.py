@@ -62,11 +62,11 @@ def test_the_parser_of_a_builtin_command_skips_the_subcommand_modules_and_help_l
     assert lean.parse_args(["show", "csm", "corpus.limit=2"]).overrides == ["corpus.limit=2"]
     full = build_parser(None)
     choices = full._subparsers._group_actions[0].choices  # argparse keeps the subcommand parsers here
-    assert {"list", "show", "run", "ui", "finetune", "sweep", "compare", "report"} <= set(choices)
+    assert {"list", "show", "run", "ui", "finetune", "sweep", "compare", "report", "runs"} <= set(choices)
     assert full.parse_args(["report", "abc"]).run_ids == ["abc"]
 
 
-def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
+def test_report_compare_and_runs_import_no_torch_lightning_or_transformers(tmp_path):
     """Commands that read runs start fast: no torch, Lightning or transformers (4-5 s of imports before), and the
     libraries they do import are not walked by the garbage collector again (cli._start_reading)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -86,6 +86,8 @@ def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
     for command in (  # as typed: each logs its result (a report artifact; a comparison run with its figures)
         f"['report', *ids, '--uri', {uri!r}, '--out', {str(tmp_path / 'r.md')!r}]",
         f"['compare', *ids, '--uri', {uri!r}, '--force', '--csv', {str(tmp_path / 'c.csv')!r}]",
+        f"['runs', '--uri', {uri!r}]",
+        f"['runs', ids[0], '--uri', {uri!r}]",
     ):
         code = (
             setup + f"assert main({command}) == 0\nimport gc, sys, json\nfrom attnsim.workflows import startup\n"
@@ -97,4 +99,7 @@ def test_report_and_compare_import_no_torch_lightning_or_transformers(tmp_path):
         assert imported == [], command
         # a lean start, as `run`'s: MLflow and its SQL store imported with the collector paused, then frozen, and frozen again at exit
         assert frozen > 100_000 and enabled and exit_hook, (command, frozen)
-    assert "comparison run: " in proc.stdout  # the comparison was logged, figures drawn
+        if command.startswith("['compare'"):
+            assert "comparison run: " in proc.stdout  # the comparison was logged, figures drawn
+        if command.startswith("['runs', ids[0]"):
+            assert "  attnsim.seq_len " in proc.stdout and "and 3 layer-mean and per-head keys" in proc.stdout  # its tags; csm/mean/L00-L02

@@ -1,0 +1,203 @@
+"""The runs of a tracking store, listed, and one run described (``attnsim runs``, ``attnsim runs RUN_ID``).
+
+A run id is what ``report``, ``compare``, ``sweep --checkpoints`` and ``explore --run`` take; this module finds it
+again without the MLflow UI, and prints what one run logged: its ``attnsim.*`` tags (what it measured and how), its
+params (the resolved config) and the model means of its statistics (``finding/stat``). Layer and head values stay
+where ``attnsim compare``, the run's ``tables/<finding>_heads.csv`` and the UI show them; only their count is given.
+
+It reads the store through MLflow's client and imports neither torch nor Lightning, as ``report`` and ``compare``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from attnsim.analysis.runs import statistics
+from attnsim.errors import TrackingError
+from attnsim.keys import RunKind, Tag
+
+LIST_COLUMNS = ("run_id", "experiment", "kind", "status", "model", "windows", "seq_len", "capture_path", "start", "run_name")
+"""The columns of :func:`list_runs`, in order: ``start`` is the run's start in UTC (``YYYY-MM-DD HH:MM``)."""
+
+BOOKKEEPING = "zz_run/"
+"""Prefix of a run's own bookkeeping metrics (windows folded in, seconds by stage, peak memory)."""
+
+
+def _start(millis: Optional[int]) -> str:
+    """A run's start (MLflow's milliseconds since the epoch) as ``YYYY-MM-DD HH:MM`` UTC; empty when unknown."""
+    if not millis:
+        return ""
+    return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _tracker(uri: Optional[str]):
+    from attnsim.tracking.store import Tracker
+
+    tracker = Tracker(uri)
+    tracker.check()
+    return tracker
+
+
+def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit: int = 20) -> List[Dict[str, str]]:
+    """The newest runs of a tracking store, newest first.
+
+    Args:
+        uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
+        experiment: only the runs of this MLflow experiment (the name ``attnsim run`` logged to, e.g. ``csm``);
+            None: every active experiment.
+        limit: at most this many runs (>= 1).
+
+    Returns:
+        One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag).
+
+    Raises:
+        ValueError: ``limit`` is below 1.
+        TrackingError: the store cannot be used, or ``experiment`` is not in it (the message lists those that are).
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be 1 or more runs, got {limit}")
+    tracker = _tracker(uri)
+    client = tracker.client
+    experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    if experiment is not None:
+        chosen = [eid for eid, name in experiments.items() if name == experiment]
+        if not chosen:
+            known = ", ".join(sorted(experiments.values())) or "none"
+            raise TrackingError(
+                f"MLflow experiment '{experiment}' is not in the tracking store {tracker.uri} (its experiments: {known}). Give one of those names."
+            )
+        experiments = {chosen[0]: experiment}
+    if not experiments:
+        return []
+    runs = client.search_runs(list(experiments), order_by=["attributes.start_time DESC"], max_results=limit)
+    rows = []
+    for run in runs:
+        tags = run.data.tags
+        rows.append(
+            {
+                "run_id": run.info.run_id,
+                "experiment": experiments.get(run.info.experiment_id, run.info.experiment_id),
+                "kind": RunKind.of(tags).value,
+                "status": run.info.status,
+                "model": tags.get(Tag.MODEL.value, ""),
+                "windows": tags.get(Tag.WINDOWS.value, ""),
+                "seq_len": tags.get(Tag.SEQ_LEN.value, ""),
+                "capture_path": tags.get(Tag.CAPTURE_PATH.value, ""),
+                "start": _start(run.info.start_time),
+                "run_name": run.info.run_name or "",
+            }
+        )
+    return rows
+
+
+@dataclass
+class RunDescription:
+    """What one run logged (:func:`describe_run`).
+
+    Attributes:
+        run_id, run_name, experiment (its MLflow experiment's name), status, kind (:class:`~attnsim.keys.RunKind` value).
+        start, end: UTC ``YYYY-MM-DD HH:MM`` (end empty while the run has not ended).
+        tags: the ``attnsim.*`` tags, by name, sorted.
+        params: the logged params (the resolved config, dot-list keys), sorted.
+        statistics: the model means of the statistics (``finding/stat``), sorted; NaN where a run logged one.
+        layer_and_head_keys: how many layer-mean and per-head metric keys the run logged besides them.
+        bookkeeping: the run's ``zz_run/*`` metrics (windows, seconds by stage, peak memory), sorted.
+    """
+
+    run_id: str
+    run_name: str
+    experiment: str
+    status: str
+    kind: str
+    start: str
+    end: str
+    tags: Dict[str, str] = field(default_factory=dict)
+    params: Dict[str, str] = field(default_factory=dict)
+    statistics: Dict[str, float] = field(default_factory=dict)
+    layer_and_head_keys: int = 0
+    bookkeeping: Dict[str, float] = field(default_factory=dict)
+
+
+def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
+    """One run's tags, params and statistics' model means, read from the tracking store.
+
+    Args:
+        run_id: the id ``attnsim run`` printed (or :func:`list_runs` lists).
+        uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
+
+    Raises:
+        TrackingError: the store cannot be used, or the run is not in it.
+    """
+    tracker = _tracker(uri)
+    try:
+        run = tracker.client.get_run(run_id)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+        raise TrackingError(
+            f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). "
+            "`attnsim runs` lists the store's runs; give --uri (or MLFLOW_TRACKING_URI) for another store."
+        ) from exc
+    try:
+        experiment = tracker.client.get_experiment(run.info.experiment_id).name
+    except Exception:  # noqa: BLE001 - a deleted experiment still names its runs' id
+        experiment = run.info.experiment_id
+    metrics = run.data.metrics
+    parsed = statistics({k: v for k, v in metrics.items() if not k.startswith(BOOKKEEPING)})
+    return RunDescription(
+        run_id=run.info.run_id,
+        run_name=run.info.run_name or "",
+        experiment=experiment,
+        status=run.info.status,
+        kind=RunKind.of(run.data.tags).value,
+        start=_start(run.info.start_time),
+        end=_start(run.info.end_time),
+        tags={k: v for k, v in sorted(run.data.tags.items()) if k.startswith("attnsim.")},
+        params=dict(sorted(run.data.params.items())),
+        statistics={key.format(): value for key, value in sorted(parsed.items(), key=lambda kv: kv[0].format()) if key.layer is None},
+        layer_and_head_keys=sum(key.layer is not None for key in parsed),
+        bookkeeping={k: v for k, v in sorted(metrics.items()) if k.startswith(BOOKKEEPING)},
+    )
+
+
+def format_runs(rows: List[Dict[str, str]]) -> str:
+    """:func:`list_runs`'s rows as an aligned text table (a header line, then one line per run)."""
+    if not rows:
+        return "no runs"
+    header = {"run_id": "run id", "seq_len": "T", "capture_path": "capture", "start": "start (UTC)", "run_name": "name"}
+    table = [[header.get(c, c) for c in LIST_COLUMNS]] + [[row[c] for c in LIST_COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(LIST_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table)
+
+
+def _number(value: Any) -> str:
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return f"{value:.6g}"
+
+
+def format_run(run: RunDescription) -> str:
+    """A :class:`RunDescription` as text: the run, its tags, params, statistics and bookkeeping, one section each."""
+    ended = f", ended {run.end}" if run.end else ""
+    lines = [f"run {run.run_id} '{run.run_name}': experiment '{run.experiment}', {run.kind}, {run.status}; started {run.start}{ended} (UTC)"]
+
+    def section(title: str, items: Dict[str, Any], number: bool = False) -> None:
+        lines.append(f"\n{title}:")
+        if not items:
+            lines.append("  (none)")
+            return
+        width = max(len(k) for k in items)
+        lines.extend(f"  {k:<{width}}  {_number(v) if number else v}" for k, v in items.items())
+
+    section("tags", run.tags)
+    section("params", run.params)
+    section("statistics (model means)", run.statistics, number=True)
+    if run.layer_and_head_keys:
+        lines.append(f"  and {run.layer_and_head_keys} layer-mean and per-head keys: `attnsim compare {run.run_id}` or the MLflow UI show them")
+    section("bookkeeping", run.bookkeeping, number=True)
+    return "\n".join(lines)
+
+
+__all__ = ["LIST_COLUMNS", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]

@@ -1,0 +1,108 @@
+"""`attnsim runs`: the store's runs listed newest first, one run described, bad input refused.
+
+Runs are written straight into a temporary tracking store with the tags and params `attnsim run` logs
+(tests/helpers/runs.py), so these tests load no model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import pytest
+
+from attnsim.analysis.listing import LIST_COLUMNS, describe_run, format_run, format_runs, list_runs
+from attnsim.cli import main
+from attnsim.errors import TrackingError
+from attnsim.tracking.store import Tracker
+from tests.helpers.runs import fake_compare_run
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One store: runs a, b (experiment 'first', a FAILED) and c (experiment 'second'), started in that order."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('listing') / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    ids = {}
+    for name, experiment, status in (("a", "first", "FAILED"), ("b", "first", "FINISHED"), ("c", "second", "FINISHED")):
+        ids[name] = fake_compare_run(tracker, name, {"mean": [1.0, 2.0, 6.0]}, experiment=experiment, status=status)
+        time.sleep(0.01)  # distinct start times (milliseconds)
+    return uri, ids
+
+
+def test_runs_are_listed_newest_first_with_what_each_measured(store):
+    uri, ids = store
+    rows = list_runs(uri)
+    assert [r["run_id"] for r in rows] == [ids["c"], ids["b"], ids["a"]]
+    assert list(rows[0]) == list(LIST_COLUMNS)
+    a = rows[2]
+    assert (a["experiment"], a["kind"], a["status"], a["model"], a["windows"], a["seq_len"], a["capture_path"], a["run_name"]) == (
+        "first",
+        "measure",
+        "FAILED",
+        "model-a",
+        "8",
+        "128",
+        "dense",
+        "a",
+    )
+    assert len(a["start"]) == len("2026-12-02 10:00")
+    assert [r["run_id"] for r in list_runs(uri, experiment="first")] == [ids["b"], ids["a"]]
+    assert [r["run_id"] for r in list_runs(uri, limit=1)] == [ids["c"]]
+    table = format_runs(rows).splitlines()
+    assert table[0].split()[:3] == ["run", "id", "experiment"] and len(table) == 4 and table[1].startswith(ids["c"])
+
+
+def test_one_run_is_described_with_its_tags_params_and_model_means(store):
+    uri, ids = store
+    run = describe_run(ids["b"], uri)
+    assert (run.run_name, run.experiment, run.status, run.kind) == ("b", "first", "FINISHED", "measure")
+    assert run.tags["attnsim.seq_len"] == "128" and run.tags["attnsim.capture_path"] == "dense"
+    assert all(k.startswith("attnsim.") for k in run.tags)  # MLflow's own tags (mlflow.*) are left out
+    assert run.params["stats.top_fraction"] == "0.02" and list(run.params) == sorted(run.params)
+    assert run.statistics == {"csm/mean": 3.0}  # the model mean (1 + 2 + 6) / 3; layer means and heads are counted
+    assert run.layer_and_head_keys == 6  # L00-L02 and L00/H00-L02/H00
+    assert run.bookkeeping == {"zz_run/windows": 8.0}
+    assert run.end and run.start <= run.end
+    text = format_run(run)
+    assert text.startswith(f"run {ids['b']} 'b': experiment 'first', measure, FINISHED; started ")
+    assert "\n  csm/mean  3\n" in text and "  and 6 layer-mean and per-head keys: `attnsim compare" in text
+    assert re.search(r"\n  stats\.top_fraction +0\.02\n", text)
+
+
+def test_bad_input_is_refused_with_the_fix(store):
+    uri, ids = store
+    with pytest.raises(TrackingError, match=r"MLflow experiment 'frist' is not in the tracking store .* \(its experiments: .*first, second\)"):
+        list_runs(uri, experiment="frist")
+    with pytest.raises(TrackingError, match=r"Run 'nosuchrun' is not in the tracking store .*`attnsim runs` lists the store's runs"):
+        describe_run("nosuchrun", uri)
+    with pytest.raises(ValueError, match="limit must be 1 or more runs, got 0"):
+        list_runs(uri, limit=0)
+
+
+def test_an_empty_store_has_no_runs(tmp_path):
+    assert list_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") == []  # a new store holds MLflow's empty Default experiment only
+    assert format_runs([]) == "no runs"
+
+
+def test_the_command_lists_describes_and_refuses(store, capsys):
+    uri, ids = store
+    assert main(["runs", "--uri", uri, "--experiment", "second"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[1].startswith(ids["c"]) and " second " in out[1]
+    assert main(["runs", ids["a"], "--uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert f"run {ids['a']} 'a': experiment 'first', measure, FAILED" in out and "csm/mean" in out
+    assert main(["runs", "nosuchrun", "--uri", uri]) == 2
+    assert capsys.readouterr().err.startswith("error: Run 'nosuchrun' is not in the tracking store")
+    with pytest.raises(SystemExit) as stop:
+        main(["runs", "--limit", "0", "--uri", uri])
+    assert stop.value.code == 2 and "0: give 1 or more runs" in capsys.readouterr().err
+
+
+def test_a_nan_statistic_is_printed_as_nan(store):
+    uri, ids = store
+    run = describe_run(ids["c"], uri)
+    run.statistics["csm/spread"] = math.nan
+    assert "  csm/spread  nan" in format_run(run)
