@@ -34,8 +34,18 @@ def _start(millis: Optional[int]) -> str:
 
 
 def _tracker(uri: Optional[str]):
-    from attnsim.tracking.store import Tracker
+    """The store at ``uri``, checked; an SQLite store that does not exist is refused, not created (reading one
+    that a typo names would print an empty list)."""
+    from pathlib import Path
 
+    from attnsim.tracking.store import Tracker, resolve_uri
+
+    uri = resolve_uri(uri)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        raise TrackingError(
+            f"There is no tracking store at {uri[len('sqlite:///') :]} (from {uri}): nothing has been logged there. "
+            "Give the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
+        )
     tracker = Tracker(uri)
     tracker.check()
     return tracker
@@ -55,7 +65,8 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
 
     Raises:
         ValueError: ``limit`` is below 1.
-        TrackingError: the store cannot be used, or ``experiment`` is not in it (the message lists those that are).
+        TrackingError: the store cannot be used or is an SQLite file that does not exist, or ``experiment`` is not in
+            it (the message lists those that are).
     """
     if limit < 1:
         raise ValueError(f"limit must be 1 or more runs, got {limit}")
@@ -129,7 +140,7 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
         uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
 
     Raises:
-        TrackingError: the store cannot be used, or the run is not in it.
+        TrackingError: the store cannot be used or is an SQLite file that does not exist, or the run is not in it.
     """
     tracker = _tracker(uri)
     try:

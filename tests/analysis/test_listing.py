@@ -81,9 +81,15 @@ def test_bad_input_is_refused_with_the_fix(store):
         list_runs(uri, limit=0)
 
 
-def test_an_empty_store_has_no_runs(tmp_path):
-    assert list_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") == []  # a new store holds MLflow's empty Default experiment only
+def test_an_empty_store_has_no_runs_and_a_missing_one_is_refused_not_created(tmp_path):
+    Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")  # a new store, as `attnsim run` creates it, without runs
+    assert list_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") == []
     assert format_runs([]) == "no runs"
+    missing = tmp_path / "typo" / "mlflow.db"
+    for call in (lambda: list_runs(f"sqlite:///{missing}"), lambda: describe_run("abc", f"sqlite:///{missing}")):
+        with pytest.raises(TrackingError, match=r"There is no tracking store at .*typo/mlflow.db .*run an experiment first"):
+            call()
+    assert not missing.parent.exists()
 
 
 def test_the_command_lists_describes_and_refuses(store, capsys):
