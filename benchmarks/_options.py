@@ -55,9 +55,19 @@ def statistics_path() -> str:
 
 def model_name(text: str) -> str:
     """argparse type: ``bundled`` (MiniLM), ``smollm2``, or an existing model folder or ``.gguf`` file (the values of ``model.path``)."""
-    if text in ("bundled", "smollm2") or os.path.exists(os.path.expanduser(text)):
+    if text in ("bundled", "smollm2"):
         return text
-    raise argparse.ArgumentTypeError(f"{text!r} is neither bundled, smollm2 nor an existing model folder or .gguf file")
+    path = os.path.expanduser(text)
+    if not os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither bundled, smollm2 nor an existing model folder or .gguf file")
+    # what attnsim's loader reads (a save_pretrained folder's config.json, or a GGUF file), checked before torch loads
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a folder without config.json, not a model folder; give a save_pretrained folder, a .gguf file, bundled or smollm2"
+        )
+    if os.path.isfile(path) and not path.endswith(".gguf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is a file but not a .gguf model; give a save_pretrained folder, a .gguf file, bundled or smollm2")
+    return text
 
 
 def add_model_options(parser: argparse.ArgumentParser, model: str = "bundled", seq_len: int = 128) -> None:
