@@ -66,9 +66,11 @@ def parse_options(argv=None) -> argparse.Namespace:
 
     for name in args.experiments:  # every experiment's config is checked before anything is measured
         try:
-            load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
+            cfg = load_config(name, [f"corpus.limit={args.windows}", f"trainer.batch_size={args.batch_size}", *model_overrides(args)])
         except AttnsimError as exc:
             parser.error(f"--experiments {name}: {exc}")
+        if str(cfg.task) != "measure":
+            parser.error(f"--experiments {name}: a fine-tuning experiment (task: {cfg.task}); this benchmark times measurement runs, e.g. paper or csm")
     return args
 
 

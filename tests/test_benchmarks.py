@@ -134,6 +134,7 @@ def test_imports_benchmark_adds_up_each_library_and_judges_both_targets():
         ("end_to_end.py", ["--seq-len", "0"], "0 is not a positive number"),
         ("memory.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
         ("long_context.py", ["--model", "no/such/folder"], "'no/such/folder' is neither bundled, smollm2 nor an existing model folder"),
+        ("throughput.py", ["--experiments", "finetune_bbc"], "--experiments finetune_bbc: a fine-tuning experiment (task: finetune)"),
         ("throughput.py", ["--model", "benchmarks"], "'benchmarks' is a folder without config.json, not a model folder"),
         ("operations.py", ["--model", "README.md"], "'README.md' is a file but not a .gguf model"),
         # found once the model's config is read (after torch loads); the message names the option that set the key
