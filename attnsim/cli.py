@@ -260,17 +260,6 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _limit(text: str) -> int:
-    """argparse type of ``runs --limit``: a whole number of runs, 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of runs") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: give 1 or more runs")
-    return value
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
     from attnsim.analysis.report import (
         glance_text,
@@ -305,15 +294,24 @@ class _CheckpointsAndOverrides(argparse.Action):
         namespace.trailing_overrides = rest
 
 
-def _jobs(text: str) -> int:
-    """argparse type of ``sweep --jobs``: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give the number of children to measure at once, e.g. --jobs 2") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: give 1 or more children to measure at once (1 measures them one after another)")
-    return value
+def _at_least_one(what: str, example: str, one: str = ""):
+    """An argparse type: a whole number >= 1 of ``what`` (e.g. ``children to measure at once``); the messages give
+    ``example`` (an option as typed) and what 1 means (``one``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give the number of {what}, e.g. {example}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{value}: give 1 or more {what}{f' ({one})' if one else ''}")
+        return value
+
+    return parse
+
+
+_jobs = _at_least_one("children to measure at once", "--jobs 2", "1 measures them one after another")
+_limit = _at_least_one("runs", "--limit 20")
 
 
 def _add_analysis_parsers(sub: Any) -> None:
