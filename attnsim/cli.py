@@ -253,8 +253,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_runs(args: argparse.Namespace) -> int:
     from attnsim.analysis.listing import describe_run, format_run, format_runs, list_runs
 
+    if len(args.run_id) > 1:
+        raise AttnsimError(
+            f"attnsim runs prints one run at a time; got {len(args.run_id)} run ids. `attnsim compare {' '.join(args.run_id)}` puts runs side by side."
+        )
     if args.run_id:
-        print(format_run(describe_run(args.run_id, args.uri)))
+        print(format_run(describe_run(args.run_id[0], args.uri)))
     else:
         print(format_runs(list_runs(args.uri, args.experiment, args.limit)))
     return 0
@@ -294,9 +298,9 @@ class _CheckpointsAndOverrides(argparse.Action):
         namespace.trailing_overrides = rest
 
 
-def _at_least_one(what: str, example: str, one: str = ""):
-    """An argparse type: a whole number >= 1 of ``what`` (e.g. ``children to measure at once``); the messages give
-    ``example`` (an option as typed) and what 1 means (``one``)."""
+def _at_least_one(what: str, example: str, one: str = "", at_most: Optional[int] = None, most: str = ""):
+    """An argparse type: a whole number >= 1 (and <= ``at_most``) of ``what`` (e.g. ``children to measure at once``);
+    the messages give ``example`` (an option as typed), what 1 means (``one``) and why the bound (``most``)."""
 
     def parse(text: str) -> int:
         try:
@@ -305,13 +309,15 @@ def _at_least_one(what: str, example: str, one: str = ""):
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give the number of {what}, e.g. {example}") from None
         if value < 1:
             raise argparse.ArgumentTypeError(f"{value}: give 1 or more {what}{f' ({one})' if one else ''}")
+        if at_most is not None and value > at_most:
+            raise argparse.ArgumentTypeError(f"{value}: give at most {at_most} {what}{f' ({most})' if most else ''}")
         return value
 
     return parse
 
 
 _jobs = _at_least_one("children to measure at once", "--jobs 2", "1 measures them one after another")
-_limit = _at_least_one("runs", "--limit 20")
+_limit = _at_least_one("runs", "--limit 20", at_most=50_000, most="MLflow's most per search")
 
 
 def _add_analysis_parsers(sub: Any) -> None:
@@ -352,20 +358,20 @@ def _add_analysis_parsers(sub: Any) -> None:
     p.add_argument("--csv", default="comparison.csv", metavar="PATH", help="where to write the table as CSV (default comparison.csv)")
     p.add_argument("--no-log", action="store_true", help="do not log a comparison run")
     p.add_argument("--log-experiment", default="compare", metavar="NAME", help="MLflow experiment of the comparison run (default compare)")
-    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlruns/mlflow.db)")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("runs", help="list the tracking store's runs, newest first, or print one run's tags, params and statistics")
-    p.add_argument("run_id", nargs="?", default=None, metavar="RUN_ID", help="print this run: its attnsim tags, params and statistics' model means")
+    p.add_argument("run_id", nargs="*", default=[], metavar="RUN_ID", help="print this run: its attnsim tags, params and statistics' model means")
     p.add_argument("--experiment", default=None, metavar="NAME", help="only the runs of this MLflow experiment (e.g. csm)")
     p.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N runs (default 20)")
-    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlruns/mlflow.db)")
     p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("report", help="write a report (Markdown and HTML) of the paper's claims against one or more runs and print its verdicts")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to compare, e.g. a trained model and its random control")
     p.add_argument("--out", default=None, help="Markdown file to write, the HTML version beside it (default: reports/report-<ids>.md)")
-    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlruns/mlflow.db)")
     p.add_argument("--no-log", action="store_true", help="do not log the report as an artifact of the runs")
     p.set_defaults(func=_cmd_report)
 
@@ -406,7 +412,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("ui", help="serve a local tracking store with the MLflow UI on 127.0.0.1 (no job workers; Ctrl-C stops it)")
-    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--uri", default=None, help="tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
     p.set_defaults(func=_cmd_ui)
 
@@ -422,7 +428,7 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p = sub.add_parser("explore", help="type a text, see every head's attention and CSM now, switch heads off: a local web page (Ctrl-C stops it)")
     p.add_argument("overrides", nargs="*", default=[], help="KEY=VALUE overrides, e.g. model.path=smollm2 corpus.seq_len=128 (the most tokens of one text)")
     p.add_argument("--run", default=None, metavar="RUN_ID", help="a logged run of the same model: its per-head corpus statistics beside the live maps")
-    p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI or ./mlruns/mlflow.db)")
+    p.add_argument("--uri", default=None, help="tracking store of --run (default: $MLFLOW_TRACKING_URI, else sqlite:///<this folder>/mlruns/mlflow.db)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument(
         "--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only; another exposes the model to the network)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -20,32 +21,31 @@ from attnsim.errors import TrackingError
 from attnsim.keys import RunKind, Tag
 
 LIST_COLUMNS = ("run_id", "experiment", "kind", "status", "model", "windows", "seq_len", "capture_path", "start", "run_name")
-"""The columns of :func:`list_runs`, in order: ``start`` is the run's start in UTC (``YYYY-MM-DD HH:MM``)."""
+"""The columns of :func:`list_runs`, in order: ``start`` is the run's start in UTC (``YYYY-MM-DD HH:MM:SS``)."""
+
+MAX_RUNS = 50_000
+"""The most runs one listing returns: MLflow's largest ``max_results`` of a run search."""
 
 BOOKKEEPING = "zz_run/"
 """Prefix of a run's own bookkeeping metrics (windows folded in, seconds by stage, peak memory)."""
 
 
 def _start(millis: Optional[int]) -> str:
-    """A run's start (MLflow's milliseconds since the epoch) as ``YYYY-MM-DD HH:MM`` UTC; empty when unknown."""
+    """A run's start (MLflow's milliseconds since the epoch) as ``YYYY-MM-DD HH:MM:SS`` UTC; empty when unknown."""
     if not millis:
         return ""
-    return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _tracker(uri: Optional[str]):
     """The store at ``uri``, checked; an SQLite store that does not exist is refused, not created (reading one
     that a typo names would print an empty list)."""
-    from pathlib import Path
-
-    from attnsim.tracking.store import Tracker, resolve_uri
+    from attnsim.tracking.store import Tracker, missing_sqlite_store, resolve_uri
 
     uri = resolve_uri(uri)
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
-        raise TrackingError(
-            f"There is no tracking store at {uri[len('sqlite:///') :]} (from {uri}): nothing has been logged there. "
-            "Give the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
-        )
+    missing = missing_sqlite_store(uri)
+    if missing:
+        raise TrackingError(missing)
     tracker = Tracker(uri)
     tracker.check()
     return tracker
@@ -58,18 +58,18 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
         uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
         experiment: only the runs of this MLflow experiment (the name ``attnsim run`` logged to, e.g. ``csm``);
             None: every active experiment.
-        limit: at most this many runs (>= 1).
+        limit: at most this many runs (1 to :data:`MAX_RUNS`).
 
     Returns:
         One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag).
 
     Raises:
-        ValueError: ``limit`` is below 1.
+        ValueError: ``limit`` is below 1 or above :data:`MAX_RUNS`.
         TrackingError: the store cannot be used or is an SQLite file that does not exist, or ``experiment`` is not in
             it (the message lists those that are).
     """
-    if limit < 1:
-        raise ValueError(f"limit must be 1 or more runs, got {limit}")
+    if not 1 <= limit <= MAX_RUNS:
+        raise ValueError(f"limit must be 1 to {MAX_RUNS} runs (MLflow's most per search), got {limit}")
     tracker = _tracker(uri)
     client = tracker.client
     experiments = {e.experiment_id: e.name for e in client.search_experiments()}
@@ -110,7 +110,7 @@ class RunDescription:
 
     Attributes:
         run_id, run_name, experiment (its MLflow experiment's name), status, kind (:class:`~attnsim.keys.RunKind` value).
-        start, end: UTC ``YYYY-MM-DD HH:MM`` (end empty while the run has not ended).
+        start, end: UTC ``YYYY-MM-DD HH:MM:SS`` (end empty while the run has not ended).
         tags: the ``attnsim.*`` tags, by name, sorted.
         params: the logged params (the resolved config, dot-list keys), sorted.
         statistics: the model means of the statistics (``finding/stat``), sorted; NaN where a run logged one.
@@ -146,8 +146,9 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
     try:
         run = tracker.client.get_run(run_id)
     except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+        whole = "" if re.fullmatch(r"[0-9a-f]{32}", run_id) else " A run id is 32 lower-case hexadecimal characters, as `attnsim run` prints it."
         raise TrackingError(
-            f"Run '{run_id}' is not in the tracking store {tracker.uri} ({str(exc).splitlines()[0]}). "
+            f"Run '{run_id}' is not in the tracking store {tracker.uri}.{whole} "
             "`attnsim runs` lists the store's runs; give --uri (or MLFLOW_TRACKING_URI) for another store."
         ) from exc
     try:
@@ -211,4 +212,4 @@ def format_run(run: RunDescription) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LIST_COLUMNS", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]
+__all__ = ["LIST_COLUMNS", "MAX_RUNS", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]

@@ -84,6 +84,27 @@ def default_uri(root: Optional[Path] = None) -> str:
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+"""File names a path given where a tracking URI belongs is taken to mean an SQLite store by (to say how to write it)."""
+
+
+def missing_sqlite_store(uri: str) -> Optional[str]:
+    """Why a command that reads runs refuses ``uri``: an ``sqlite:///`` store whose file does not exist (nothing was
+    logged there; opening it would create an empty store). None when the store is not SQLite or its file exists.
+    The message gives the path as read (relative to the current folder after ``sqlite:///``, absolute after
+    ``sqlite:////``)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri[len("sqlite:///") :])
+    if path.is_file():
+        return None
+    read_as = "" if path.is_absolute() else f"; sqlite:/// then a relative path is read from the current folder, write sqlite:////{path} for /{path}"
+    return (
+        f"There is no tracking store at {path.resolve()} (from {uri}{read_as}): nothing has been logged there. "
+        "Give the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
+    )
+
+
 def resolve_uri(uri: Optional[str] = None) -> str:
     """The tracking URI in force: explicit, else ``$MLFLOW_TRACKING_URI``, else :func:`default_uri`."""
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
@@ -123,11 +144,11 @@ def _server_answers(uri: str, timeout_s: float) -> bool:
         raise TrackingError(
             f"The MLflow tracking server {uri} answers, but cannot serve requests (HTTP {exc.code}: {' '.join(str(message).split())[:300]}). "
             "Its backend store may be down (e.g. the PostgreSQL server behind `attnsim server` or `mlflow server` stopped): start it, "
-            "or point tracking.uri / MLFLOW_TRACKING_URI at a working store."
+            "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a working store."
         ) from None
     except (OSError, TimeoutError) as exc:
         raise TrackingError(
-            f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point tracking.uri / MLFLOW_TRACKING_URI at a working store."
+            f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a working store."
         ) from None
 
 
@@ -265,6 +286,12 @@ class Tracker:
 
         self.uri = resolve_uri(uri)
         scheme = urlparse(self.uri).scheme
+        if scheme == "" and self.uri.endswith(SQLITE_SUFFIXES):
+            absolute = Path(self.uri).expanduser().resolve()
+            raise TrackingError(
+                f"Tracking store '{self.uri}' is a path, not a URI: write an SQLite store as sqlite:///{absolute} "
+                f"(--uri sqlite:///{absolute}, tracking.uri=sqlite:///{absolute} in a run, or MLFLOW_TRACKING_URI)."
+            )
         if scheme in ("", "file"):
             raise TrackingError(
                 f"Tracking store '{self.uri}' is an MLflow file store, which MLflow 3 refuses. Use an SQLite database "
@@ -294,8 +321,8 @@ class Tracker:
                     pass
             except OSError as exc:
                 raise TrackingError(
-                    f"The MLflow tracking server {self.uri} cannot be reached ({exc}). Start it (e.g. `mlflow server --host 127.0.0.1`), "
-                    "or point tracking.uri / MLFLOW_TRACKING_URI at a reachable store."
+                    f"The MLflow tracking server {self.uri} cannot be reached ({exc}). Start it (`attnsim server`, or `mlflow server --host 127.0.0.1`), "
+                    "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
                 ) from exc
             if _server_answers(self.uri, timeout_s):
                 return

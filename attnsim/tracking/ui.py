@@ -42,6 +42,7 @@ from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
 from attnsim.tracking.links import HOST, classic_fragment, experiments_url, is_server, ui_marker
+from attnsim.tracking.store import missing_sqlite_store
 
 NO_JOBS_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 READY_TIMEOUT_S = 120.0
@@ -78,13 +79,9 @@ def check_store(uri: str) -> None:
             f"Tracking store '{uri}' is not a database MLflow can serve: its scheme '{scheme}' is none of {', '.join(DATABASES)}. "
             "Give the SQLite store that `attnsim run` printed (--uri sqlite:///PATH/mlflow.db) or a database URI, e.g. postgresql://USER@HOST/DB."
         )
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///") :])
-        if not path.is_file():
-            raise UiError(
-                f"There is no tracking store at {path} (from {uri}): nothing has been logged there, so the UI would be empty. "
-                "Pass the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
-            )
+    missing = missing_sqlite_store(uri)
+    if missing:
+        raise UiError(missing)
 
 
 def check_port(port: int, host: str = HOST, command: str = "attnsim ui", default: int = 5000, error: type = None) -> None:

@@ -47,7 +47,7 @@ def test_runs_are_listed_newest_first_with_what_each_measured(store):
         "dense",
         "a",
     )
-    assert len(a["start"]) == len("2026-12-02 10:00")
+    assert len(a["start"]) == len("2026-12-02 10:00:00")
     assert [r["run_id"] for r in list_runs(uri, experiment="first")] == [ids["b"], ids["a"]]
     assert [r["run_id"] for r in list_runs(uri, limit=1)] == [ids["c"]]
     table = format_runs(rows).splitlines()
@@ -77,8 +77,11 @@ def test_bad_input_is_refused_with_the_fix(store):
         list_runs(uri, experiment="frist")
     with pytest.raises(TrackingError, match=r"Run 'nosuchrun' is not in the tracking store .*`attnsim runs` lists the store's runs"):
         describe_run("nosuchrun", uri)
-    with pytest.raises(ValueError, match="limit must be 1 or more runs, got 0"):
-        list_runs(uri, limit=0)
+    with pytest.raises(TrackingError, match=r"Run 'c73c78' is not in .* A run id is 32 lower-case hexadecimal characters"):
+        describe_run("c73c78", uri)  # a shortened id
+    for limit in (0, 50_001):
+        with pytest.raises(ValueError, match=f"limit must be 1 to 50000 runs \\(MLflow's most per search\\), got {limit}"):
+            list_runs(uri, limit=limit)
 
 
 def test_an_empty_store_has_no_runs_and_a_missing_one_is_refused_not_created(tmp_path):
@@ -90,6 +93,16 @@ def test_an_empty_store_has_no_runs_and_a_missing_one_is_refused_not_created(tmp
         with pytest.raises(TrackingError, match=r"There is no tracking store at .*typo/mlflow.db .*run an experiment first"):
             call()
     assert not missing.parent.exists()
+    # sqlite:/// then a relative path: read from the current folder, and the message says so and how to write /PATH
+    relative = "sqlite:///tmp/attnsim-no-such-store/mlflow.db"
+    with pytest.raises(
+        TrackingError,
+        match=r"from sqlite:///tmp/attnsim-no-such-store/mlflow.db; sqlite:/// then a relative path is read from the current folder, write sqlite:////tmp/attnsim-no-such-store/mlflow.db",
+    ):
+        list_runs(relative)
+    # a plain path where a URI belongs: how to write it
+    with pytest.raises(TrackingError, match=r"Tracking store '.*mlflow.db' is a path, not a URI: write an SQLite store as sqlite:///"):
+        list_runs(str(tmp_path / "mlflow.db"))
 
 
 def test_the_command_lists_describes_and_refuses(store, capsys):
@@ -102,9 +115,16 @@ def test_the_command_lists_describes_and_refuses(store, capsys):
     assert f"run {ids['a']} 'a': experiment 'first', measure, FAILED" in out and "csm/mean" in out
     assert main(["runs", "nosuchrun", "--uri", uri]) == 2
     assert capsys.readouterr().err.startswith("error: Run 'nosuchrun' is not in the tracking store")
-    with pytest.raises(SystemExit) as stop:
-        main(["runs", "--limit", "0", "--uri", uri])
-    assert stop.value.code == 2 and "0: give 1 or more runs" in capsys.readouterr().err
+    for limit, message in (
+        ("0", "0: give 1 or more runs"),
+        ("50001", "50001: give at most 50000 runs (MLflow's most per search)"),
+        ("x", "'x' is not a whole number"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["runs", "--limit", limit, "--uri", uri])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert main(["runs", ids["a"], ids["b"], "--uri", uri]) == 2  # one run at a time
+    assert f"got 2 run ids. `attnsim compare {ids['a']} {ids['b']}` puts runs side by side" in capsys.readouterr().err
 
 
 def test_a_nan_statistic_is_printed_as_nan(store):
