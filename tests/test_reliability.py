@@ -306,6 +306,28 @@ def test_bad_tracking_uris_are_clear_errors(tmp_path):
         Tracker(f"sqlite:///{blocker}/sub/mlflow.db")
     with pytest.raises(TrackingError, match="MLflow cannot use the tracking store 'foo://bar'"):
         Tracker("foo://bar").check()
+    with pytest.raises(TrackingError, match=r"Tracking store '.*mlflow.db' is a path, not a URI: write an SQLite store as sqlite:///"):
+        Tracker(str(tmp_path / "mlflow.db"))
+
+
+def test_a_database_store_that_does_not_answer_is_refused_at_once_not_after_mlflows_retries(tmp_path):
+    """MLflow retries a refused database connection for about 100 s; the tracker probes the port (or the
+    PostgreSQL Unix socket) first and says which, with the password hidden."""
+    import time
+
+    from attnsim.errors import TrackingError
+    from tests.helpers.servers import free_port
+
+    port = free_port()  # nothing listens there
+    started = time.perf_counter()
+    with pytest.raises(TrackingError) as refused:
+        Tracker(f"postgresql://bob:secret@127.0.0.1:{port}/mlflow")
+    assert time.perf_counter() - started < 10
+    message = str(refused.value)
+    assert f"The postgresql database of the tracking store postgresql://bob:***@127.0.0.1:{port}/mlflow cannot be reached at 127.0.0.1:{port}" in message
+    assert "secret" not in message and "pg_ctl start" in message
+    with pytest.raises(TrackingError, match=rf"cannot be reached at {tmp_path}/.s.PGSQL.5432 "):
+        Tracker(f"postgresql:///mlflow?host={tmp_path}")  # a Unix socket folder where no server listens
 
 
 def test_gpu_accelerator_without_gpu_is_config_error(tiny_bert, text_dir, monkeypatch):

@@ -41,7 +41,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from attnsim.errors import TrackingError
 from attnsim.keys import Tag
@@ -103,6 +103,44 @@ def missing_sqlite_store(uri: str) -> Optional[str]:
         f"There is no tracking store at {path.resolve()} (from {uri}{read_as}): nothing has been logged there. "
         "Give the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
     )
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+"""Default ports of the SQL databases MLflow stores runs in, for :func:`probe_database`."""
+
+
+def probe_database(uri: str, timeout_s: float = 5.0) -> None:
+    """Refuse a database tracking store (``postgresql://USER@HOST:PORT/DB``, ``mysql://``, ``mssql://``) whose server
+    does not answer on its TCP port, in at most ``timeout_s`` seconds. MLflow itself retries a refused connection ten
+    times with growing pauses (about 100 s) before it fails. A PostgreSQL store named without a host is probed on its
+    Unix socket (``?host=FOLDER``, else ``/var/run/postgresql``); a MySQL or SQL Server one without a host is left to MLflow.
+
+    Raises:
+        TrackingError: nothing answers at the database's host and port (the message hides any password).
+    """
+    parsed = urlparse(uri)
+    kind = parsed.scheme.split("+")[0]
+    if kind not in DATABASE_PORTS:
+        return
+    port = parsed.port or DATABASE_PORTS[kind]
+    if parsed.hostname:
+        family, address, where = socket.AF_INET, (parsed.hostname, port), f"{parsed.hostname}:{port}"
+    elif kind == "postgresql":  # libpq's Unix socket: the host= parameter's folder, else Debian's default
+        folder = parse_qs(parsed.query).get("host", ["/var/run/postgresql"])[0]
+        family, address = socket.AF_UNIX, f"{folder}/.s.PGSQL.{port}"
+        where = address
+    else:
+        return
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.settimeout(timeout_s)
+            probe.connect(address)
+    except OSError as exc:
+        shown = uri.replace(f":{parsed.password}@", ":***@") if parsed.password else uri
+        raise TrackingError(
+            f"The {kind} database of the tracking store {shown} cannot be reached at {where} ({exc}). "
+            "Start the database server there (PostgreSQL: pg_ctl start), or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
+        ) from exc
 
 
 def resolve_uri(uri: Optional[str] = None) -> str:
@@ -304,11 +342,13 @@ class Tracker:
             except OSError as exc:
                 raise TrackingError(f"Cannot create the folder {folder} of the SQLite tracking store {self.uri}: {exc}. Give a writable path.") from exc
             prepare_sqlite(self.uri)
+        probe_database(self.uri)  # before MLflow's own connection, which retries for about 100 s
         try:
             self.client = MlflowClient(tracking_uri=self.uri)
         except Exception as exc:  # noqa: BLE001 - MLflow raises several types for unusable URIs
             raise TrackingError(
-                f"MLflow cannot use the tracking store '{self.uri}': {str(exc).splitlines()[0]} Use sqlite:///PATH/mlflow.db or http://host:port."
+                f"MLflow cannot use the tracking store '{self.uri}': {str(exc).splitlines()[0].rstrip('.')}. "
+                "Use sqlite:///PATH/mlflow.db, http://host:port or postgresql://USER@HOST:PORT/DB."
             ) from exc
 
     def check(self, timeout_s: float = 5.0) -> None:
