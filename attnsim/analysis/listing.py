@@ -116,6 +116,8 @@ class RunDescription:
         statistics: the model means of the statistics (``finding/stat``), sorted; NaN where a run logged one.
         layer_and_head_keys: how many layer-mean and per-head metric keys the run logged besides them.
         bookkeeping: the run's ``zz_run/*`` metrics (windows, seconds by stage, peak memory), sorted.
+        artifacts: the run's top-level artifact paths (folders end in ``/``), e.g. ``tables/``, ``figures/``,
+            ``explorer.html``; a comparison's ``comparison.csv``; empty when it logged none or they cannot be listed.
     """
 
     run_id: str
@@ -130,6 +132,15 @@ class RunDescription:
     statistics: Dict[str, float] = field(default_factory=dict)
     layer_and_head_keys: int = 0
     bookkeeping: Dict[str, float] = field(default_factory=dict)
+    artifacts: List[str] = field(default_factory=list)
+
+
+def _artifacts(client: Any, run_id: str) -> List[str]:
+    """Top-level artifact paths of a run, folders marked with ``/``; empty when the store cannot list them."""
+    try:
+        return sorted(f"{a.path}/" if a.is_dir else a.path for a in client.list_artifacts(run_id))
+    except Exception:  # noqa: BLE001 - an artifact store out of reach: the rest of the description stands
+        return []
 
 
 def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
@@ -170,6 +181,7 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
         statistics={key.format(): value for key, value in sorted(parsed.items(), key=lambda kv: kv[0].format()) if key.layer is None},
         layer_and_head_keys=sum(key.layer is not None for key in parsed),
         bookkeeping={k: v for k, v in sorted(metrics.items()) if k.startswith(BOOKKEEPING)},
+        artifacts=_artifacts(tracker.client, run.info.run_id),
     )
 
 
@@ -191,7 +203,7 @@ def _number(value: Any) -> str:
 
 
 def format_run(run: RunDescription) -> str:
-    """A :class:`RunDescription` as text: the run, its tags, params, statistics and bookkeeping, one section each."""
+    """A :class:`RunDescription` as text: the run, its tags, params, statistics, bookkeeping and artifacts, one section each."""
     ended = f", ended {run.end}" if run.end else ""
     lines = [f"run {run.run_id} '{run.run_name}': experiment '{run.experiment}', {run.kind}, {run.status}; started {run.start}{ended} (UTC)"]
 
@@ -209,6 +221,7 @@ def format_run(run: RunDescription) -> str:
     if run.layer_and_head_keys:
         lines.append(f"  and {run.layer_and_head_keys} layer-mean and per-head keys: `attnsim compare {run.run_id}` or the MLflow UI show them")
     section("bookkeeping", run.bookkeeping, number=True)
+    lines.append("\nartifacts: " + (", ".join(run.artifacts) if run.artifacts else "(none)"))
     return "\n".join(lines)
 
 

@@ -28,6 +28,8 @@ def store(tmp_path_factory):
     for name, experiment, status in (("a", "first", "FAILED"), ("b", "first", "FINISHED"), ("c", "second", "FINISHED")):
         ids[name] = fake_compare_run(tracker, name, {"mean": [1.0, 2.0, 6.0]}, experiment=experiment, status=status)
         time.sleep(0.01)  # distinct start times (milliseconds)
+    tracker.client.log_text(ids["c"], "a,b\n", "table.csv")
+    tracker.client.log_text(ids["c"], "notes", "figures/readme.txt")
     return uri, ids
 
 
@@ -65,10 +67,12 @@ def test_one_run_is_described_with_its_tags_params_and_model_means(store):
     assert run.layer_and_head_keys == 6  # L00-L02 and L00/H00-L02/H00
     assert run.bookkeeping == {"zz_run/windows": 8.0}
     assert run.end and run.start <= run.end
+    assert run.artifacts == [] and describe_run(ids["c"], uri).artifacts == ["figures/", "table.csv"]  # top level, folders marked
     text = format_run(run)
     assert text.startswith(f"run {ids['b']} 'b': experiment 'first', measure, FINISHED; started ")
     assert "\n  csm/mean  3\n" in text and "  and 6 layer-mean and per-head keys: `attnsim compare" in text
     assert re.search(r"\n  stats\.top_fraction +0\.02\n", text)
+    assert text.endswith("\nartifacts: (none)") and format_run(describe_run(ids["c"], uri)).endswith("\nartifacts: figures/, table.csv")
 
 
 def test_bad_input_is_refused_with_the_fix(store):
