@@ -484,8 +484,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        if args.command in ("run", "sweep", "finetune"):
-            print("interrupted: the run was ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)
+        store = sys.modules.get("attnsim.tracking.store")
+        killed = list(getattr(store, "KILLED_RUNS", []))
+        if args.command in ("run", "sweep", "finetune") and killed:
+            which = f"the run {killed[0]} was" if len(killed) == 1 else f"the runs {', '.join(killed)} were"
+            print(f"interrupted: {which} ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)
+        elif args.command in ("run", "sweep", "finetune"):
+            print("interrupted before any run was created: nothing was logged", file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
         return 130

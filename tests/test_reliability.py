@@ -384,3 +384,25 @@ def test_a_dataset_created_by_another_run_meanwhile_is_linked_on_the_second_atte
     with pytest.raises(MlflowException, match="disk full"):
         RunSink(other, "r1").log_inputs(["a dataset"])
     assert other.calls == 1
+
+
+def test_ctrl_c_says_which_run_it_ended_or_that_none_existed(tiny_bert, text_dir, tracking_uri, monkeypatch, capsys):
+    import attnsim.workflows.run as runner
+    from attnsim.tracking import store
+
+    monkeypatch.setattr(store, "KILLED_RUNS", [])
+    common = ["run", "csm", f"model.path={tiny_bert}", "corpus=text", f"corpus.path={text_dir}", "corpus.seq_len=16", "tracking.figures=false"]
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    prepare = runner.prepare
+    monkeypatch.setattr(runner, "prepare", interrupt)  # before any run is created
+    assert main(common) == 130
+    assert "interrupted before any run was created: nothing was logged" in capsys.readouterr().err
+    monkeypatch.setattr(runner, "prepare", prepare)
+    monkeypatch.setattr(runner, "_predict", interrupt)  # inside the run
+    assert main(common) == 130
+    client, runs = runs_of(tracking_uri)
+    assert [r.info.status for r in runs] == ["KILLED"]
+    assert f"interrupted: the run {runs[0].info.run_id} was ended as KILLED" in capsys.readouterr().err

@@ -37,6 +37,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from attnsim.analysis.listing import measured_windows
 from attnsim.analysis.runs import LoggedRun
 from attnsim.errors import AttnsimError
 from attnsim.keys import RunKind, Tag
@@ -167,11 +168,22 @@ def select_runs(
             unknown; nothing is left to compare; a chosen run is unfinished or partial (unless ``force``)
             or is not a measurement run.
     """
+    if isinstance(run_ids, str):  # one id given where a list belongs
+        run_ids = [run_ids]
     chosen = [bool(run_ids), experiment is not None, parent is not None]
-    if sum(chosen) != 1:
-        raise ComparisonError("Choose the runs in one way: run ids (attnsim compare ID ID ...), --experiment NAME, or --parent SWEEP_RUN_ID.")
+    ways = "run ids (attnsim compare ID ID ...; compare([ID, ID]) in Python), --experiment NAME (experiment=), or --parent SWEEP_RUN_ID (parent=)"
+    if sum(chosen) == 0:
+        raise ComparisonError(f"No runs to compare were given. Choose them in one way: {ways}.")
+    if sum(chosen) > 1:
+        raise ComparisonError(f"Choose the runs in one way only, not several: {ways}.")
     client = tracker.client
     if run_ids:
+        odd = [repr(r) for r in run_ids if not isinstance(r, str)]
+        if odd:
+            raise ComparisonError(f"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got {', '.join(odd)}.")
+        twice = sorted({r for r in run_ids if list(run_ids).count(r) > 1})
+        if twice:
+            raise ComparisonError(f"Run {', '.join(twice)} is given more than once; each run is one column. Give each run id once.")
         runs = []
         for run_id in run_ids:
             try:
@@ -181,6 +193,7 @@ def select_runs(
                     f"No run '{run_id}' in the tracking store {tracker.uri}. Check the id (the MLflow UI shows it) or point --uri / MLFLOW_TRACKING_URI at the right store."
                 ) from exc
         source = "runs"
+        described = "the runs given"
     elif experiment is not None:
         found = client.get_experiment_by_name(experiment)
         if found is None:
@@ -193,18 +206,26 @@ def select_runs(
             if RunKind.of(r.data.tags).is_measurement and Tag.STATS_DEFINITION.value in r.data.tags and r.data.tags.get(Tag.PARTIAL.value) != "true"
         ]
         source = f"experiment:{experiment}"
+        described = f"MLflow experiment '{experiment}'"
     else:
         try:
             parent_run = client.get_run(parent)
         except Exception as exc:  # noqa: BLE001
             raise ComparisonError(f"No run '{parent}' in the tracking store {tracker.uri}; --parent takes the run id `attnsim sweep` printed.") from exc
+        parent_kind = RunKind.of(parent_run.data.tags)
+        if parent_kind is not RunKind.SWEEP:
+            raise ComparisonError(
+                f"Run {parent} ('{parent_run.info.run_name}') is a {parent_kind.value} run, not a sweep's parent run; --parent takes the run id "
+                "`attnsim sweep` printed. To compare measurement runs, give their ids (attnsim compare ID ID ...) or --experiment NAME."
+            )
         children = client.search_runs(
             [parent_run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}' AND attributes.status = 'FINISHED'"
         )
         runs = sorted(children, key=lambda r: (int(r.data.tags.get(Tag.GLOBAL_STEP.value, 0)), r.info.start_time))
         source = f"parent:{parent}"
+        described = f"sweep {parent}"
     if not runs:
-        raise ComparisonError(f"Nothing to compare: {source} has no finished measurement runs.")
+        raise ComparisonError(f"Nothing to compare: {described} has no finished measurement runs.")
     for run in runs:
         kind = RunKind.of(run.data.tags)
         if not kind.is_measurement:
@@ -237,7 +258,7 @@ def _runs_legend(runs: Sequence[Any], labels: Sequence[str]):
                 "global_step": tags.get(Tag.GLOBAL_STEP.value),
                 "corpus": tags.get(Tag.CORPUS.value),
                 "corpus_hash": (tags.get(Tag.CORPUS_HASH.value) or "")[:12],
-                "windows": tags.get(Tag.WINDOWS.value),
+                "windows": measured_windows(run),  # measured/planned for a run that did not finish (compared with --force)
                 "seq_len": tags.get(Tag.SEQ_LEN.value),
                 # how it was measured: equal statistics within float32 rounding, but a reader tracing a difference asks
                 "capture_path": tags.get(Tag.CAPTURE_PATH.value),
@@ -307,15 +328,14 @@ def compare(
             ``table.attrs["tracking_uri"]``; ``table.attrs["differences"]`` lists what ``force`` overrode).
 
     Raises:
-        ComparisonError: see :func:`select_runs`, :func:`check_comparable`, :func:`statistics_table`.
+        ComparisonError: see :func:`select_runs`, :func:`check_comparable`, :func:`statistics_table`; or ``csv_path`` cannot be written.
         TrackingError: the store cannot be used.
     """
     import attnsim
-    from attnsim.tracking.store import Tracker
+    from attnsim.tracking.store import existing_tracker
 
-    tracker = Tracker(uri)
-    tracker.check()
-    runs, source = select_runs(tracker, list(run_ids or []), experiment, parent, force)
+    tracker = existing_tracker(uri)
+    runs, source = select_runs(tracker, [run_ids] if isinstance(run_ids, str) else list(run_ids or []), experiment, parent, force)
     differences = check_comparable(runs, force)
     for line in differences:
         log.warning("compared anyway (--force): %s", line)
@@ -325,8 +345,16 @@ def compare(
     table.attrs["runs"] = legend.to_dict("records")
     table.attrs["differences"] = differences
     if csv_path:
-        Path(csv_path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(csv_path)
+        target = Path(csv_path).expanduser()
+        try:
+            if target.is_dir():
+                raise IsADirectoryError(21, "it is a folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(target)
+        except OSError as exc:
+            raise ComparisonError(
+                f"Cannot write the table to {target}: {exc.strerror or exc}. Give --csv a file in a folder you can write to (missing folders are created)."
+            ) from exc
     if log_run:
         first = runs[0].data.tags
         tags = {

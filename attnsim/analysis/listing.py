@@ -37,18 +37,25 @@ def _start(millis: Optional[int]) -> str:
     return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _tracker(uri: Optional[str]):
-    """The store at ``uri``, checked; an SQLite store that does not exist is refused, not created (reading one
-    that a typo names would print an empty list)."""
-    from attnsim.tracking.store import Tracker, missing_sqlite_store, resolve_uri
+def _status(run: Any) -> str:
+    """A run's status, ``RUNNING (process gone)`` where the process that holds a RUNNING run on this machine has
+    ended (nothing will close it; the next ``attnsim run`` of its experiment marks it FAILED)."""
+    from attnsim.tracking.store import process_gone
 
-    uri = resolve_uri(uri)
-    missing = missing_sqlite_store(uri)
-    if missing:
-        raise TrackingError(missing)
-    tracker = Tracker(uri)
-    tracker.check()
-    return tracker
+    if run.info.status == "RUNNING" and process_gone(run.data.tags):
+        return "RUNNING (process gone)"
+    return run.info.status
+
+
+def measured_windows(run: Any) -> str:
+    """Windows of a run: the tag (what it set out to measure), or ``measured/planned`` for a partial run (ended by
+    Ctrl-C or a failure: ``zz_run/windows`` holds what was folded in) or a run whose process is gone."""
+    planned = run.data.tags.get(Tag.WINDOWS.value, "")
+    measured = run.data.metrics.get(f"{BOOKKEEPING}windows")
+    partial = run.data.tags.get(Tag.PARTIAL.value) == "true" or run.info.status != "FINISHED"
+    if partial and planned:
+        return f"{int(measured) if measured is not None else 0}/{planned}"
+    return planned
 
 
 def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit: int = 20) -> List[Dict[str, str]]:
@@ -61,16 +68,22 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
         limit: at most this many runs (1 to :data:`MAX_RUNS`).
 
     Returns:
-        One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag).
+        One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag). ``windows``
+        is ``measured/planned`` for a run that did not finish (partial, FAILED, KILLED, RUNNING), and ``status``
+        ``RUNNING (process gone)`` for a RUNNING run whose process on this machine has ended.
 
     Raises:
-        ValueError: ``limit`` is below 1 or above :data:`MAX_RUNS`.
+        ValueError: ``limit`` is not a whole number from 1 to :data:`MAX_RUNS`.
         TrackingError: the store cannot be used or is an SQLite file that does not exist, or ``experiment`` is not in
             it (the message lists those that are).
     """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ValueError(f"limit must be a whole number of runs, 1 to {MAX_RUNS}; got {limit!r}")
     if not 1 <= limit <= MAX_RUNS:
         raise ValueError(f"limit must be 1 to {MAX_RUNS} runs (MLflow's most per search), got {limit}")
-    tracker = _tracker(uri)
+    from attnsim.tracking.store import existing_tracker
+
+    tracker = existing_tracker(uri)
     client = tracker.client
     experiments = {e.experiment_id: e.name for e in client.search_experiments()}
     if experiment is not None:
@@ -92,9 +105,9 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
                 "run_id": run.info.run_id,
                 "experiment": experiments.get(run.info.experiment_id, run.info.experiment_id),
                 "kind": RunKind.of(tags).value,
-                "status": run.info.status,
+                "status": _status(run),
                 "model": tags.get(Tag.MODEL.value, ""),
-                "windows": tags.get(Tag.WINDOWS.value, ""),
+                "windows": measured_windows(run),
                 "seq_len": tags.get(Tag.SEQ_LEN.value, ""),
                 "capture_path": tags.get(Tag.CAPTURE_PATH.value, ""),
                 "start": _start(run.info.start_time),
@@ -151,9 +164,14 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
         uri: tracking store (default: ``$MLFLOW_TRACKING_URI``, else ``./mlruns/mlflow.db``).
 
     Raises:
-        TrackingError: the store cannot be used or is an SQLite file that does not exist, or the run is not in it.
+        TrackingError: ``run_id`` is not a string, the store cannot be used or is an SQLite file that does not exist,
+            or the run is not in it.
     """
-    tracker = _tracker(uri)
+    from attnsim.tracking.store import existing_tracker
+
+    if not isinstance(run_id, str):
+        raise TrackingError(f"A run id is a string of 32 hexadecimal characters, as `attnsim run` prints it; got {run_id!r}.")
+    tracker = existing_tracker(uri)
     try:
         run = tracker.client.get_run(run_id)
     except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
@@ -172,7 +190,7 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
         run_id=run.info.run_id,
         run_name=run.info.run_name or "",
         experiment=experiment,
-        status=run.info.status,
+        status=_status(run),
         kind=RunKind.of(run.data.tags).value,
         start=_start(run.info.start_time),
         end=_start(run.info.end_time),
@@ -225,4 +243,4 @@ def format_run(run: RunDescription) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LIST_COLUMNS", "MAX_RUNS", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]
+__all__ = ["LIST_COLUMNS", "MAX_RUNS", "measured_windows", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]

@@ -30,7 +30,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from attnsim.analysis.claims import CLAIMS, MARGIN, Claim, Groups, Outcome, fmt
 from attnsim.analysis.runs import LoggedRun
@@ -298,16 +298,30 @@ def _intervention_rows(runs: Sequence[LoggedRun]) -> List[List[str]]:
     return [[label] + cells for label, cells in rows.items()]
 
 
+def run_id_list(run_ids: Any) -> List[str]:
+    """``run_ids`` as a list of strings: one id given as a string becomes a list of it.
+
+    Raises:
+        TrackingError: an id is not a string (None, a number ...).
+    """
+    run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+    odd = [repr(r) for r in run_ids if not isinstance(r, str)]
+    if odd:
+        raise TrackingError(f"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got {', '.join(odd)}.")
+    return run_ids
+
+
 def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, List[LoggedRun]]:
     """Read runs from the tracking store (``uri``, else ``$MLFLOW_TRACKING_URI``, else ./mlruns).
 
     Raises:
-        TrackingError: the store cannot be used or a run id is not in it.
+        TrackingError: the store cannot be used or does not exist, a run id is not a string or not in it, or a run
+            is not a measurement or is still RUNNING.
     """
-    from attnsim.tracking.store import Tracker
+    from attnsim.tracking.store import existing_tracker
 
-    tracker = Tracker(uri)
-    tracker.check()
+    run_ids = run_id_list(run_ids)
+    tracker = existing_tracker(uri)
     runs = []
     for run_id in run_ids:
         try:
@@ -320,6 +334,11 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
         if not kind.is_measurement:
             raise TrackingError(
                 f"Run '{run_id}' is a {kind.value} run, not a measurement; the report reads runs of `attnsim run` (e.g. `attnsim run paper`) or a sweep's child runs."
+            )
+        if run.info.status == "RUNNING":
+            raise TrackingError(
+                f"Run '{run_id}' is still RUNNING: it has not logged its statistics yet. Report it once it has ended; if its process died "
+                "(`attnsim runs` shows it), the next `attnsim run` of its experiment marks it FAILED with what it had logged."
             )
         runs.append(LoggedRun.of(run, tracker.client))
     return tracker.uri, runs
@@ -348,9 +367,11 @@ def report_paths(run_ids: Sequence[str], out: Optional[str] = None) -> Tuple[Pat
     """The Markdown file (``out``, else :func:`default_path`) and the HTML file beside it (same name, ``.html``).
 
     Raises:
-        ReportError: ``out`` ends in ``.html`` (the HTML version would overwrite the Markdown).
+        ReportError: ``out`` ends in ``.html`` (the HTML version would overwrite the Markdown), or is a folder.
     """
-    path = Path(out) if out else default_path(run_ids)
+    path = Path(out) if out else default_path(run_id_list(run_ids))
+    if path.is_dir():
+        raise ReportError(f"--out {out} is a folder; give the Markdown file to write, e.g. --out {path / 'report.md'} (the HTML version goes beside it).")
     html = path.with_suffix(".html")
     if html == path:
         raise ReportError(
@@ -360,12 +381,20 @@ def report_paths(run_ids: Sequence[str], out: Optional[str] = None) -> Tuple[Pat
 
 
 def write_files(runs: Sequence[LoggedRun], path: Path, html_path: Path, log_artifact: bool = True) -> None:
-    """Write the report of ``runs`` as Markdown (``path``) and HTML (``html_path``); log both under ``reports/`` of every run."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the report of ``runs`` as Markdown (``path``) and HTML (``html_path``); log both under ``reports/`` of every run.
+
+    Raises:
+        ReportError: a file or its folder cannot be written (the folder is a file, not writable, ...).
+    """
     markdown = render(runs)
-    path.write_text(markdown, encoding="utf-8")
-    html_path.write_text(render_html(markdown), encoding="utf-8")
+    for target, text in ((path, markdown), (html_path, render_html(markdown))):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ReportError(
+                f"Cannot write the report to {target}: {exc.strerror or exc}. Give --out a .md file in a folder you can write to (missing folders are created)."
+            ) from exc
     if log_artifact:
         for run in runs:
             run.client.log_artifact(run.run_id, str(path), "reports")

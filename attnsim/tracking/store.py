@@ -143,6 +143,23 @@ def probe_database(uri: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+def existing_tracker(uri: Optional[str] = None) -> "Tracker":
+    """The :class:`Tracker` of a store that already exists, checked: for commands that read runs (``runs``, ``report``,
+    ``compare``), which must not create an empty SQLite store where a path is mistyped or nothing was logged.
+
+    Raises:
+        TrackingError: an SQLite store whose file does not exist (:func:`missing_sqlite_store`), or a store that
+        cannot be used (:meth:`Tracker.check`).
+    """
+    uri = resolve_uri(uri)
+    missing = missing_sqlite_store(uri)
+    if missing:
+        raise TrackingError(missing)
+    tracker = Tracker(uri)
+    tracker.check()
+    return tracker
+
+
 def resolve_uri(uri: Optional[str] = None) -> str:
     """The tracking URI in force: explicit, else ``$MLFLOW_TRACKING_URI``, else :func:`default_uri`."""
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
@@ -220,6 +237,13 @@ def process_alive(pid: int, start: Optional[str] = None) -> bool:
         now = _process_start(pid)
         return now is None or now == start
     return True
+
+
+def process_gone(tags: Dict[str, str]) -> bool:
+    """Whether the process a RUNNING run's tags name (:func:`process_tags`) ran on this machine and has ended, so
+    that nothing will ever close the run; False for a run of another machine, of a live process, or without those tags."""
+    pid = int(tags.get(Tag.PID.value, "0") or 0)
+    return bool(pid) and tags.get(Tag.HOST.value) == socket.gethostname() and not process_alive(pid, tags.get(Tag.PROCESS_START.value))
 
 
 def _artifact_root(uri: str) -> Optional[str]:
@@ -473,9 +497,9 @@ class Tracker:
         ended = []
         for run in running:
             tags = run.data.tags
-            pid = int(tags.get(Tag.PID.value, "0") or 0)
-            if not pid or process_alive(pid, tags.get(Tag.PROCESS_START.value)):
+            if not process_gone(tags):
                 continue
+            pid = int(tags[Tag.PID.value])
             self.client.set_tag(
                 run.info.run_id, Tag.ERROR.value, f"process ended without closing the run (host {host}, pid {pid}); found by a later attnsim command"
             )
@@ -539,6 +563,7 @@ class Tracker:
             yield sink
         except KeyboardInterrupt as exc:
             sink.fail(exc, status="KILLED")
+            KILLED_RUNS.append(sink.run_id)
             raise
         except BaseException as exc:
             sink.fail(exc, status="FAILED")
@@ -547,6 +572,11 @@ class Tracker:
             sink.finish("FINISHED")
         finally:
             _restore_sigterm(previous)
+
+
+KILLED_RUNS: List[str] = []
+"""The runs this process ended as KILLED (Ctrl-C or SIGTERM inside :meth:`Tracker.run`), in order: what the command
+line says it ended when interrupted."""
 
 
 def _raise_terminated(signum, frame):  # noqa: ANN001 - signal handler signature

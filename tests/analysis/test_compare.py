@@ -7,11 +7,13 @@ the tags and params that `attnsim run` logs, so these tests are fast.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from attnsim.analysis.compare import ComparisonError, compare
 from attnsim.cli import main
+from attnsim.errors import TrackingError
 from attnsim.tracking.store import Tracker
 from tests.helpers.runs import fake_compare_run
 
@@ -125,3 +127,34 @@ def test_runs_of_one_name_are_labelled_by_corpus(tracker):
     twin = fake_compare_run(tracker, "csm", {"mean": [3.0]})
     assert list(compare([bbc, texts], log_run=False).columns) == ["csm bbc", "csm text:stories"]
     assert list(compare([bbc, twin], log_run=False).columns) == [f"csm [{bbc[:6]}]", f"csm [{twin[:6]}]"]
+
+
+def test_bad_choices_and_outputs_are_refused_with_the_fix(tracker, tmp_path):
+    a = fake_compare_run(tracker, "a", {"mean": [1.0, 2.0]})
+    b = fake_compare_run(tracker, "b", {"mean": [1.5, 2.5]})
+    with pytest.raises(ComparisonError, match=r"^No runs to compare were given\. Choose them in one way: run ids"):
+        compare(log_run=False)
+    with pytest.raises(ComparisonError, match=r"^Choose the runs in one way only, not several"):
+        compare([a], experiment="x", log_run=False)
+    with pytest.raises(ComparisonError, match=f"Run {a} is given more than once; each run is one column"):
+        compare([a, a, b], log_run=False)
+    with pytest.raises(ComparisonError, match=r"Run ids are strings of 32 hexadecimal characters.*got None"):
+        compare([a, None], log_run=False)
+    with pytest.raises(ComparisonError, match=rf"Run {a} \('a'\) is a measure run, not a sweep's parent run; --parent takes"):
+        compare(parent=a, log_run=False)
+    assert list(compare(a, log_run=False, force=True).columns) == ["a"]  # one id given as a string, not its characters
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for csv, message in (
+        (blocker / "t.csv", f"Cannot write the table to {blocker / 't.csv'}: "),
+        (tmp_path, f"Cannot write the table to {tmp_path}: it is a folder"),
+    ):
+        with pytest.raises(ComparisonError, match=re.escape(message)):
+            compare([a, b], csv_path=str(csv), log_run=False)
+
+
+def test_a_store_that_does_not_exist_is_refused_not_created(tmp_path):
+    missing = tmp_path / "nothing" / "mlflow.db"
+    with pytest.raises(TrackingError, match="There is no tracking store at"):
+        compare(["0" * 32, "1" * 32], uri=f"sqlite:///{missing}", log_run=False)
+    assert not missing.parent.exists()

@@ -7,6 +7,7 @@ Runs are written straight into a temporary tracking store with the tags and para
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 
@@ -44,7 +45,7 @@ def test_runs_are_listed_newest_first_with_what_each_measured(store):
         "measure",
         "FAILED",
         "model-a",
-        "8",
+        "8/8",  # a run that did not finish: measured/planned windows (zz_run/windows of the tag's)
         "128",
         "dense",
         "a",
@@ -136,3 +137,32 @@ def test_a_nan_statistic_is_printed_as_nan(store):
     run = describe_run(ids["c"], uri)
     run.statistics["csm/spread"] = math.nan
     assert "  csm/spread  nan" in format_run(run)
+
+
+def test_a_partial_run_shows_what_it_measured_and_a_dead_running_one_is_flagged(tmp_path):
+    import socket
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    partial = fake_compare_run(tracker, "cut", {"mean": [1.0]}, experiment="e", status="KILLED")
+    tracker.client.set_tag(partial, "attnsim.partial", "true")
+    tracker.client.log_metric(partial, "zz_run/windows", 3.0)
+    experiment = tracker.experiment_id("e")
+    tags = {"attnsim.kind": "measure", "attnsim.windows": "64", "attnsim.host": socket.gethostname()}
+    dead = tracker.client.create_run(experiment, run_name="dead", tags={**tags, "attnsim.pid": str(2**22 + 12345)}).info.run_id  # above pid_max
+    live = tracker.client.create_run(experiment, run_name="live", tags={**tags, "attnsim.pid": str(os.getpid())}).info.run_id
+    rows = {r["run_id"]: r for r in list_runs(uri)}
+    assert rows[partial]["windows"] == "3/8" and rows[partial]["status"] == "KILLED"
+    assert (rows[dead]["status"], rows[dead]["windows"]) == ("RUNNING (process gone)", "0/64")
+    assert rows[live]["status"] == "RUNNING"  # this test's own process
+    assert describe_run(dead, uri).status == "RUNNING (process gone)"
+    assert tracker.client.get_run(dead).info.status == "RUNNING"  # listing writes nothing
+
+
+def test_bad_arguments_of_the_python_calls(store):
+    uri, _ = store
+    for bad in (None, 123):
+        with pytest.raises(TrackingError, match=rf"A run id is a string of 32 hexadecimal characters.*got {bad}"):
+            describe_run(bad, uri)
+    with pytest.raises(ValueError, match=r"limit must be a whole number of runs, 1 to 50000; got '5'"):
+        list_runs(uri, limit="5")

@@ -11,7 +11,8 @@ from attnsim.analysis.claims import CLAIMS, Groups, verdict
 from attnsim.analysis.report import render
 from attnsim.analysis.runs import LoggedRun
 from attnsim.cli import main
-from tests.helpers.runs import fake_report_run, runs_of
+from attnsim.tracking.store import Tracker
+from tests.helpers.runs import fake_compare_run, fake_report_run, runs_of
 
 
 def test_verdict_rule():
@@ -59,9 +60,34 @@ def test_a_run_without_the_statistics_is_not_measured():
 
 
 def test_unknown_run_is_an_error_without_traceback(tracking_uri, capsys, tmp_path):
+    assert main(["report", "0" * 32, "--out", str(tmp_path / "r.md")]) == 2  # the store does not exist yet: not created
+    assert "There is no tracking store at" in capsys.readouterr().err and not (tmp_path / "mlruns").exists()
+    Tracker(tracking_uri)
     assert main(["report", "0" * 32, "--out", str(tmp_path / "r.md")]) == 2
     err = capsys.readouterr().err
     assert "is not in the tracking store" in err and "Traceback" not in err
+
+
+def test_bad_run_ids_outputs_and_unfinished_runs_are_refused_without_traceback(tracking_uri, capsys, tmp_path):
+    import attnsim
+    from attnsim.errors import TrackingError
+
+    tracker = Tracker(tracking_uri)
+    finished = fake_compare_run(tracker, "done", {"mean": [1.0, 2.0]}, experiment="e")
+    running = tracker.client.create_run(tracker.experiment_id("e"), run_name="live", tags={"attnsim.kind": "measure"}).info.run_id
+    with pytest.raises(TrackingError, match=r"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got None, 123"):
+        attnsim.report([None, 123])
+    assert main(["report", running, "--out", str(tmp_path / "r.md")]) == 2
+    assert f"Run '{running}' is still RUNNING: it has not logged its statistics yet" in capsys.readouterr().err
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for out, message in (
+        (blocker / "r.md", f"Cannot write the report to {blocker / 'r.md'}: "),  # its folder is a file
+        (tmp_path, f"--out {tmp_path} is a folder; give the Markdown file to write, e.g. --out {tmp_path / 'report.md'}"),
+    ):
+        assert main(["report", finished, "--out", str(out), "--no-log"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
 
 
 @pytest.mark.e2e
