@@ -493,7 +493,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("interrupted before any run was created: nothing was logged", file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
-        return 130
+        signals = list(getattr(store, "RECEIVED_SIGNALS", []))
+        return 128 + signals[-1] if signals else 130  # SIGTERM: 143, as a shell reports it; Ctrl-C: 130
 
 
 if __name__ == "__main__":

@@ -217,7 +217,7 @@ def test_sigterm_during_predict_ends_run_with_partial_statistics(tracking_uri, t
             proc.send_signal(signal.SIGTERM)
             break
     output = proc.communicate(timeout=120)[0]
-    assert proc.returncode != 0, output
+    assert proc.returncode == 143, output  # 128 + SIGTERM, as a shell reports it
     _, runs = runs_of(tracking_uri)
     r = runs[0]
     assert r.info.status in ("KILLED", "FAILED"), output

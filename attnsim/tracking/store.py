@@ -579,7 +579,13 @@ KILLED_RUNS: List[str] = []
 line says it ended when interrupted."""
 
 
+RECEIVED_SIGNALS: List[int] = []
+"""The signals (SIGTERM) this process turned into :class:`Terminated`: the command line exits with 128 + the signal,
+as a shell reports a process the signal ended, rather than Ctrl-C's 130."""
+
+
 def _raise_terminated(signum, frame):  # noqa: ANN001 - signal handler signature
+    RECEIVED_SIGNALS.append(int(signum))
     raise Terminated(f"received signal {signum}")
 
 
