@@ -101,11 +101,27 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     def invalid(_request, exc: RequestValidationError):  # noqa: ANN001 - Starlette's handler signature
         # a request whose fields have the wrong types (off="1.2", text=5, a body that is not JSON): the same 400
         # {"error": ...} as every refused request, naming the field and what it takes, instead of FastAPI's 422 list
-        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'the body'}: {e.get('msg', 'invalid')}" for e in exc.errors())
+        errors = exc.errors()
+        broken = [e for e in errors if e.get("type") == "json_invalid"]
+        if broken:
+            at = broken[0].get("loc", ("body", "?"))[-1]
+            return refused(
+                f'The request body is not valid JSON (it breaks at character {at}). Send JSON such as {{"text": "The cat sat.", "layer": 0, "head": 0}}.'
+            )
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'the body'}: {e.get('msg', 'invalid')}" for e in errors)
         return refused(
             f"The request is not one the explorer takes ({problems}). It takes JSON: text (a string), layer and head (integers), "
             'off (a list of [layer, head] pairs) and mode ("zero" or "mean").'
         )
+
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(_request, exc: StarletteHTTPException):  # noqa: ANN001 - Starlette's handler signature
+        # Starlette's own refusals (a body that is not UTF-8, an unknown route) in the page's {"error": ...} shape
+        if exc.status_code == 400:
+            return refused(f"The request body could not be read ({exc.detail}). Send UTF-8 encoded JSON with the content type application/json.")
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     def unexpected(_request, exc: Exception):  # noqa: ANN001 - Starlette's handler signature

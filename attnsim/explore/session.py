@@ -112,6 +112,25 @@ class Pass:
         return self.cache["rollout"]
 
 
+def _head_pairs(off: Any) -> List[Tuple[int, int]]:
+    """``off`` as sorted distinct (layer, head) pairs of integers.
+
+    Raises:
+        ExploreError: ``off`` is not a list of [layer, head] pairs of whole numbers (e.g. ``"1,2"``, ``[(1,)]``).
+    """
+    try:
+        if isinstance(off, (str, bytes)):
+            raise TypeError
+        pairs = set()
+        for pair in off:
+            if isinstance(pair, (str, bytes)) or len(pair) != 2 or any(isinstance(v, bool) or int(v) != v for v in pair):
+                raise TypeError
+            pairs.add((int(pair[0]), int(pair[1])))
+    except (TypeError, ValueError):
+        raise ExploreError(f"The heads switched off are a list of [layer, head] pairs of whole numbers, e.g. [[0, 3], [2, 1]]; got {off!r}.") from None
+    return sorted(pairs)
+
+
 @dataclass
 class Explorer:
     """A loaded model, ready to analyse texts (:meth:`analyse`). Build it with :meth:`load`.
@@ -180,8 +199,17 @@ class Explorer:
         from attnsim.data.sources import Document
         from attnsim.data.windows import document_windows, special_template, token_labels
 
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise ExploreError(f"The text must be a string, got {type(text).__name__}: type a sentence or two to see the heads.")
+        if not text.strip():
             raise ExploreError("The text is empty: type a sentence or two to see the heads.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) no tokenizer reads
+            raise ExploreError(
+                f"The text holds a character that is not Unicode text (U+{ord(exc.object[exc.start]):04X} at character {exc.start}, "
+                "half of a surrogate pair); remove it or paste the text again."
+            ) from exc
         prefix, suffix = special_template(self.tokenizer)
         ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         if not ids:
@@ -283,7 +311,7 @@ class Explorer:
         mode = str(mode or self.cfg.interventions.mode)
         if mode not in ("zero", "mean"):
             raise ExploreError(f"Ablation mode '{mode}' is not available live; use zero or mean (resample takes Z from another window of a corpus).")
-        off = sorted({(int(a), int(b)) for a, b in off})
+        off = _head_pairs(off)
         for a, b in off:
             self.check_head(a, b)
         window = self.window(text)

@@ -74,7 +74,8 @@ def list_checkpoints(directory: Path) -> List[Checkpoint]:
     """
     directory = Path(directory).expanduser()
     if not directory.is_dir():
-        raise CheckpointError(f"Checkpoint directory '{directory}' does not exist or is not a directory.")
+        what = "is a file, not a directory" if directory.is_file() else "does not exist"
+        raise CheckpointError(f"Checkpoint directory '{directory}' {what}. Give the folder `attnsim finetune` saved its step-NNNNNN checkpoints in.")
     if (directory / "config.json").is_file():
         return [_as_checkpoint(directory)]
     found = [_as_checkpoint(p) for p in sorted(directory.iterdir()) if p.is_dir() and not p.name.endswith(".tmp") and (p / "config.json").is_file()]

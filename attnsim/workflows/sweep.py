@@ -142,6 +142,15 @@ def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
             raise SweepError(
                 f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI)."
             ) from exc
+        kind = RunKind.of(run.data.tags)
+        if kind in (RunKind.SWEEP, RunKind.SWEEP_CHILD, RunKind.COMPARE, RunKind.REPORT):  # they carry a sweep's tags, not checkpoints of their own
+            parent = run.data.tags.get("mlflow.parentRunId") if kind is RunKind.SWEEP_CHILD else None
+            raise SweepError(
+                f"Run {source} ('{run.info.run_name}') is a {kind.value} run, not a run of `attnsim finetune`; --checkpoints takes a "
+                "fine-tuning run's id or its checkpoint directory"
+                + (f" (its sweep's parent is {parent})" if parent else "")
+                + ". To measure a sweep's checkpoints again, give the same fine-tuning run or directory: the sweep's parent run is reopened."
+            )
         directory = run.data.tags.get(Tag.CHECKPOINT_DIR.value)
         if not directory:
             raise SweepError(

@@ -117,9 +117,32 @@ def test_bad_input_is_a_message_and_the_server_keeps_running(client, body, statu
     assert client.post("/api/analyse", json={"text": "still here", "layer": 0, "head": 0}).status_code == 200
 
 
-def test_a_body_that_is_not_json_is_a_message(client):
-    reply = client.post("/api/analyse", content=b"not json", headers={"content-type": "application/json"})
-    assert reply.status_code == 400 and "It takes JSON" in reply.json()["error"], reply.text
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        (b"not json", "The request body is not valid JSON (it breaks at character 0)"),
+        (b'{"text": "a",', "The request body is not valid JSON (it breaks at character 13)"),
+        (b'{"text": "caf\xe9 \xff ok", "layer": 0, "head": 0}', "The request body could not be read (There was an error parsing the body). Send UTF-8"),
+        (b'{"text": "\\ud800 abc", "layer": 0, "head": 0}', "not Unicode text (U+D800 at character 0, half of a surrogate pair)"),
+    ],
+)
+def test_a_body_that_is_not_json_or_not_text_is_a_message(client, body, words):
+    reply = client.post("/api/analyse", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 400 and words in reply.json()["error"], reply.text
+    assert client.post("/api/analyse", json={"text": "still here", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_the_notebook_path_refuses_a_text_that_is_no_string_and_malformed_heads(bert):
+    from attnsim.explore.session import ExploreError
+
+    with pytest.raises(ExploreError, match="The text must be a string, got int"):
+        bert.analyse(5, 0, 0, [])
+    for off in ([(1,)], "1,2", [(0, 1.5)], [(True, 0)]):
+        with pytest.raises(ExploreError, match=r"The heads switched off are a list of \[layer, head\] pairs of whole numbers"):
+            bert.analyse("hello", 0, 0, off)
+    from attnsim.explore.session import _head_pairs
+
+    assert _head_pairs([(1, 1), [1, 1], (0, 2), (1.0, 3)]) == [(0, 2), (1, 1), (1, 3)]  # distinct, sorted, whole numbers as int
 
 
 def test_a_long_text_says_what_was_cut(client):

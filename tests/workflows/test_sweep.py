@@ -61,3 +61,21 @@ def test_bad_checkpoint_sources_are_refused_before_any_run(tiny_bert, tracking_u
         attnsim.sweep("csm", str(empty), SWEEP)
     client = MlflowClient(tracking_uri)
     assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
+
+
+def test_checkpoints_of_a_sweep_run_or_a_file_are_refused_with_the_fix(tracking_uri, tmp_path):
+    from attnsim.errors import AttnsimError
+    from attnsim.tracking.store import Tracker
+    from attnsim.workflows.sweep import resolve_checkpoints
+
+    tracker = Tracker(tracking_uri)
+    experiment = tracker.experiment_id("sweeps")
+    parent = tracker.client.create_run(
+        experiment, run_name="sweep", tags={"attnsim.kind": "sweep", "attnsim.checkpoint_dir": str(tmp_path)}
+    ).info.run_id  # a sweep's parent carries its checkpoints' folder as a tag too
+    with pytest.raises(AttnsimError, match=rf"Run {parent} \('sweep'\) is a sweep run, not a run of `attnsim finetune`; --checkpoints takes"):
+        resolve_checkpoints(parent, tracker)
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    with pytest.raises(AttnsimError, match=r"Checkpoint directory '.*notes.txt' is a file, not a directory\. Give the folder `attnsim finetune` saved"):
+        resolve_checkpoints(str(afile), tracker)
