@@ -77,7 +77,7 @@ def corpus_context(run_id: str, info: Any, uri: Optional[str] = None) -> Dict[st
         raise RunRefused(
             f"Run '{run_id}' ({logged.name}) measured {model} ({their_shape or 'shape not tagged'} layers x heads x d_head), but the explorer has "
             f"{info.name} ({shape}) loaded: its heads are not this model's heads. Give a run of {info.name}, or start attnsim explore with that run's model "
-            f"(model.path={logged.tag(Tag.MODEL_PATH) or '...'})."
+            f"(model.path={logged.params.get('model.path') or logged.tag(Tag.MODEL_PATH) or '...'})."  # as the run was given it: smollm2, not a cache folder
         )
     values: Dict[str, List[List[Any]]] = {}
     kinds: Dict[str, str] = {}

@@ -249,7 +249,7 @@ def test_corpus_context_of_a_run_and_a_foreign_run_refused(tiny_bert, bert, gpt2
     assert context["run_id"] == result.run_id and context["stats"]
     grid = context["values"]["attention_maps/previous_mass"]
     assert len(grid) == 2 and len(grid[0]) == 4 and all(isinstance(v, float) for row in grid for v in row)
-    with pytest.raises(RunRefused, match="but the explorer has .* loaded"):
+    with pytest.raises(RunRefused, match=rf"but the explorer has .* loaded.*start attnsim explore with that run's model \(model\.path={tiny_bert}\)"):
         corpus_context(result.run_id, gpt2.info, tracking_uri)
 
 
