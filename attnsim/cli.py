@@ -317,6 +317,7 @@ def _at_least_one(what: str, example: str, one: str = "", at_most: Optional[int]
 
 
 _jobs = _at_least_one("children to measure at once", "--jobs 2", "1 measures them one after another")
+# attnsim.analysis.listing.MAX_RUNS, written out: importing that module here would import it before `runs`'s lean start
 _limit = _at_least_one("runs", "--limit 20", at_most=50_000, most="MLflow's most per search")
 
 

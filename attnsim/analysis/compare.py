@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from attnsim.analysis.listing import measured_windows
-from attnsim.analysis.runs import LoggedRun
+from attnsim.analysis.runs import LoggedRun, run_id_list
 from attnsim.errors import AttnsimError
 from attnsim.keys import RunKind, Tag
 
@@ -168,8 +168,7 @@ def select_runs(
             unknown; nothing is left to compare; a chosen run is unfinished or partial (unless ``force``)
             or is not a measurement run.
     """
-    if isinstance(run_ids, str):  # one id given where a list belongs
-        run_ids = [run_ids]
+    run_ids = run_id_list(run_ids, ComparisonError)
     chosen = [bool(run_ids), experiment is not None, parent is not None]
     ways = "run ids (attnsim compare ID ID ...; compare([ID, ID]) in Python), --experiment NAME (experiment=), or --parent SWEEP_RUN_ID (parent=)"
     if sum(chosen) == 0:
@@ -178,9 +177,6 @@ def select_runs(
         raise ComparisonError(f"Choose the runs in one way only, not several: {ways}.")
     client = tracker.client
     if run_ids:
-        odd = [repr(r) for r in run_ids if not isinstance(r, str)]
-        if odd:
-            raise ComparisonError(f"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got {', '.join(odd)}.")
         twice = sorted({r for r in run_ids if list(run_ids).count(r) > 1})
         if twice:
             raise ComparisonError(f"Run {', '.join(twice)} is given more than once; each run is one column. Give each run id once.")
@@ -335,7 +331,7 @@ def compare(
     from attnsim.tracking.store import existing_tracker
 
     tracker = existing_tracker(uri)
-    runs, source = select_runs(tracker, [run_ids] if isinstance(run_ids, str) else list(run_ids or []), experiment, parent, force)
+    runs, source = select_runs(tracker, run_ids, experiment, parent, force)
     differences = check_comparable(runs, force)
     for line in differences:
         log.warning("compared anyway (--force): %s", line)

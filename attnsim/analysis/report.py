@@ -30,10 +30,10 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from attnsim.analysis.claims import CLAIMS, MARGIN, Claim, Groups, Outcome, fmt
-from attnsim.analysis.runs import LoggedRun
+from attnsim.analysis.runs import LoggedRun, run_id_list
 from attnsim.analysis.verdicts import (
     ABLATION_METRICS,
     FEW_DRAWS,
@@ -298,19 +298,6 @@ def _intervention_rows(runs: Sequence[LoggedRun]) -> List[List[str]]:
     return [[label] + cells for label, cells in rows.items()]
 
 
-def run_id_list(run_ids: Any) -> List[str]:
-    """``run_ids`` as a list of strings: one id given as a string becomes a list of it.
-
-    Raises:
-        TrackingError: an id is not a string (None, a number ...).
-    """
-    run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
-    odd = [repr(r) for r in run_ids if not isinstance(r, str)]
-    if odd:
-        raise TrackingError(f"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got {', '.join(odd)}.")
-    return run_ids
-
-
 def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, List[LoggedRun]]:
     """Read runs from the tracking store (``uri``, else ``$MLFLOW_TRACKING_URI``, else ./mlruns).
 
@@ -320,7 +307,7 @@ def load_runs(run_ids: Sequence[str], uri: Optional[str] = None) -> Tuple[str, L
     """
     from attnsim.tracking.store import existing_tracker
 
-    run_ids = run_id_list(run_ids)
+    run_ids = run_id_list(run_ids, TrackingError)
     tracker = existing_tracker(uri)
     runs = []
     for run_id in run_ids:
@@ -369,7 +356,7 @@ def report_paths(run_ids: Sequence[str], out: Optional[str] = None) -> Tuple[Pat
     Raises:
         ReportError: ``out`` ends in ``.html`` (the HTML version would overwrite the Markdown), or is a folder.
     """
-    path = Path(out) if out else default_path(run_id_list(run_ids))
+    path = Path(out) if out else default_path(run_id_list(run_ids, TrackingError))
     if path.is_dir():
         raise ReportError(f"--out {out} is a folder; give the Markdown file to write, e.g. --out {path / 'report.md'} (the HTML version goes beside it).")
     html = path.with_suffix(".html")

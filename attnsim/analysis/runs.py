@@ -26,6 +26,20 @@ if TYPE_CHECKING:  # pandas is imported where tables are read
 HEAD_COLUMNS = ("layer", "head")
 
 
+def run_id_list(run_ids: Any, error: type = ValueError) -> List[str]:
+    """``run_ids`` as a list of strings (the ids ``report`` and ``compare`` read): one id given as a string becomes a
+    list of it, not of its characters.
+
+    Raises:
+        error: an id is not a string (None, a number ...).
+    """
+    run_ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
+    odd = [repr(r) for r in run_ids if not isinstance(r, str)]
+    if odd:
+        raise error(f"Run ids are strings of 32 hexadecimal characters, as `attnsim run` prints them; got {', '.join(odd)}.")
+    return run_ids
+
+
 def statistics(metrics: Mapping[str, float], findings: Optional[Iterable[str]] = None) -> Dict[MetricKey, float]:
     """The statistics among a run's metrics, by parsed key: model means (``csm/mean``), layer means
     (``csm/mean/L03``) and per-head values (``csm/mean/L03/H07``) of ``findings`` (all when None).

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from attnsim.errors import TrackingError
+from attnsim.tracking.store import hide_password  # noqa: F401 - imported from here by its users too
 from attnsim.tracking.ui import UiServer, check_port, run_until_stopped
 
 DEFAULT_HOST = "127.0.0.1"
@@ -39,16 +40,6 @@ DEFAULT_ARTIFACTS = "mlartifacts"  # MLflow's own default for --artifacts-destin
 
 class ServerError(TrackingError):
     """The shared tracking server cannot be started with these settings."""
-
-
-def hide_password(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for messages)."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(uri).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a database URL: nothing to hide
-        return uri
 
 
 def check_backend(uri: str, timeout_s: int = 10) -> None:

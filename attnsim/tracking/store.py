@@ -105,6 +105,16 @@ def missing_sqlite_store(uri: str) -> Optional[str]:
     )
 
 
+def hide_password(uri: str) -> str:
+    """``uri`` with any password replaced by ``***`` (for messages)."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(uri).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a database URL: nothing to hide
+        return uri
+
+
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
 """Default ports of the SQL databases MLflow stores runs in, for :func:`probe_database`."""
 
@@ -136,9 +146,8 @@ def probe_database(uri: str, timeout_s: float = 5.0) -> None:
             probe.settimeout(timeout_s)
             probe.connect(address)
     except OSError as exc:
-        shown = uri.replace(f":{parsed.password}@", ":***@") if parsed.password else uri
         raise TrackingError(
-            f"The {kind} database of the tracking store {shown} cannot be reached at {where} ({exc}). "
+            f"The {kind} database of the tracking store {hide_password(uri)} cannot be reached at {where} ({exc}). "
             "Start the database server there (PostgreSQL: pg_ctl start), or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
         ) from exc
 
