@@ -1,7 +1,6 @@
 """The bundled YAML (top-level experiments/ and configs/) installs as attnsim.experiments / attnsim.configs.
 
-Issue 12, item 6: both folders moved out of the package; pyproject maps them with
-``[tool.setuptools] package-dir``. These tests build from a copy of the source tree (the
+Both folders live outside the package; pyproject maps them with ``[tool.setuptools] package-dir``. These tests build from a copy of the source tree (the
 worktree stays clean), offline (``--no-build-isolation``: the setuptools already installed).
 """
 

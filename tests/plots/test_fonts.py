@@ -1,4 +1,4 @@
-"""Figures draw CJK, Arabic, Cyrillic, Greek and Devanagari text without missing glyphs (issue 11, item 8)."""
+"""Figures draw CJK, Arabic, Cyrillic, Greek and Devanagari text without missing glyphs."""
 
 from __future__ import annotations
 
