@@ -34,7 +34,8 @@ def test_tests_import_helpers_only_from_the_helpers_package():
 
 
 # Code, tests, benchmarks, docs and the bundled YAML say what a thing is, not which ticket made it: no
-# issue-number citations ("issue 12", "Issue #7", "issue12"). CHANGELOG.md, a record of changes, is not scanned.
+# issue-number citations (the word "issue" followed by a number, with or without a space or "#"). CHANGELOG.md, a record
+# of changes, is not scanned.
 TICKET = re.compile(r"issue ?#?[0-9]+", re.IGNORECASE)
 SCANNED = ("attnsim", "tests", "benchmarks", "docs", "examples", "experiments", "configs", ".ci")
 SCANNED_FILES = ("README.md", "CONTRIBUTING.md", "Makefile", "pyproject.toml", "mkdocs.yml", ".gitignore")

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 import matplotlib.pyplot as plt
 import numpy as np
 
+from attnsim.plots.fonts import check_text
+
 if TYPE_CHECKING:  # torch only for annotations: `attnsim compare` draws with this module and imports no torch
     import torch
 
@@ -79,8 +81,13 @@ def layer_note(layers: Sequence[int], n_layers: int, statistic: str, where: str 
 
 
 def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
-    """``text`` cut to ``chars`` characters, the last being "…" when cut."""
+    """``text`` cut to ``chars`` characters, the last being "…" when cut.
+
+    A character whose font is an extra not installed (the CJK font, ``attnsim[cjk]``) is logged once per process
+    (:func:`attnsim.plots.fonts.check_text`).
+    """
     text = str(text)
+    check_text(text)
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
