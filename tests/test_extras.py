@@ -62,3 +62,12 @@ def test_default_images_without_scikit_image_name_the_vision_extra(monkeypatch):
         "The default images are scikit-image's sample photographs, and scikit-image is not installed: "
         "pip install 'attnsim[vision]' (or set corpus.path to your own images)."
     )
+
+
+def test_vit_run_without_scikit_image_stops_before_any_run(monkeypatch, capsys, tmp_path):
+    hide(monkeypatch, "skimage", "skimage.data")
+    store = tmp_path / "mlflow.db"
+    assert main(["run", "vit_csm", "corpus.limit=2", f"tracking.uri=sqlite:///{store}", "trainer.progress_bar=false"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'attnsim[vision]'" in err and "Traceback" not in err
+    assert not store.exists()  # refused before the tracking store was opened
