@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(VENV)/.installed
 
-# every extra (attnsim[all]: server, vision, cjk) and the test and docs tools; constraints.txt pins the tested torch
+# every extra (attnsim[all]: server, vision, cjk, gguf) and the test and docs tools; constraints.txt pins the tested torch
 $(VENV)/.installed: pyproject.toml constraints.txt Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

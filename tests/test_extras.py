@@ -1,6 +1,6 @@
 """Pieces only some uses need are extras of the package (pyproject.toml): ``attnsim[server]`` (psycopg, the
-PostgreSQL driver), ``attnsim[vision]`` (scikit-image, the ViT experiments' default images) and ``attnsim[cjk]``
-(the CJK font of the figures, tests/plots/test_fonts.py). Without one, what needs it says which extra to install.
+PostgreSQL driver), ``attnsim[vision]`` (scikit-image, the ViT experiments' default images), ``attnsim[gguf]``
+(gguf and accelerate, GGUF models) and ``attnsim[cjk]`` (the CJK font of the figures, tests/plots/test_fonts.py). Without one, what needs it says which extra to install.
 A missing module is simulated with ``sys.modules[name] = None``, which makes its import raise ImportError."""
 
 from __future__ import annotations
@@ -50,6 +50,21 @@ def test_run_on_a_postgresql_store_without_psycopg_stops_before_any_model(monkey
     assert main(["run", "csm", f"model.path={tiny_bert}", f"corpus.path={text_dir}", *TINY_TEXT, "--uri", "postgresql://bob@127.0.0.1:1/x"]) == 2
     err = capsys.readouterr().err
     assert "needs psycopg" in err and "pip install 'attnsim[server]'" in err and "Traceback" not in err
+
+
+def test_gguf_file_without_accelerate_names_the_gguf_extra(monkeypatch, tmp_path):
+    from attnsim.capture.gguf import check_gguf
+    from attnsim.errors import ModelError
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(60))  # the magic, then no header: the extras are checked before reading it
+    hide(monkeypatch, "accelerate")
+    with pytest.raises(ModelError) as caught:
+        check_gguf(model)
+    assert str(caught.value) == "Reading a .gguf file needs accelerate, not installed: pip install 'attnsim[gguf]'"
+    hide(monkeypatch, "gguf")
+    with pytest.raises(ModelError, match=r"^Reading a \.gguf file needs gguf and accelerate, not installed: pip install 'attnsim\[gguf\]'$"):
+        check_gguf(model)
 
 
 def test_default_images_without_scikit_image_name_the_vision_extra(monkeypatch):

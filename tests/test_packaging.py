@@ -7,7 +7,7 @@ setuptools already installed).
 
 The metadata accepts any torch from 2.4 on, so that installing attnsim keeps an environment's torch;
 constraints.txt pins the tested version, and the Makefile installs with it. Pieces only some uses need are
-extras (``attnsim[server]``, ``[vision]``, ``[cjk]``, all three as ``[all]``), which ``make install`` installs.
+extras (``attnsim[server]``, ``[vision]``, ``[cjk]``, ``[gguf]``, all four as ``[all]``), which ``make install`` installs.
 """
 
 from __future__ import annotations
@@ -68,8 +68,13 @@ def probe(tmp_path: Path, setup: str = "", pythonpath: str = "") -> dict:
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERSION = PYPROJECT["version"]
-# each extra, the distribution it installs and the module attnsim imports from it (the one its message is about)
-EXTRAS = {"server": ("psycopg", "psycopg"), "vision": ("scikit-image", "skimage"), "cjk": ("noto-cjk-sans-otc", "noto_cjk_sans_otc")}
+# each extra: the distributions it installs, each with the module attnsim imports from it (the one its message names)
+EXTRAS = {
+    "server": {"psycopg": "psycopg"},
+    "vision": {"scikit-image": "skimage"},
+    "cjk": {"noto-cjk-sans-otc": "noto_cjk_sans_otc"},
+    "gguf": {"gguf": "gguf", "accelerate": "accelerate"},
+}
 
 
 def bundled_names() -> list:
@@ -99,7 +104,7 @@ def test_built_wheel_holds_and_reads_the_bundled_yaml(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     metadata = zipfile.ZipFile(wheel).read(f"attnsim-{VERSION}.dist-info/METADATA").decode().splitlines()
     assert "Requires-Dist: torch>=2.4" in metadata and not [line for line in metadata if line.startswith("Requires-Dist: psycopg") and "extra ==" not in line]
-    assert {line.split(": ", 1)[1] for line in metadata if line.startswith("Provides-Extra:")} == {"server", "vision", "cjk", "all", "test", "docs"}
+    assert {line.split(": ", 1)[1] for line in metadata if line.startswith("Provides-Extra:")} == {"server", "vision", "cjk", "gguf", "all", "test", "docs"}
     assert "attnsim/experiments/_base.yaml" in names and "attnsim/experiments/csm.yaml" in names
     assert "attnsim/configs/model/vit_random.yaml" in names and "attnsim/configs/corpus/images.yaml" in names
     assert not [n for n in names if n.startswith(("experiments/", "configs/"))]  # nothing at the top level of site-packages
@@ -160,12 +165,14 @@ def test_extras_install_the_modules_their_messages_name():
     from packaging.requirements import Requirement
 
     extras = PYPROJECT["optional-dependencies"]
-    assert {extra: [Requirement(line).name for line in extras[extra]] for extra in EXTRAS} == {extra: [dist] for extra, (dist, _) in EXTRAS.items()}
-    assert extras["all"] == ["attnsim[server,vision,cjk]"]
+    assert {extra: [Requirement(line).name for line in extras[extra]] for extra in EXTRAS} == {extra: list(dists) for extra, dists in EXTRAS.items()}
+    assert extras["all"] == ["attnsim[server,vision,cjk,gguf]"]
     required = {Requirement(line).name for line in PYPROJECT["dependencies"]}
-    assert not required & {dist for dist, _ in EXTRAS.values()}  # not installed with attnsim itself
+    assert not required & {dist for dists in EXTRAS.values() for dist in dists}  # not installed with attnsim itself
     modules = packages_distributions()
-    assert {extra: modules.get(module) for extra, (_, module) in EXTRAS.items()} == {extra: [dist] for extra, (dist, _) in EXTRAS.items()}
+    assert {module: modules.get(module) for dists in EXTRAS.values() for module in dists.values()} == {
+        module: [dist] for dists in EXTRAS.values() for dist, module in dists.items()
+    }
 
 
 def test_makefile_and_the_plain_commands_install_every_extra_with_the_constraints():
