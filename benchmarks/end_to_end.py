@@ -14,7 +14,7 @@ README "Performance") are read back and printed as medians, with what no stage h
 start-up before the command's first line, ending the run and the process's exit (wall time less
 ``time_total``).
 
-Prints the table of issue 18 (command | wall | plain script | ratio | peak RSS vs plain), the
+Prints the table (command | wall | plain script | ratio | peak RSS vs plain), the
 stage table, and a PASS/FAIL line per target; exits 0 even when a target fails.
 
 Usage:

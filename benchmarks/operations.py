@@ -6,7 +6,7 @@ this machine, with the data in memory as the statistics pass finds it). Then the
 the plain SDPA forward pass against the plain forward plus the operations each experiment
 cannot do without, i.e. the ratio b/a of `benchmarks/throughput.py` that a pass doing only
 those operations, each at its fastest, would reach. A target above the ceiling is out of
-reach with these operations on this machine (issue 18 asks for this proof).
+reach with these operations on this machine: the figure that shows whether a target can be met at all.
 
 The statistics path (compiled kernel or fallback) is printed; the kernel rows need numba.
 

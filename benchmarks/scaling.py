@@ -1,4 +1,4 @@
-"""Scaling out (issue 16): one run in 1 against 2 processes, and logging to SQLite against a server.
+"""Scaling out: one run in 1 against 2 processes, and logging to SQLite against a server.
 
 (a) ``attnsim run EXPERIMENT`` on the same ``--windows`` windows in one process
     (``trainer.devices=1``) and in two (``trainer.devices=2 trainer.strategy=ddp``,
@@ -100,7 +100,7 @@ def max_relative_difference(a: Dict[str, float], b: Dict[str, float]) -> float:
 
 
 def ddp_available(experiment: str) -> bool:
-    """Whether this checkout's config knows ``trainer.strategy`` (the DDP change of issue 16, item 1)."""
+    """Whether this checkout's config knows ``trainer.strategy`` (Lightning DDP, ``trainer.strategy=ddp``)."""
     from attnsim.config import load_config
     from attnsim.errors import ConfigError
 

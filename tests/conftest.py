@@ -73,7 +73,7 @@ def text_dir(tmp_path) -> Path:
     return folder
 
 
-# -- a throw-away PostgreSQL cluster and MLflow tracking server (issue 16) ------------------------------
+# -- a throw-away PostgreSQL cluster and MLflow tracking server ---------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -150,7 +150,7 @@ def mlflow_server(postgres_uri):
         Path(f"{artifacts}.log").unlink(missing_ok=True)
 
 
-# -- CUDA (issue 18): tests marked `cuda` run only where torch sees a GPU ------------------------------
+# -- CUDA: tests marked `cuda` run only where torch sees a GPU ------------------------------
 def pytest_collection_modifyitems(config, items):
     """Skip every test marked ``cuda`` when torch sees no CUDA GPU (``benchmarks/gpu_check.sh`` runs them on one)."""
     if torch.cuda.is_available():

@@ -1,4 +1,4 @@
-"""Concurrent processes never break a tracking store (issue 16, item 4).
+"""Concurrent processes never break a tracking store.
 
 N = 4 processes, released together by a multiprocessing Barrier, each open the store the way
 ``attnsim run`` does (``open_tracker``: Tracker set-up, check, deleted-experiment check), then

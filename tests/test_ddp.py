@@ -1,4 +1,4 @@
-"""One MLflow run per experiment under Lightning DDP (issue 16, item 1).
+"""One MLflow run per experiment under Lightning DDP.
 
 Shards without repeated windows, exact cross-rank sums of the accumulators, rank detection before
 predict, refused configurations, and an end-to-end CPU/gloo run with two processes against one.

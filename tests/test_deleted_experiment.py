@@ -1,4 +1,4 @@
-"""An MLflow experiment deleted in the UI: one paragraph before any model loads, no run created (issue 11, item 4)."""
+"""An MLflow experiment deleted in the UI: one paragraph before any model loads, no run created."""
 
 from __future__ import annotations
 

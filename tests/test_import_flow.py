@@ -1,4 +1,4 @@
-"""Data flows one way (DESIGN.md §2): data -> capture -> stats -> findings. The lower layers import
+"""Data flows one way (docs/architecture.md, "Data flows one way"): data -> capture -> stats -> findings. The lower layers import
 nothing above them: data imports only data, capture only capture and data, stats only stats."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every attnsim import runs with the data flow (issue 12): no module imports a module of a higher
+"""Every attnsim import runs with the data flow: no module imports a module of a higher
 layer, and no two modules import each other (directly or round a longer loop).
 
 Imports are read with ``ast`` from every module's source: top-level imports, imports inside

@@ -1,4 +1,4 @@
-"""A lean start (issue 18): the heavy imports run with the garbage collector paused and are frozen after,
+"""A lean start: the heavy imports run with the garbage collector paused and are frozen after,
 the exit skips the final collections, and `attnsim run` logs every stage's seconds so none is unattributed."""
 
 from __future__ import annotations

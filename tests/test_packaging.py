@@ -1,8 +1,13 @@
-"""The bundled YAML (top-level experiments/ and configs/) installs as attnsim.experiments / attnsim.configs.
+"""What the package declares and installs.
 
-Issue 12, item 6: both folders moved out of the package; pyproject maps them with
-``[tool.setuptools] package-dir``. These tests build from a copy of the source tree (the
-worktree stays clean), offline (``--no-build-isolation``: the setuptools already installed).
+The bundled YAML (top-level experiments/ and configs/) installs as attnsim.experiments / attnsim.configs: both
+folders live outside the package, and pyproject maps them with ``[tool.setuptools] package-dir``. These tests
+build from a copy of the source tree (the worktree stays clean), offline (``--no-build-isolation``: the
+setuptools already installed).
+
+The metadata accepts any torch from 2.4 on, so that installing attnsim keeps an environment's torch;
+constraints.txt pins the tested version, and the Makefile installs with it. Pieces only some uses need are
+extras (``attnsim[server]``, ``[vision]``, ``[cjk]``, ``[gguf]``, all four as ``[all]``), which ``make install`` installs.
 """
 
 from __future__ import annotations
@@ -61,6 +66,17 @@ def probe(tmp_path: Path, setup: str = "", pythonpath: str = "") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+VERSION = PYPROJECT["version"]
+# each extra: the distributions it installs, each with the module attnsim imports from it (the one its message names)
+EXTRAS = {
+    "server": {"psycopg": "psycopg"},
+    "vision": {"scikit-image": "skimage"},
+    "cjk": {"noto-cjk-sans-otc": "noto_cjk_sans_otc"},
+    "gguf": {"gguf": "gguf", "accelerate": "accelerate"},
+}
+
+
 def bundled_names() -> list:
     return sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml") if not p.stem.startswith("_"))
 
@@ -86,6 +102,9 @@ def test_built_wheel_holds_and_reads_the_bundled_yaml(tmp_path):
     )
     (wheel,) = (tmp_path / "dist").glob("attnsim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    metadata = zipfile.ZipFile(wheel).read(f"attnsim-{VERSION}.dist-info/METADATA").decode().splitlines()
+    assert "Requires-Dist: torch>=2.4" in metadata and not [line for line in metadata if line.startswith("Requires-Dist: psycopg") and "extra ==" not in line]
+    assert {line.split(": ", 1)[1] for line in metadata if line.startswith("Provides-Extra:")} == {"server", "vision", "cjk", "gguf", "all", "test", "docs"}
     assert "attnsim/experiments/_base.yaml" in names and "attnsim/experiments/csm.yaml" in names
     assert "attnsim/configs/model/vit_random.yaml" in names and "attnsim/configs/corpus/images.yaml" in names
     assert not [n for n in names if n.startswith(("experiments/", "configs/"))]  # nothing at the top level of site-packages
@@ -128,3 +147,38 @@ def test_editable_install_maps_the_top_level_folders(tmp_path):
     assert got["configs"] == str(src / "configs")
     assert got["experiments"] == bundled_names()
     assert got["vit_csm"] == ["build", "images"] and got["csm_experiment"] == "csm"
+
+
+def test_torch_is_a_range_in_the_metadata_and_pinned_by_the_constraints():
+    from packaging.requirements import Requirement
+
+    (torch,) = [Requirement(line) for line in PYPROJECT["dependencies"] if Requirement(line).name == "torch"]
+    assert str(torch.specifier) == ">=2.4"
+    assert [version in torch.specifier for version in ("2.3.1", "2.4.0", "2.5.1", "2.13.0")] == [False, True, True, True]
+    lines = [line.split("#")[0].strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
+    assert [line for line in lines if line] == ["torch==2.13.0"]
+
+
+def test_extras_install_the_modules_their_messages_name():
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+
+    extras = PYPROJECT["optional-dependencies"]
+    assert {extra: [Requirement(line).name for line in extras[extra]] for extra in EXTRAS} == {extra: list(dists) for extra, dists in EXTRAS.items()}
+    assert extras["all"] == ["attnsim[server,vision,cjk,gguf]"]
+    required = {Requirement(line).name for line in PYPROJECT["dependencies"]}
+    assert not required & {dist for dists in EXTRAS.values() for dist in dists}  # not installed with attnsim itself
+    modules = packages_distributions()
+    assert {module: modules.get(module) for dists in EXTRAS.values() for module in dists.values()} == {
+        module: [dist] for dists in EXTRAS.values() for dist, module in dists.items()
+    }
+
+
+def test_makefile_and_the_plain_commands_install_every_extra_with_the_constraints():
+    command = 'pip install -c constraints.txt -e ".[all,test,docs]"'
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"$(PY) -m {command}" in makefile and "$(VENV)/.installed: pyproject.toml constraints.txt Makefile" in makefile
+    assert command in (ROOT / "docs" / "getting-started.md").read_text()
+    assert "constraints.txt" in (ROOT / "README.md").read_text()
+    assert "checkpoints/" in (ROOT / ".gitignore").read_text().splitlines()  # fine-tuned checkpoints (checkpoint.dir's default)

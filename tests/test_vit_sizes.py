@@ -1,4 +1,4 @@
-"""Vision Transformers on images of another size than config.image_size (issue 11, item 9).
+"""Vision Transformers on images of another size than config.image_size.
 
 An image processor that resizes to a size other than ``config.image_size`` either runs (ViT and
 DeiT get ``interpolate_pos_encoding=True``, DINOv2 always resamples its position embeddings) with

@@ -285,6 +285,24 @@ def _figures(table: Any):
         yield f"figures/compare/{name}.png", figure, has_fixed_layout(figure)
 
 
+def _write_csv(table: pandas.DataFrame, csv_path: str) -> None:
+    """Write ``table`` as CSV to ``csv_path`` (``~`` expanded), creating missing folders.
+
+    Raises:
+        ComparisonError: ``csv_path`` is a folder or cannot be written.
+    """
+    target = Path(csv_path).expanduser()
+    try:
+        if target.is_dir():
+            raise IsADirectoryError(21, "it is a folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(target)
+    except OSError as exc:
+        raise ComparisonError(
+            f"Cannot write the table to {target}: {exc.strerror or exc}. Give --csv a file in a folder you can write to (missing folders are created)."
+        ) from exc
+
+
 def compare(
     run_ids: Optional[Sequence[str]] = None,
     experiment: Optional[str] = None,
@@ -341,16 +359,7 @@ def compare(
     table.attrs["runs"] = legend.to_dict("records")
     table.attrs["differences"] = differences
     if csv_path:
-        target = Path(csv_path).expanduser()
-        try:
-            if target.is_dir():
-                raise IsADirectoryError(21, "it is a folder")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            table.to_csv(target)
-        except OSError as exc:
-            raise ComparisonError(
-                f"Cannot write the table to {target}: {exc.strerror or exc}. Give --csv a file in a folder you can write to (missing folders are created)."
-            ) from exc
+        _write_csv(table, csv_path)
     if log_run:
         first = runs[0].data.tags
         tags = {

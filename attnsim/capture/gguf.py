@@ -131,10 +131,11 @@ class GGUFSummary:
 
 
 def _gguf_reader():
-    try:
-        from gguf import GGUFReader
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ModelError("Reading a .gguf file needs the package gguf: pip install gguf accelerate") from exc
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]  # transformers converts with both
+    if missing:
+        raise ModelError(f"Reading a .gguf file needs {' and '.join(missing)}, not installed: pip install 'attnsim[gguf]'")
+    from gguf import GGUFReader
+
     return GGUFReader
 
 

@@ -152,6 +152,32 @@ def _explain(exc: OmegaConfBaseException, schema: DictConfig, origin: str) -> Co
     return ConfigError(f"Invalid configuration in {origin}: {str(exc).splitlines()[0]} (key '{full_key}').")
 
 
+def _command_line(overrides: List[str], chosen: Dict[str, str]) -> DictConfig:
+    """The ``KEY=VALUE`` overrides as one config; ``GROUP=OPTION`` swaps go into ``chosen`` (group -> option) instead.
+
+    Raises:
+        ConfigError: an override without ``=``, one that sets one item of a list, or a key OmegaConf cannot set.
+    """
+    command_line = OmegaConf.create({})
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Override '{item}' has no '='. Write KEY=VALUE, e.g. corpus.limit=16, or GROUP=OPTION, e.g. corpus=text.")
+        key, value = item.split("=", 1)
+        if key in GROUPS:
+            chosen[key] = value
+            continue
+        if "[" in key:
+            whole = key.split("[", 1)[0]
+            raise ConfigError(
+                f"Override '{item}' sets one item of the list '{whole}'; give the whole list instead, e.g. {whole}=[a, b] (`attnsim show NAME` prints its current items)."
+            )
+        try:
+            OmegaConf.update(command_line, key, parse_override(key, value), merge=True)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"Cannot apply override '{item}': {str(exc).splitlines()[0]}. Write KEY=VALUE with a dotted key, e.g. corpus.limit=16.") from exc
+    return command_line
+
+
 def load_config(name: str, overrides: Optional[List[str]] = None, known_findings: Optional[Iterable[str]] = None) -> DictConfig:
     """Compose, override, resolve and validate experiment ``name``.
 
@@ -183,23 +209,7 @@ def load_config(name: str, overrides: Optional[List[str]] = None, known_findings
     base, chosen = _read_experiment(base_path)
     body, own = _read_experiment(path) if path.resolve() != base_path.resolve() else ({}, {})
     chosen.update(own)
-    command_line = OmegaConf.create({})
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"Override '{item}' has no '='. Write KEY=VALUE, e.g. corpus.limit=16, or GROUP=OPTION, e.g. corpus=text.")
-        key, value = item.split("=", 1)
-        if key in GROUPS:
-            chosen[key] = value
-            continue
-        if "[" in key:
-            whole = key.split("[", 1)[0]
-            raise ConfigError(
-                f"Override '{item}' sets one item of the list '{whole}'; give the whole list instead, e.g. {whole}=[a, b] (`attnsim show NAME` prints its current items)."
-            )
-        try:
-            OmegaConf.update(command_line, key, parse_override(key, value), merge=True)
-        except OmegaConfBaseException as exc:
-            raise ConfigError(f"Cannot apply override '{item}': {str(exc).splitlines()[0]}. Write KEY=VALUE with a dotted key, e.g. corpus.limit=16.") from exc
+    command_line = _command_line(overrides, chosen)
     cfg = schema
     stage = "schema"
     try:

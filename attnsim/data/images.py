@@ -115,12 +115,15 @@ def sample_images(names: Sequence[str] = SAMPLES) -> List[Tuple[str, Callable[[]
     """scikit-image's bundled sample photographs as ``(id, loader)`` pairs (``skimage.data.<name>``).
 
     Raises:
-        CorpusError: scikit-image is not installed.
+        CorpusError: scikit-image (the extra ``attnsim[vision]``) is not installed.
     """
     try:
         import skimage.data as samples
     except ImportError as exc:
-        raise CorpusError("The default images are scikit-image's sample photographs: pip install scikit-image (or set corpus.path to your images).") from exc
+        raise CorpusError(
+            "The default images are scikit-image's sample photographs, and scikit-image is not installed: "
+            "pip install 'attnsim[vision]' (or set corpus.path to your own images)."
+        ) from exc
     return [(f"skimage/{name}", getattr(samples, name)) for name in names]
 
 

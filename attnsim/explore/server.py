@@ -28,6 +28,53 @@ class ExploreServerError(AttnsimError):
     """The server cannot start (a port in use or out of range)."""
 
 
+def _refused(message: str) -> Any:
+    """A 400 answer in the page's ``{"error": message}`` shape."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=400)
+
+
+def _add_error_handlers(app: Any) -> None:
+    """Answer every failed request of ``app`` in the page's ``{"error": ...}`` shape: a request of the wrong shape or
+    not JSON (400), Starlette's own refusals (their status), anything else (500; the server keeps running)."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(_request, exc: RequestValidationError):  # noqa: ANN001 - Starlette's handler signature
+        # a request whose fields have the wrong types (off="1.2", text=5, a body that is not JSON): the same 400
+        # {"error": ...} as every refused request, naming the field and what it takes, instead of FastAPI's 422 list
+        errors = exc.errors()
+        broken = [e for e in errors if e.get("type") == "json_invalid"]
+        if broken:
+            at = broken[0].get("loc", ("body", "?"))[-1]
+            return _refused(
+                f'The request body is not valid JSON (it breaks at character {at}). Send JSON such as {{"text": "The cat sat.", "layer": 0, "head": 0}}.'
+            )
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'the body'}: {e.get('msg', 'invalid')}" for e in errors)
+        return _refused(
+            f"The request is not one the explorer takes ({problems}). It takes JSON: text (a string), layer and head (integers), "
+            'off (a list of [layer, head] pairs) and mode ("zero" or "mean").'
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(_request, exc: StarletteHTTPException):  # noqa: ANN001 - Starlette's handler signature
+        # Starlette's own refusals (a body that is not UTF-8, an unknown route) in the page's {"error": ...} shape
+        if exc.status_code == 400:
+            return _refused(f"The request body could not be read ({exc.detail}). Send UTF-8 encoded JSON with the content type application/json.")
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    def unexpected(_request, exc: Exception):  # noqa: ANN001 - Starlette's handler signature
+        log.exception("explore request failed")
+        return JSONResponse(
+            {"error": f"The explorer failed on this request ({type(exc).__name__}: {str(exc)[:200]}); the server keeps running. Try another text or head."},
+            status_code=500,
+        )
+
+
 def create_app(explorer: Any, context: Optional[dict] = None, context_error: Optional[str] = None, uri: Optional[str] = None, text: str = ""):
     """The FastAPI application of one loaded :class:`~attnsim.explore.session.Explorer`.
 
@@ -39,7 +86,7 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         text: the text the page opens with when its URL holds none.
     """
     from fastapi import FastAPI
-    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.responses import HTMLResponse
     from pydantic import BaseModel, Field
 
     from attnsim.explore.context import corpus_context
@@ -54,9 +101,6 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
 
     app = FastAPI(title="attnsim explore", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.context = context
-
-    def refused(message: str) -> JSONResponse:
-        return JSONResponse({"error": message}, status_code=400)
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
@@ -78,11 +122,11 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     @app.post("/api/analyse")
     def api_analyse(request: Analyse):
         if any(len(pair) != 2 for pair in request.off):
-            return refused("Each head switched off is [layer, head]; got " + str(request.off) + ".")
+            return _refused("Each head switched off is [layer, head]; got " + str(request.off) + ".")
         try:
             return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode)
         except AttnsimError as exc:
-            return refused(str(exc))
+            return _refused(str(exc))
 
     @app.get("/api/context")
     def api_context(run: str = ""):
@@ -92,45 +136,10 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         try:
             app.state.context = corpus_context(run, explorer.info, uri)
         except AttnsimError as exc:
-            return refused(str(exc))
+            return _refused(str(exc))
         return {"context": app.state.context}
 
-    from fastapi.exceptions import RequestValidationError
-
-    @app.exception_handler(RequestValidationError)
-    def invalid(_request, exc: RequestValidationError):  # noqa: ANN001 - Starlette's handler signature
-        # a request whose fields have the wrong types (off="1.2", text=5, a body that is not JSON): the same 400
-        # {"error": ...} as every refused request, naming the field and what it takes, instead of FastAPI's 422 list
-        errors = exc.errors()
-        broken = [e for e in errors if e.get("type") == "json_invalid"]
-        if broken:
-            at = broken[0].get("loc", ("body", "?"))[-1]
-            return refused(
-                f'The request body is not valid JSON (it breaks at character {at}). Send JSON such as {{"text": "The cat sat.", "layer": 0, "head": 0}}.'
-            )
-        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'the body'}: {e.get('msg', 'invalid')}" for e in errors)
-        return refused(
-            f"The request is not one the explorer takes ({problems}). It takes JSON: text (a string), layer and head (integers), "
-            'off (a list of [layer, head] pairs) and mode ("zero" or "mean").'
-        )
-
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    @app.exception_handler(StarletteHTTPException)
-    def http_error(_request, exc: StarletteHTTPException):  # noqa: ANN001 - Starlette's handler signature
-        # Starlette's own refusals (a body that is not UTF-8, an unknown route) in the page's {"error": ...} shape
-        if exc.status_code == 400:
-            return refused(f"The request body could not be read ({exc.detail}). Send UTF-8 encoded JSON with the content type application/json.")
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(Exception)
-    def unexpected(_request, exc: Exception):  # noqa: ANN001 - Starlette's handler signature
-        log.exception("explore request failed")
-        return JSONResponse(
-            {"error": f"The explorer failed on this request ({type(exc).__name__}: {str(exc)[:200]}); the server keeps running. Try another text or head."},
-            status_code=500,
-        )
-
+    _add_error_handlers(app)
     return app
 
 

@@ -73,8 +73,8 @@ class Finding(pl.Callback):
     # True: measured on an encoder–decoder's sentence pairs (corpus.source=translation, T5/BART/Marian)
     encoder_decoder: bool = False
     # dotted config keys the finding reads beyond those every measurement run reads
-    # (attnsim.tracking.store.RUN_PARAMS); a section name ("interventions") stands for all its keys.
-    # The run logs them as params (attnsim.tracking.store.measure_params).
+    # (attnsim.tracking.params.RUN_KEYS); a section name ("interventions") stands for all its keys.
+    # The run logs them as params (attnsim.tracking.params.measure_params).
     config_keys: Tuple[str, ...] = ()
     # time its figures take to draw, relative to a finding with a layer x head mosaic and one more
     # figure (measured: csm 3, separators 2): where several processes draw (plots.processes), the

@@ -32,7 +32,7 @@ _CLASSES: Dict[str, str] = {
     "induction": "attnsim.findings.induction:InductionFinding",
     # encoder–decoder findings (corpus.source=translation, T5/BART/Marian)
     "alignment": "attnsim.findings.alignment:AlignmentFinding",
-    # interventions (issue 15): runs of their own module (attnsim.capture.interventions), not the capture's view
+    # interventions (head ablation, activation patching): runs of their own module (attnsim.capture.interventions), not the capture's view
     "ablation": "attnsim.findings.ablation:AblationFinding",
     "patching": "attnsim.findings.patching:PatchingFinding",
 }

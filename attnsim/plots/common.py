@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 import matplotlib.pyplot as plt
 import numpy as np
 
+from attnsim.plots.fonts import check_text
+
 if TYPE_CHECKING:  # torch only for annotations: `attnsim compare` draws with this module and imports no torch
     import torch
 
@@ -79,8 +81,13 @@ def layer_note(layers: Sequence[int], n_layers: int, statistic: str, where: str 
 
 
 def short_label(text: str, chars: int = TOKEN_CHARS) -> str:
-    """``text`` cut to ``chars`` characters, the last being "…" when cut."""
+    """``text`` cut to ``chars`` characters, the last being "…" when cut.
+
+    A character whose font is an extra not installed (the CJK font, ``attnsim[cjk]``) is logged once per process
+    (:func:`attnsim.plots.fonts.check_text`).
+    """
     text = str(text)
+    check_text(text)
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
@@ -260,6 +267,46 @@ def _scale_panel(panel: np.ndarray) -> np.ndarray:
     return (panel - low) / (high - low) if high > low else panel * 0.0
 
 
+def _mosaics(pooled: np.ndarray, outlines: Optional[np.ndarray], shape: Tuple[int, int], stride: int, gap: int) -> tuple:
+    """``(mosaic, outline mosaic or None)``: the (panels, c, c) ``pooled`` panels, each scaled to [0, 1], laid out in
+    ``shape`` (rows, cols) with ``gap`` NaN cells between them (``stride`` = c + gap), and ``outlines`` (panels, c, c)
+    as a 0/1 mosaic of the same layout."""
+    rows, cols = shape
+    size = pooled.shape[-1]
+    mosaic = np.full((rows * stride - gap, cols * stride - gap), np.nan)
+    outline_mosaic = np.zeros_like(mosaic) if outlines is not None else None
+    for index in range(pooled.shape[0]):
+        r, c = divmod(index, cols)
+        mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = _scale_panel(pooled[index])
+        if outline_mosaic is not None:
+            outline_mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = np.nan_to_num(outlines[index]) > 0
+    return mosaic, outline_mosaic
+
+
+def _boundary_segments(boundaries: Sequence[int], block: int, panels: int, cols: int, stride: int, size: int) -> list:
+    """Lines before each sentence's first token (``boundaries``, in tokens; ``block`` tokens per cell), a column's and a
+    row's in every panel of the mosaic, as segments in the mosaic's cell coordinates."""
+    edges = [start / block - 0.5 for start in boundaries]
+    segments = []
+    for index in range(panels):
+        r, c = divmod(index, cols)
+        x0, y0 = c * stride - 0.5, r * stride - 0.5
+        for edge in edges:
+            segments.append(((x0 + 0.5 + edge, y0), (x0 + 0.5 + edge, y0 + size)))  # before a new sentence's column
+            segments.append(((x0, y0 + 0.5 + edge), (x0 + size, y0 + 0.5 + edge)))  # and row
+    return segments
+
+
+def _token_labels(ax, labels: Sequence[str], block: int, most: int, bottom_row: float) -> None:
+    """Token labels of the first panel's rows (left) and the last row's first panel's columns (below ``bottom_row``),
+    at most ``most``, as plain texts: matplotlib's tick objects cost several times more to create and draw."""
+    positions, names = thin_ticks(labels, block, most)
+    for position, name in zip(positions, names):
+        name = short_label(name)
+        ax.text(-1.0, position, name, fontsize=TOKEN_FONT, ha="right", va="center", clip_on=False)
+        ax.text(position, bottom_row + 1.0, name, fontsize=TOKEN_FONT, ha="center", va="top", rotation=90, clip_on=False)
+
+
 def matrix_grid(
     matrices: np.ndarray,
     titles: Optional[List[str]],
@@ -305,14 +352,8 @@ def matrix_grid(
     size = pooled.shape[-1]
     gap = max(1, size // 16)
     stride = size + gap
-    mosaic = np.full((rows * stride - gap, cols * stride - gap), np.nan)
-    outline_mosaic = np.zeros_like(mosaic) if outlines is not None else None
     pooled_outlines = None if outlines is None else outlines.astype(float) if prepooled else pool_matrix(outlines.astype(float), max_tokens)[0]
-    for index in range(panels):
-        r, c = divmod(index, cols)
-        mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = _scale_panel(pooled[index])
-        if outline_mosaic is not None:
-            outline_mosaic[r * stride : r * stride + size, c * stride : c * stride + size] = np.nan_to_num(pooled_outlines[index]) > 0
+    mosaic, outline_mosaic = _mosaics(pooled, pooled_outlines, (rows, cols), stride, gap)
     cell = panel_inches / stride  # inches per mosaic cell: the axes is exactly the mosaic
     panels_width = mosaic.shape[1]
     # the colour scale, in the same image: past the row names (if any), a gap, then a strip
@@ -327,8 +368,7 @@ def matrix_grid(
     fig, ax = inch_axes(mosaic.shape[1] * cell, mosaic.shape[0] * cell, left, right, bottom, top)
     ax.imshow(mosaic, cmap=cmap, interpolation="nearest", vmin=0, vmax=1, aspect="auto")
     scale_strip(ax, mosaic.shape[1] - 0.5 - strip_width, mosaic.shape[1] - 0.5, mosaic.shape[0], cmap, "scaled within each panel (min to max)")
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    ax.spines[:].set_visible(False)
     if outline_mosaic is not None and outline_mosaic.any():
         draw_segments(ax, mask_edges(outline_mosaic > 0), color="cyan", linewidth=0.6)
     for index in range(panels if titles is not None else 0):
@@ -339,28 +379,12 @@ def matrix_grid(
     for c, name in enumerate(col_names or ()):
         ax.text(c * stride + size / 2, -1.5, name, fontsize=8, va="bottom", ha="center", clip_on=False)
     if boundaries:
-        edges = [start / block - 0.5 for start in boundaries]
-        segments = []
-        for index in range(panels):
-            r, c = divmod(index, cols)
-            x0, y0 = c * stride - 0.5, r * stride - 0.5
-            for edge in edges:
-                segments.append(((x0 + 0.5 + edge, y0), (x0 + 0.5 + edge, y0 + size)))  # before a new sentence's column
-                segments.append(((x0, y0 + 0.5 + edge), (x0 + size, y0 + 0.5 + edge)))  # and row
-        draw_segments(ax, segments, color="white", linewidth=0.4, alpha=0.7)
+        draw_segments(ax, _boundary_segments(boundaries, block, panels, cols, stride, size), color="white", linewidth=0.4, alpha=0.7)
     ax.set_xlim(-0.5, mosaic.shape[1] - 0.5)
     ax.set_ylim(mosaic.shape[0] - 0.5, -0.5)
-    ax.set_xticks([])
-    ax.set_yticks([])
+    ax.set(xticks=[], yticks=[])
     if labels is not None:
-        # token labels of the first panel's rows (left) and the last row's first panel's columns (below),
-        # as plain texts: matplotlib's tick objects cost several times more to create and draw
-        positions, names = thin_ticks(labels, block, labels_fitting(panel_inches, max_labels))
-        bottom_row = (rows - 1) * stride + size - 0.5
-        for position, name in zip(positions, names):
-            name = short_label(name)
-            ax.text(-1.0, position, name, fontsize=TOKEN_FONT, ha="right", va="center", clip_on=False)
-            ax.text(position, bottom_row + 1.0, name, fontsize=TOKEN_FONT, ha="center", va="top", rotation=90, clip_on=False)
+        _token_labels(ax, labels, block, labels_fitting(panel_inches, max_labels), (rows - 1) * stride + size - 0.5)
     fig.text(0.5, 1 - 0.08 / fig.get_size_inches()[1], "\n".join(heading), fontsize=9, ha="center", va="top")
     return fig
 

@@ -6,17 +6,16 @@ Arabic or Devanagari glyphs: such a label was drawn as boxes, with one
 "Glyph … missing from font(s) DejaVu Sans" warning per character.
 
 :func:`use_fonts` (called when :mod:`attnsim.plots` is imported) registers
-fonts shipped by Python packages that attnsim depends on, so that a fresh
-install needs no system font:
+fonts shipped by Python packages, so that a fresh install needs no system font:
 
-===========================  ============================  =====================================
+===========================  ============================  ======================================================
 family                       scripts                       package (licence)
-===========================  ============================  =====================================
+===========================  ============================  ======================================================
 DejaVu Sans                  Latin, Greek, Cyrillic, ...   matplotlib (bundled; Bitstream Vera)
-Noto Sans CJK SC             Chinese, Japanese, Korean     ``noto-cjk-sans-otc`` (OFL-1.1)
+Noto Sans CJK SC             Chinese, Japanese, Korean     ``noto-cjk-sans-otc`` (OFL-1.1), extra ``attnsim[cjk]``
 Noto Sans Arabic             Arabic                        ``fontpkg-noto-sans-arabic`` (OFL-1.1)
 Noto Sans Devanagari         Devanagari                    ``fontpkg-noto-sans-devanagari`` (OFL-1.1)
-===========================  ============================  =====================================
+===========================  ============================  ======================================================
 
 and sets ``rcParams["font.family"]`` to that list. Matplotlib looks each
 character up in the families in order (per-glyph fallback), so Latin
@@ -26,6 +25,11 @@ share one glyph set (they differ in regional glyph forms only): the SC face
 (Simplified Chinese forms) covers Japanese kana and Korean Hangul too.
 Scripts outside this list (Thai, Hebrew, Bengali, ...) still fall back to
 boxes, with matplotlib's warning.
+
+The CJK font (a 16 MB wheel) is an extra: without ``attnsim[cjk]`` figures draw
+CJK characters as boxes, and the first token label with such a character
+(:func:`check_text`, called by :func:`attnsim.plots.common.short_label`) logs one
+warning naming the extra.
 
 Matplotlib 3.11 or later is needed: it reads the faces of a font collection
 (``.ttc``; older versions see only its first face, Noto Sans CJK JP) and
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 log = logging.getLogger(__name__)
 
@@ -66,20 +70,31 @@ FALLBACKS: Tuple[Tuple[str, str, Callable[[], Path]], ...] = (
     ("Noto Sans Devanagari", "fontpkg-noto-sans-devanagari", _fontpkg("Noto Sans Devanagari")),
 )
 
+# fallback fonts that come with an extra of attnsim, not with attnsim itself: family -> (extra, the code point
+# ranges of its scripts). Without the extra, the family is left out quietly until a label needs it (check_text).
+CJK_RANGES = ((0x1100, 0x11FF), (0x2E80, 0x9FFF), (0xA960, 0xA97F), (0xAC00, 0xD7FF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF), (0x20000, 0x3FFFF))
+EXTRAS: Dict[str, Tuple[str, Tuple[Tuple[int, int], ...]]] = {"Noto Sans CJK SC": ("cjk", CJK_RANGES)}
+
 _families: Optional[List[str]] = None  # what use_fonts registered, once per process
+_absent: Dict[str, str] = {}  # families of EXTRAS not installed -> their extra, until check_text has warned
 
 
 def font_files() -> List[Tuple[str, Path]]:
     """``(family, font file)`` of each fallback font whose package is installed.
 
-    A missing package is logged once (warning, naming the ``pip install`` that fixes it) and left
-    out, so that matplotlib does not warn "font family not found" on every text.
+    A missing package is left out, so that matplotlib does not warn "font family not found" on every text:
+    one of attnsim's own dependencies with a warning naming the ``pip install`` that fixes it, the font of an
+    extra (:data:`EXTRAS`) quietly, remembered for :func:`check_text`.
     """
     found = []
     for family, package, find in FALLBACKS:
         try:
             path = find()
         except Exception as exc:  # noqa: BLE001 - ImportError, or the package lost its file
+            if isinstance(exc, ImportError) and family in EXTRAS:
+                _absent[family] = EXTRAS[family][0]
+                log.debug("%s is not installed (the extra attnsim[%s]): figures draw its scripts as boxes (%s)", package, EXTRAS[family][0], exc)
+                continue
             log.warning("Figures cannot draw %s text: the font package %s is missing or broken (%s). Run: pip install %s", family, package, exc, package)
             continue
         if not path.is_file():
@@ -122,4 +137,25 @@ def use_fonts() -> List[str]:
     return list(_families)
 
 
-__all__ = ["BASE", "FALLBACKS", "font_files", "use_fonts"]
+def check_text(text: str) -> None:
+    """Warn, once per process and family, when ``text`` has a character whose font is an extra not installed.
+
+    Called on every token label (:func:`attnsim.plots.common.short_label`); costs a scan of ``text`` only
+    while such a font is missing (:data:`EXTRAS`, filled by :func:`font_files`).
+    """
+    for family, extra in list(_absent.items()):
+        ranges = EXTRAS[family][1]
+        char = next((c for c in text if any(low <= ord(c) <= high for low, high in ranges)), None)
+        if char is not None:
+            del _absent[family]
+            log.warning(
+                "Figures draw %r (U+%04X) and the rest of its script as boxes: its font, %s, is the extra attnsim[%s]. Run: pip install 'attnsim[%s]'",
+                char,
+                ord(char),
+                family,
+                extra,
+                extra,
+            )
+
+
+__all__ = ["BASE", "EXTRAS", "FALLBACKS", "check_text", "font_files", "use_fonts"]

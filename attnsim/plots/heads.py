@@ -61,6 +61,28 @@ def _panel_title(name: str, scalars: Dict[str, torch.Tensor]) -> str:
     return name
 
 
+def _frame(x: float, y: float, width: float, height: float) -> list:
+    """The four sides of the box with top left corner (x, y), as segments ((x0, y0), (x1, y1)) in inches."""
+    return [((x, y), (x + width, y)), ((x, y + height), (x + width, y + height)), ((x, y), (x, y + height)), ((x + width, y), (x + width, y + height))]
+
+
+def _index_labels(ax, name: str, box: tuple, xticks, yticks, cell: tuple) -> list:
+    """Head numbers below and layer numbers left of the heatmap ``box`` (x0, y0, width, height; inches) of ``name``;
+    ``cell``: (dx, dy), one head's width and one layer's height. Returns the tick marks, drawn by the caller."""
+    x0, y0, width, height = box
+    dx, dy = cell
+    marks = []
+    for head in xticks:
+        x = x0 + (head + 0.5) * dx
+        marks.append(((x, y0 + height), (x, y0 + height + 0.03)))
+        ax.text(x, y0 + height + 0.05, str(head), fontsize=MIN_FONT, ha="center", va="top", gid=f"{name}:head")
+    for layer in yticks:
+        y = y0 + (layer + 0.5) * dy
+        marks.append(((x0 - 0.03, y), (x0, y)))
+        ax.text(x0 - 0.05, y, str(layer), fontsize=MIN_FONT, ha="right", va="center", gid=f"{name}:layer")
+    return marks
+
+
 def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[Sequence[str]] = None, cols: int = 3):
     """One figure with a layer x head heatmap and a value colour bar per statistic.
 
@@ -122,26 +144,9 @@ def scalar_mosaic(scalars: Dict[str, torch.Tensor], title: str, names: Optional[
                 np.ma.masked_invalid(data), cmap=cmap, vmin=low, vmax=high, extent=(x0, x0 + width, y0 + height, y0), aspect="auto", interpolation="nearest"
             ).set_gid(f"{name}:panel")
             ax.imshow(ramp, cmap=cmap, vmin=0, vmax=1, extent=(bx, bx + bar, y0 + height, y0), aspect="auto", interpolation="nearest").set_gid(f"{name}:bar")
-            marks += [
-                ((bx, y0), (bx + bar, y0)),
-                ((bx, y0 + height), (bx + bar, y0 + height)),
-                ((bx, y0), (bx, y0 + height)),
-                ((bx + bar, y0), (bx + bar, y0 + height)),
-            ]
-        marks += [
-            ((x0, y0), (x0 + width, y0)),
-            ((x0, y0 + height), (x0 + width, y0 + height)),
-            ((x0, y0), (x0, y0 + height)),
-            ((x0 + width, y0), (x0 + width, y0 + height)),
-        ]
-        for head in xticks:
-            x = x0 + (head + 0.5) * dx
-            marks.append(((x, y0 + height), (x, y0 + height + 0.03)))
-            ax.text(x, y0 + height + 0.05, str(head), fontsize=MIN_FONT, ha="center", va="top", gid=f"{name}:head")
-        for layer in yticks:
-            y = y0 + (layer + 0.5) * dy
-            marks.append(((x0 - 0.03, y), (x0, y)))
-            ax.text(x0 - 0.05, y, str(layer), fontsize=MIN_FONT, ha="right", va="center", gid=f"{name}:layer")
+            marks += _frame(bx, y0, bar, height)
+        marks += _frame(x0, y0, width, height)
+        marks += _index_labels(ax, name, (x0, y0, width, height), xticks, yticks, (dx, dy))
         for value in [] if constant else bar_ticks(low, high):
             y = y0 + height * (high - value) / (high - low)
             marks.append(((bx + bar, y), (bx + bar + 0.03, y)))

@@ -63,7 +63,7 @@ def check_backend(uri: str, timeout_s: int = 10) -> None:
     try:
         engine = sqlalchemy.create_engine(uri, connect_args={"connect_timeout": timeout_s})
     except ImportError as exc:
-        raise ServerError(f"The PostgreSQL driver is missing ({exc}). Install it: pip install 'psycopg[binary]' (an attnsim dependency).") from exc
+        raise ServerError(f"The PostgreSQL backend needs psycopg, which is not installed ({exc}): pip install 'attnsim[server]'.") from exc
     try:
         with engine.connect():
             pass

@@ -33,6 +33,7 @@ and how the run was started (:func:`command_line`, :func:`api_call`).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -126,12 +127,15 @@ def probe_database(uri: str, timeout_s: float = 5.0) -> None:
     Unix socket (``?host=FOLDER``, else ``/var/run/postgresql``); a MySQL or SQL Server one without a host is left to MLflow.
 
     Raises:
-        TrackingError: nothing answers at the database's host and port (the message hides any password).
+        TrackingError: a ``postgresql://`` store without its driver psycopg (the extra ``attnsim[server]``), or
+        nothing answers at the database's host and port (the message hides any password).
     """
     parsed = urlparse(uri)
     kind = parsed.scheme.split("+")[0]
     if kind not in DATABASE_PORTS:
         return
+    if parsed.scheme in ("postgresql", "postgresql+psycopg") and importlib.util.find_spec("psycopg") is None:
+        raise TrackingError(f"The PostgreSQL tracking store {hide_password(uri)} needs psycopg, which is not installed: pip install 'attnsim[server]'.")
     port = parsed.port or DATABASE_PORTS[kind]
     if parsed.hostname:
         family, address, where = socket.AF_INET, (parsed.hostname, port), f"{parsed.hostname}:{port}"

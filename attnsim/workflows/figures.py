@@ -169,6 +169,23 @@ def _log_here(sink, job: Job, examples: Any, plots_cfg: Any, title: str, has_fix
             sink.log_text(page, path)
 
 
+def _log_as_completed(sink, futures: dict, logged: set) -> None:
+    """Log the files of each helper's task (future -> task in ``futures``) as it finishes, adding the task to ``logged``.
+
+    Raises:
+        Whatever the helper raised; ``BrokenProcessPool`` when a helper died.
+    """
+    from concurrent.futures import as_completed
+
+    for future in as_completed(futures):
+        for kind, path, payload in future.result():
+            if kind == "png":
+                sink.log_png(payload, path)
+            else:
+                sink.log_text(payload, path)
+        logged.add(futures[future])
+
+
 def log_figures(
     sink,
     jobs: Sequence[Job],
@@ -210,7 +227,7 @@ def log_figures(
         return 1
 
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     release_free_memory()
@@ -229,13 +246,7 @@ def log_figures(
         if meanwhile is not None:
             meanwhile()
         try:
-            for future in as_completed(futures):
-                for kind, path, payload in future.result():
-                    if kind == "png":
-                        sink.log_png(payload, path)
-                    else:
-                        sink.log_text(payload, path)
-                logged.add(futures[future])
+            _log_as_completed(sink, futures, logged)
         except BrokenProcessPool as exc:
             log.warning("A process drawing figures stopped (%s); drawing the findings it left here.", exc)
             _stop(pool)  # the others' results are lost with the pool

@@ -197,12 +197,68 @@ def trainable_classifier(info: Any, labels: List[str], init: str = "pretrained",
     return model
 
 
-def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
-    """Load the model, create the run, fit, validate and save checkpoints. See :func:`finetune`."""
+def _fit_trainer(t: Any, logger: Any, saver: Any) -> Any:
+    """The Lightning trainer of a fine-tuning run: ``t`` the ``trainer`` config group, ``logger`` the run's
+    :class:`~attnsim.training.module.SinkLogger`, ``saver`` the :class:`~attnsim.training.module.PretrainedCheckpoint` callback."""
     import pytorch_lightning as pl
 
-    from attnsim.config import to_yaml
     from attnsim.progress import AttnsimProgressBar
+
+    return pl.Trainer(
+        accelerator=t.accelerator,
+        devices=t.devices,
+        precision=t.precision,
+        max_steps=t.max_steps,
+        max_epochs=-1,
+        val_check_interval=t.val_every_n_steps,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=logger,
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=t.progress_bar,
+        enable_model_summary=False,
+        # optimizer steps of max_steps, validation in windows (Lightning's own bar reads "Epoch 1/-2")
+        callbacks=[saver] + ([AttnsimProgressBar()] if t.progress_bar else []),
+    )
+
+
+def _checkpoint_meta(prepared: FinetunePrepared, run_id: str) -> Dict[str, Any]:
+    """What each saved checkpoint records about the run that made it (``attnsim_checkpoint.json`` beside its weights)."""
+    cfg = prepared.cfg
+    return {
+        "run_id": run_id,
+        "tracking_uri": prepared.tracker.uri,
+        "experiment": cfg.name,
+        # step 0 of a sweep: the encoder fine-tuning started from (a random init is saved as step-000000)
+        "base_model": None if cfg.model.init == "random" else str(cfg.model.path),
+        "labels": list(prepared.labels),
+        "seq_len": int(cfg.corpus.seq_len),
+        "train_corpus_hash": prepared.train.content_hash,
+    }
+
+
+def _last_metrics(sink: Any) -> Dict[str, float]:
+    """The last logged value of the run's training and validation loss and accuracy (those it logged)."""
+    return {
+        key: max(history, key=lambda m: (m.step, m.timestamp)).value
+        for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy")
+        if (history := sink.client.get_metric_history(sink.run_id, key))
+    }
+
+
+def _split_counts(prepared: FinetunePrepared) -> tuple:
+    """``(windows, documents, categories)``, each a dict ``{"train": n, "val": n}``."""
+    splits = {"train": prepared.train, "val": prepared.val}
+    windows = {key: len(corpus) for key, corpus in splits.items()}
+    documents = {key: len({w.doc_id for w in corpus.windows}) for key, corpus in splits.items()}
+    categories = {key: len({w.label for w in corpus.windows if w.label is not None}) for key, corpus in splits.items()}
+    return windows, documents, categories
+
+
+def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
+    """Load the model, create the run, fit, validate and save checkpoints. See :func:`finetune`."""
+    from attnsim.config import to_yaml
     from attnsim.tracking.params import finetune_params
     from attnsim.training.data import ClassificationDataModule
     from attnsim.training.module import (
@@ -244,16 +300,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         log_datasets(
             sink, [DatasetInput(f"{name}_training", prepared.train, source, "training"), DatasetInput(f"{name}_validation", prepared.val, source, "validation")]
         )
-        meta = {
-            "run_id": sink.run_id,
-            "tracking_uri": prepared.tracker.uri,
-            "experiment": cfg.name,
-            # step 0 of a sweep: the encoder fine-tuning started from (a random init is saved as step-000000)
-            "base_model": None if cfg.model.init == "random" else str(cfg.model.path),
-            "labels": list(prepared.labels),
-            "seq_len": int(cfg.corpus.seq_len),
-            "train_corpus_hash": prepared.train.content_hash,
-        }
+        meta = _checkpoint_meta(prepared, sink.run_id)
 
         def record(step: int, path: Path) -> None:
             sink.log_metrics({"checkpoint/step": float(step)}, step=step)
@@ -264,23 +311,7 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         module = ClassifierModule(model, t.learning_rate, t.weight_decay, t.warmup_steps, t.max_steps)
         datamodule = ClassificationDataModule(prepared.train.windows, prepared.val.windows, label2id, t.batch_size, t.num_workers, cfg.seed)
         logger = SinkLogger(sink)
-        trainer = pl.Trainer(
-            accelerator=t.accelerator,
-            devices=t.devices,
-            precision=t.precision,
-            max_steps=t.max_steps,
-            max_epochs=-1,
-            val_check_interval=t.val_every_n_steps,
-            check_val_every_n_epoch=None,
-            num_sanity_val_steps=0,
-            logger=logger,
-            log_every_n_steps=1,
-            enable_checkpointing=False,
-            enable_progress_bar=t.progress_bar,
-            enable_model_summary=False,
-            # optimizer steps of max_steps, validation in windows (Lightning's own bar reads "Epoch 1/-2")
-            callbacks=[saver] + ([AttnsimProgressBar()] if t.progress_bar else []),
-        )
+        trainer = _fit_trainer(t, logger, saver)
         logger.step_source = lambda: int(trainer.global_step)
         if cfg.model.init == "random":
             saver.write(model, 0)  # no directory holds these initial weights: keep them as step 0
@@ -297,17 +328,10 @@ def execute_finetune(prepared: FinetunePrepared) -> FinetuneResult:
         listing = [{"global_step": step, "path": str(path)} for step, path in saver.saved]
         sink.log_text(json.dumps(listing, indent=2), "checkpoints.json")
         sink.flush()
-        metrics = {
-            key: max(history, key=lambda m: (m.step, m.timestamp)).value
-            for key in ("train/loss", "train/accuracy", "val/loss", "val/accuracy")
-            if (history := sink.client.get_metric_history(sink.run_id, key))
-        }
+        metrics = _last_metrics(sink)
         experiment_id = prepared.tracker.client.get_run(sink.run_id).info.experiment_id
     checkpoints = [(step, str(path)) for step, path in sorted(saver.saved)]
-    splits = {"train": prepared.train, "val": prepared.val}
-    windows = {key: len(corpus) for key, corpus in splits.items()}
-    documents = {key: len({w.doc_id for w in corpus.windows}) for key, corpus in splits.items()}
-    categories = {key: len({w.label for w in corpus.windows if w.label is not None}) for key, corpus in splits.items()}
+    windows, documents, categories = _split_counts(prepared)
     return FinetuneResult(
         sink.run_id, experiment_id, prepared.tracker.uri, str(directory), checkpoints, metrics, list(prepared.labels), seconds, windows, documents, categories
     )

@@ -1,4 +1,4 @@
-"""On a CUDA GPU (issue 18, "GPU-ready in one command"): capture equals the CPU's, runs finish with the
+"""On a CUDA GPU: capture equals the CPU's, runs finish with the
 CPU's statistics, and the benchmarks run with ``--device cuda``.
 
 Every test here is marked ``cuda`` and skipped where torch sees no GPU (tests/conftest.py);

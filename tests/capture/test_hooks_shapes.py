@@ -1,4 +1,4 @@
-"""Shapes of captured tensors (issue 11, item 10).
+"""Shapes of captured tensors.
 
 Attention that is not (batch, heads, T, T) and per-head outputs that are not (batch, T, heads x d_head)
 are a ModelError naming the layer and the shapes, raised in capture before any statistic runs; an

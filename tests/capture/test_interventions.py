@@ -1,4 +1,4 @@
-"""Issue 15: head ablation and activation patching — the mechanics (hooks on W_O's input), the arithmetic, the config."""
+"""Head ablation and activation patching — the mechanics (hooks on W_O's input), the arithmetic, the config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15 on decoders from the architecture table: ``ablation`` (each head) on a tiny GPT-2 (Conv1D W_O) and a
+"""Head ablation and patching on decoders from the architecture table: ``ablation`` (each head) on a tiny GPT-2 (Conv1D W_O) and a
 tiny Llama (grouped-query attention), measured by the causal LM's next-token loss, and ``patching`` on GPT-2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Capture of the encoder–decoder families (T5, BART, Marian) on tiny seeded models (issue 13, items 1 and 6)."""
+"""Capture of the encoder–decoder families (T5, BART, Marian) on tiny seeded models."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Every bundled experiment composes and validates; experiments no longer repeat what the base holds.
 
-Issue 12, item 5: each experiment YAML repeated the defaults list and its own name, and no
-test composed every experiment.
+An experiment YAML holds only what differs from the base: not the defaults list, not its own name.
 """
 
 from __future__ import annotations

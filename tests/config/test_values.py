@@ -1,8 +1,8 @@
 """Values are read by the schema type of their key: text stays text, null is null, ' #' is no comment.
 
-Issue 11, items 1-3: ``tracking.run_name=695e0514`` was the run name ``inf``; ``1e3`` became
-``1000.0``; ``checkpoint.dir=None`` made a folder ``./None``; ``'tracking.run_name=ablation #2'``
-was cut to ``ablation``.
+So ``tracking.run_name=695e0514`` is the run name ``695e0514`` (a float parser reads ``inf``), ``1e3`` stays the
+text ``1e3`` where text is expected, ``checkpoint.dir=None`` is null (no folder ``./None``) and
+``'tracking.run_name=ablation #2'`` keeps its ``#2``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Text and JSON Lines files that are not UTF-8 (issue 11, item 6)."""
+"""Text and JSON Lines files that are not UTF-8."""
 
 from __future__ import annotations
 

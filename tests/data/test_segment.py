@@ -1,4 +1,4 @@
-"""Sentence boundaries at line breaks and numbered references (issue 11, item 5)."""
+"""Sentence boundaries at line breaks and numbered references."""
 
 from __future__ import annotations
 

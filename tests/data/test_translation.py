@@ -1,4 +1,4 @@
-"""The ``translation`` corpus source: reading, errors, tokenisation with the tokenizer's own specials (issue 13, item 4)."""
+"""The ``translation`` corpus source: reading, errors, tokenisation with the tokenizer's own specials."""
 
 from __future__ import annotations
 

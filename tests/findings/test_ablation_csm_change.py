@@ -1,4 +1,4 @@
-"""Issue 15, the encoder's second metric: the change an ablation makes to later layers' CSMs (``csm_change``)."""
+"""The second metric of an ablation on an encoder: the change an ablation makes to later layers' CSMs (``csm_change``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End to end: `attnsim run alignment` on a tiny T5 and a tiny BART finishes with finite metrics (issue 13, items 4 and 6);
+"""End to end: `attnsim run alignment` on a tiny T5 and a tiny BART finishes with finite metrics;
 the encoder–decoder path refuses mismatched models, corpora and findings before any model loads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What findings declare as class attributes (issue 32): their needs, their config keys, and the default summary."""
+"""What findings declare as class attributes: their needs, their config keys, and the default summary."""
 
 from __future__ import annotations
 

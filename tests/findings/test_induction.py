@@ -1,4 +1,4 @@
-"""Induction and previous-token heads (issue 13, item 3), worked by hand; the repeated_tokens corpus; a tiny end-to-end run."""
+"""Induction and previous-token heads, worked by hand; the repeated_tokens corpus; a tiny end-to-end run."""
 
 from __future__ import annotations
 
@@ -302,11 +302,7 @@ def test_induction_end_to_end_on_tiny_bert(tiny_bert, tmp_path):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_induction_end_to_end_on_tiny_decoders(family, tmp_path):
-    """Runs once decoder capture exists (issue 13, items 1-2, another branch); the causal chance is read from the attention."""
-    from attnsim.capture.architectures import ARCHITECTURES
-
-    if family not in ARCHITECTURES:
-        pytest.skip(f"model type {family} is not capturable on this branch yet (decoder capture: issue 13 items 1-2)")
+    """On two decoder families of the architecture table; the causal chance is read from the attention."""
     from mlflow import MlflowClient
 
     from attnsim.data.windows import special_template

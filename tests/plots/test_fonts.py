@@ -1,8 +1,10 @@
-"""Figures draw CJK, Arabic, Cyrillic, Greek and Devanagari text without missing glyphs (issue 11, item 8)."""
+"""Figures draw CJK, Arabic, Cyrillic, Greek and Devanagari text without missing glyphs; without the CJK font
+(the extra ``attnsim[cjk]``) the first CJK token label logs one warning naming the extra."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 import matplotlib
@@ -98,13 +100,42 @@ def test_dejavu_alone_would_warn(monkeypatch):
 
 def test_missing_font_package_is_left_out_with_the_fix(monkeypatch, caplog):
     def gone():
-        raise ImportError("No module named 'noto_cjk_sans_otc'")
+        raise ImportError("No module named 'fontpkg'")
 
-    monkeypatch.setattr(fonts, "FALLBACKS", (("Noto Sans CJK SC", "noto-cjk-sans-otc", gone),) + fonts.FALLBACKS[1:])
+    arabic = ("Noto Sans Arabic", "fontpkg-noto-sans-arabic", gone)
+    monkeypatch.setattr(fonts, "FALLBACKS", (fonts.FALLBACKS[0], arabic, fonts.FALLBACKS[2]))
     with caplog.at_level(logging.WARNING, logger="attnsim.plots.fonts"):
         found = [family for family, _ in fonts.font_files()]
+    assert found == ["Noto Sans CJK SC", "Noto Sans Devanagari"]
+    assert "pip install fontpkg-noto-sans-arabic" in caplog.text and "Noto Sans Arabic" in caplog.text
+
+
+def test_cjk_ranges_hold_the_cjk_samples_only():
+    def cjk(char):
+        return any(low <= ord(char) <= high for low, high in fonts.CJK_RANGES)
+
+    assert all(cjk(char) for script in ("Chinese", "Japanese", "Korean") for char in SAMPLES[script])
+    assert not any(cjk(char) for script in ("Arabic", "Cyrillic", "Greek", "Devanagari") for char in SAMPLES[script] + "plain ##s")
+
+
+def test_without_the_cjk_extra_the_first_cjk_label_warns_once_naming_it(monkeypatch, caplog):
+    from attnsim.plots.common import short_label
+
+    monkeypatch.setitem(sys.modules, "noto_cjk_sans_otc", None)  # its import raises ImportError, as when not installed
+    monkeypatch.setattr(fonts, "_absent", {})
+    with caplog.at_level(logging.DEBUG, logger="attnsim.plots.fonts"):
+        found = [family for family, _ in fonts.font_files()]
     assert found == ["Noto Sans Arabic", "Noto Sans Devanagari"]
-    assert "pip install noto-cjk-sans-otc" in caplog.text and "Noto Sans CJK SC" in caplog.text
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]  # left out quietly: a run without CJK text warns nothing
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="attnsim.plots.fonts"):
+        assert [short_label(text) for text in ("plain", "देवनागरी", "##s")] == ["plain", "देवनागरी", "##s"]
+        assert caplog.records == []
+        assert short_label("日本語のテキストです。") == "日本語のテキストです。"
+        short_label("한국어")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Figures draw '日' (U+65E5) and the rest of its script as boxes: its font, Noto Sans CJK SC, is the extra attnsim[cjk]. Run: pip install 'attnsim[cjk]'"
+    ]
 
 
 @pytest.mark.e2e

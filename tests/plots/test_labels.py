@@ -1,4 +1,4 @@
-"""Token labels of figures and the explorer come from the original text (issue 11, item 7)."""
+"""Token labels of figures and the explorer come from the original text."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_a_run_keeps_text_only_in_its_drawn_windows(tiny_bert, tmp_path):
     assert [w.text is not None for w in windows] == [True, True, False, False, False]
 
 
-# -- issue 13, item 5: byte-level BPE and SentencePiece tokenizers ----------------------------------
+# -- byte-level BPE and SentencePiece tokenizers ----------------------------------
 MULTI = "The naïve café 😃 日本 x"
 
 

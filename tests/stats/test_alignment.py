@@ -1,4 +1,4 @@
-"""Band statistic of cross-attention alignment and its chance value, on hand-worked tensors (issue 13, item 4)."""
+"""Band statistic of cross-attention alignment and its chance value, on hand-worked tensors."""
 
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def test_accumulator_hand_worked():
 
 
 def test_distance_scalars_are_computed_once_by_the_distance_finding():
-    """Issue 12: the csm finding computed the six distance scalars again; now only ``distance`` does."""
+    """The six distance scalars are computed by the ``distance`` finding only, not again by ``csm``."""
     from attnsim.findings.csm import CSMFinding
     from attnsim.findings.distance import DistanceFinding
 

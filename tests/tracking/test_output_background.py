@@ -1,4 +1,4 @@
-"""Figures are encoded and uploaded on a background thread (issue 18, "Figures and logging"): the run waits
+"""Figures are encoded and uploaded on a background thread: the run waits
 for them before it ends, and an error there ends the run FAILED with everything else it measured logged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The shared tracking server (issue 16, item 3): `attnsim server` = `mlflow server` on PostgreSQL with proxied
+"""The shared tracking server: `attnsim server` = `mlflow server` on PostgreSQL with proxied
 artifacts; every logging command takes `--uri` (or MLFLOW_TRACKING_URI); a `paper` run, a report and a sweep
 logged through the server are read back. The server tests skip, saying why, where PostgreSQL is not installed."""
 

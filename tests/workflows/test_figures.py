@@ -1,4 +1,4 @@
-"""Figures drawn in forked helper processes (attnsim/workflows/figures.py; issue 18, "Figures and logging").
+"""Figures drawn in forked helper processes (attnsim/workflows/figures.py).
 
 The helpers must log exactly the files one process logs, pixel for pixel; an error in a helper's
 figure code must reach the run; a helper that dies must leave nothing undrawn.

@@ -1,4 +1,4 @@
-"""Issue 15 end to end: fine-tune a tiny classifier a few steps, then ablation (each head, the top heads of a
+"""Head ablation and activation patching end to end: fine-tune a tiny classifier a few steps, then ablation (each head, the top heads of a
 csm run) and activation patching on its checkpoint, logged to MLflow; and the report's verdict."""
 
 from __future__ import annotations

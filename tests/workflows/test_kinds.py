@@ -1,4 +1,4 @@
-"""One object per kind of run (issue 32): architectures declare their kind, the run's kind is chosen once
+"""One object per kind of run: architectures declare their kind, the run's kind is chosen once
 (:func:`attnsim.workflows.kinds.choose_kind`), corpora share one protocol, and ``workflows/run.py`` holds no
 branch on the kind."""
 

@@ -45,14 +45,14 @@ def test_measure_params_keep_only_the_sections_a_measurement_uses():
     assert not {"name", "description", "task"} & set(params)
     assert "tracking.experiment" in params and "tracking.tags.team" not in params  # tracking.tags are the run's tags
     assert sections(params) == {"findings", "seed", "model", "corpus", "stats", "trainer", "tracking", "plots", "capture"}
-    assert len(params) <= 45  # was 56: every key of every section
+    assert len(params) <= 45  # every key of every section would be 56
     assert "plots.dpi" in params and "plots.processes" not in params  # how many processes draw changes no figure
     assert "corpus.repeat_length" not in params and "corpus.repeats" not in params  # repeated_tokens keys
 
 
-# The params of `csm` and `paper` on the bundled MiniLM before findings declared their keys (issue 32). The
-# declarations add only keys the run read but never logged: the capture path's keys and two trainer keys
-# of a distributed predict.
+# The params of `csm` and `paper` on the bundled MiniLM, written out by hand: BEFORE, the keys their statistics
+# and figures read, and ADDED, keys that change what a run measures although no finding reads them: the
+# capture path's keys and two trainer keys of a distributed predict.
 BEFORE = {
     "corpus.categories",
     "corpus.drop_short",

@@ -1,5 +1,5 @@
 """`attnsim sweep ... --jobs N`: children measured in worker processes give what one process gives, nested
-under one parent, and a sweep run again skips the finished children (issue 16, item 2)."""
+under one parent, and a sweep run again skips the finished children."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Probabilities without eager attention on the dense path: the model runs SDPA with its queries and keys
-recorded, and :class:`~attnsim.stats.pairs.fused.RecomputedPairView` recomputes each chunk's attention
-(issue 18, item 1). Compared with eager attention's maps on the same windows."""
+recorded, and :class:`~attnsim.stats.pairs.fused.RecomputedPairView` recomputes each chunk's attention.
+Compared with eager attention's maps on the same windows."""
 
 from __future__ import annotations
 

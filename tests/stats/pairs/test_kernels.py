@@ -1,5 +1,5 @@
 """The compiled top-k kernel (attnsim/stats/pairs/kernels.py) and the float32 CSM walk it certifies: the same
-high pairs as the fallback path (NumPy partition, float64 CSM), statistics within 1e-6 relative (issue 18)."""
+high pairs as the fallback path (NumPy partition, float64 CSM), statistics within 1e-6 relative."""
 
 from __future__ import annotations
 

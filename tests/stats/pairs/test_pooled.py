@@ -1,4 +1,4 @@
-"""Example figures and the explorer at length (issue 14, item 4): on the blockwise path above 512 tokens the
+"""Example figures and the explorer at length: on the blockwise path above 512 tokens the
 example windows' CSM and attention are recorded already pooled by the figures' rule, block by block, and draw
 exactly as the dense path's pooled maps (README, "Long contexts")."""
 
