@@ -44,7 +44,7 @@ from typing import Dict, Iterator, List, Optional
 from urllib.parse import parse_qs, urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.keys import Tag
+from attnsim.keys import Tag, experiment_name_problem
 from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descriptions rule, imported from here by its users
     FIGURE_KEYS,
     NOT_PARAMS,
@@ -262,6 +262,23 @@ def _artifact_root(uri: str) -> Optional[str]:
     return None
 
 
+def experiment_location(uri: str, name: str) -> Optional[str]:
+    """The artifact location of a new experiment ``name`` in the store ``uri``: ``<artifact root>/<name>`` for an SQLite
+    store (None elsewhere: a server or database store chooses it by the experiment's id).
+
+    The name is checked for every store, so that one name works everywhere: by the rule, whose folders are all
+    named, non-empty and neither ``.`` nor ``..``, ``<artifact root>/<name>`` lies strictly inside the artifact root.
+
+    Raises:
+        TrackingError: ``name`` breaks the experiment-name rule (:func:`~attnsim.keys.experiment_name_problem`).
+    """
+    problem = experiment_name_problem(name)
+    if problem:
+        raise TrackingError(f'MLflow experiment name "{name}" {problem}')
+    root = _artifact_root(uri)
+    return f"{root}/{name}" if root else None
+
+
 def _sqlite_path(uri: str) -> Path:
     return Path(uri[len("sqlite:///") :])
 
@@ -418,7 +435,9 @@ class Tracker:
         Raises:
             TrackingError: the experiment is deleted; the message names it and its id and says how to
             restore it, log elsewhere (``tracking.experiment=NAME``) or delete it for good (``mlflow gc``).
+            Or the name would put its artifacts outside the store's artifact root (:func:`experiment_location`).
         """
+        experiment_location(self.uri, name)  # a name whose artifacts would leave the artifact root, before any request
         existing = self.client.get_experiment_by_name(name)
         if existing is None:
             return None
@@ -444,10 +463,9 @@ class Tracker:
         in an SQLite store hides MLflow's empty ``Default`` experiment (:meth:`hide_empty_default`).
 
         Raises:
-            TrackingError: the experiment is deleted (see :meth:`check_experiment`).
+            TrackingError: the experiment is deleted, or its name breaks the rule (see :meth:`check_experiment`).
         """
-        root = _artifact_root(self.uri)
-        location = f"{root}/{name}" if root else None
+        location = experiment_location(self.uri, name)
         for attempt in range(EXPERIMENT_RETRIES):
             existing = self.check_experiment(name)
             if existing is not None:
