@@ -109,9 +109,10 @@ def _refuse_answer(uri: str, endpoint: str, response: Any, answer: Optional[dict
     (5xx), or anything but MLflow's JSON (a success, or an error with its ``error_code``)."""
     where = f"/api/2.0/mlflow/{endpoint}"
     if response.status_code >= 500:
-        message = (answer or {}).get("message") or _what_came_back(response)
+        message = (answer or {}).get("message")
+        shown = f"HTTP {response.status_code}: {' '.join(str(message).split())[:300]}" if message else _what_came_back(response)
         raise TrackingError(
-            f"The MLflow tracking server {uri} answers, but cannot serve requests (HTTP {response.status_code}: {' '.join(str(message).split())[:300]}) "
+            f"The MLflow tracking server {uri} answers, but cannot serve requests ({shown}) "
             f"at {where}. Its backend store may be down (e.g. the PostgreSQL server behind `attnsim server` or `mlflow server` stopped): start it, "
             "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a working store."
         )
@@ -176,7 +177,8 @@ def probe_server(uri: str, timeout_s: float = 5.0) -> bool:
             return False
         answer = _mlflow_json(response)
         _refuse_answer(uri, endpoint, response, answer)
-        found = (answer or {}).get("experiments") or [{}]
-        experiment = str(found[0].get("experiment_id", experiment)) if isinstance(found[0], dict) else experiment
+        found = (answer or {}).get("experiments")
+        if isinstance(found, list) and found and isinstance(found[0], dict) and "experiment_id" in found[0]:
+            experiment = str(found[0]["experiment_id"])
         answered.append(endpoint)
     return True

@@ -150,7 +150,7 @@ def test_a_server_that_answers_both_searches_passes_and_the_run_search_names_its
 @pytest.mark.parametrize(
     "status, kind, body, shown",
     [
-        (500, "text/html", b"<html><head><title>502 Bad Gateway</title></head></html>", 'HTTP 500: HTTP 500 text/html, an HTML page titled "502 Bad Gateway"'),
+        (500, "text/html", b"<html><head><title>502 Bad Gateway</title></head></html>", 'HTTP 500 text/html, an HTML page titled "502 Bad Gateway"'),
         (503, "application/json", b'{"error_code": "TEMPORARILY_UNAVAILABLE", "message": "database is locked"}', "HTTP 503: database is locked"),
     ],
 )
