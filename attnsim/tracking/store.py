@@ -13,7 +13,11 @@ left half-migrated is refused with :class:`HalfMigratedStoreError`, which says
 how to repair it. :meth:`Tracker.experiment_id` creates a missing experiment and,
 when another process created it first ("already exists"), reads it again.
 
-Experiments: :meth:`Tracker.check_experiment` refuses an experiment deleted in
+Reachability: a database store's port and an MLflow server's first answers are probed without MLflow's retries
+(:mod:`attnsim.tracking.reach`), before any model loads.
+
+Experiments: a name that would put its artifacts outside a folder of its own under the store's artifact root is
+refused (:func:`experiment_location`); :meth:`Tracker.check_experiment` refuses an experiment deleted in
 the MLflow UI or API (its name stays taken in the store) with one paragraph on
 restoring it, logging elsewhere or deleting it for good; ``attnsim run``,
 ``sweep`` and ``finetune`` call it before any model loads.
@@ -59,12 +63,7 @@ from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descr
     run_note,
     started,
 )
-from attnsim.tracking.reach import (  # noqa: F401 - hide_password, probe_database: imported from here by their users
-    DATABASE_PORTS,
-    hide_password,
-    probe_database,
-    probe_server,
-)
+from attnsim.tracking.reach import hide_password, probe_database, probe_server  # noqa: F401 - hide_password: imported from here by its users
 from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F401 - format_failure: its old home
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
