@@ -221,3 +221,50 @@ class Stage(StrEnum):
 
     def __str__(self) -> str:
         return self.value
+
+
+EXPERIMENT_NAME_RULE = (
+    "Use letters, digits, spaces inside the name, '-', '_', '.' or '/' between folder names "
+    "(e.g. tracking.experiment='news 1' or tracking.experiment=team/news)."
+)
+"""What an experiment name may hold (the end of every message of :func:`experiment_name_problem`)."""
+
+
+def experiment_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot name an MLflow experiment whose artifacts stay in a folder of their own inside the tracking
+    store's artifact root, or None when it can.
+
+    MLflow makes an experiment's artifact folder from its name (``<store>/artifacts/<name>/<run id>/``), so the name
+    is read as a relative path and a URI: ``?`` and ``#`` cut the URI (``news #1`` and ``news #2`` would share
+    ``news``), ``%`` and ``\\`` are read as escapes, spaces at either end are lost, and each ``/``-separated part is a
+    folder, so ``..`` goes up one (``../news`` leaves the artifact root, ``..`` alone lands beside the store's database),
+    ``.`` stays put (alone: the root itself), and a leading ``/``, a doubled ``//`` or a trailing ``/`` make an empty part
+    that is dropped (``/abs`` would share ``abs``). Any other letters (Cyrillic, Japanese, ...) are fine.
+
+    Returns:
+        "holds ...: why. RULE" (a sentence to follow the name in a message), or None.
+    """
+    bad = sorted({c for c in name if c in "?#%\\" or ord(c) < 32})
+    if bad or name != name.strip():
+        what = " and ".join(
+            ([", ".join(f"'{c}'" if ord(c) >= 32 else f"U+{ord(c):04X}" for c in bad)] if bad else [])
+            + ([] if name == name.strip() else ["spaces at the start or end"])
+        )
+        return (
+            f"holds {what}: an MLflow experiment's artifact folder is made from its name, where '?' and '#' cut a URI (a query or "
+            "fragment, so 'news #1' and 'news #2' would share one folder), '%' and '\\' are read as escapes, and spaces at either end "
+            f"are lost or confused. {EXPERIMENT_NAME_RULE}"
+        )
+    why = {
+        "..": "'..' goes up a folder ('../news' leaves the artifact root; '..' alone lands beside the store's database)",
+        ".": "'.' stays in the folder before it (alone: the artifact root, which every experiment's folder shares)",
+        "": "an empty part (a '/' at the start or end, or '//') is dropped, so '/news' and 'news/' would share 'news'",
+    }
+    odd = [part for part in why if part in name.split("/")]
+    if odd:
+        return (
+            f"holds {' and '.join('an empty part' if part == '' else repr(part) for part in odd)}: an MLflow experiment's artifacts "
+            "go to the store's artifact root followed by the name, one folder per '/'-separated part, and "
+            f"{'; '.join(why[part] for part in odd)}. {EXPERIMENT_NAME_RULE}"
+        )
+    return None

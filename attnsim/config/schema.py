@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from omegaconf import ListConfig
 
 from attnsim.errors import ConfigError
+from attnsim.keys import experiment_name_problem
 
 GROUPS = ("model", "corpus", "trainer", "tracking")
 
@@ -346,23 +347,16 @@ class TrackingConfig:
     tags: Dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run, e.g. {team: nlp}
 
     def check(self) -> None:
-        """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named, or its name holds what breaks
-        an artifact URI (``?``, ``#``, ``%``, a backslash, control characters, spaces at either end): MLflow builds the
-        experiment's artifact folder from the name, and ``news #1`` and ``news #2`` would share ``news``."""
+        """Raises :class:`~attnsim.errors.ConfigError` when no MLflow experiment is named, or its name cannot name an
+        artifact folder of its own inside the store's artifact root (:func:`~attnsim.keys.experiment_name_problem`:
+        ``?``, ``#``, ``%``, a backslash, control characters, spaces at either end; a ``..``, ``.`` or empty
+        ``/``-separated part): MLflow builds the experiment's artifact folder from the name, so ``news #1`` and
+        ``news #2`` would share ``news`` and ``..`` would put artifacts beside the store's database."""
         if not self.experiment:
             _fail("Missing value for config key 'tracking.experiment': name the MLflow experiment (tracking.experiment=NAME).")
-        bad = sorted({c for c in self.experiment if c in "?#%\\" or ord(c) < 32})
-        if bad or self.experiment != self.experiment.strip():
-            what = " and ".join(
-                ([", ".join(f"'{c}'" if ord(c) >= 32 else f"U+{ord(c):04X}" for c in bad)] if bad else [])
-                + ([] if self.experiment == self.experiment.strip() else ["spaces at the start or end"])
-            )
-            _fail(
-                f"Config key 'tracking.experiment' is \"{self.experiment}\", which holds {what}: an MLflow experiment's artifact "
-                "folder is made from its name, where '?' and '#' cut a URI (a query or fragment, so 'news #1' and 'news #2' would share "
-                "one folder), '%' and '\\' are read as escapes, and spaces at either end are lost or confused. Use letters, digits, spaces "
-                "inside the name, '-', '_', '.' or '/' (e.g. tracking.experiment='news 1')."
-            )
+        problem = experiment_name_problem(self.experiment)
+        if problem:
+            _fail(f"Config key 'tracking.experiment' is \"{self.experiment}\", which {problem}")
 
 
 @dataclass

@@ -4,7 +4,9 @@ Every source yields :class:`Document` objects in a fixed order (sorted paths,
 file line order). Files are decoded strictly, never dropping a character: with
 ``corpus.encoding`` when given, else by their byte-order mark (UTF-8/16/32),
 else as UTF-8 when valid, else by charset-normalizer's best guess (logged as a
-warning; ties go to Windows-1252). Text is cleaned length-preservingly:
+warning; ties go to Windows-1252) when at least ``MIN_GUESS_BYTES`` (4) bytes break
+UTF-8; a file with fewer, or that is UTF-8 but for a few bytes, is refused, naming
+``corpus.encoding``. Text is cleaned length-preservingly:
 control characters (other than tab and newline) and zero-width characters
 become spaces, so the tokenizer's character offsets still point into the
 original text.
@@ -175,17 +177,48 @@ def _refuse_nearly_utf8(raw: bytes, path: Path, error: UnicodeDecodeError) -> No
     )
 
 
+MIN_GUESS_BYTES = 4
+"""The fewest bytes breaking UTF-8 that a file's encoding is guessed from (:func:`_refuse_uncertain_guess`)."""
+
+
+def _refuse_uncertain_guess(raw: bytes, path: Path, error: UnicodeDecodeError, codec: str) -> None:
+    """Refuse a file whose encoding rests on fewer than :data:`MIN_GUESS_BYTES` bytes that break UTF-8, rather than
+    measure a text that may be mis-decoded: every single-byte code page decodes a few such bytes, each as another
+    letter (``p\\xf8ed`` is Czech ``před`` in cp1250, ``pøed`` in cp1252), and no statistic of so few tells which is
+    meant; valid UTF-8 characters beside them (``\\xc5\\x98`` is ``Ř``) would each turn into two (``Å˜``).
+
+    Raises:
+        CorpusError: naming the file, the bytes, the first one's value and offset, how the likeliest guess ``codec``
+            reads the bytes around the first, and ``corpus.encoding``.
+    """
+    invalid = sum(1 for c in raw.decode("utf-8", errors="surrogateescape") if "\udc80" <= c <= "\udcff")
+    if invalid >= MIN_GUESS_BYTES:
+        return
+    valid = len(_UTF8_MULTIBYTE.findall(raw))
+    mixed = f", beside {valid} valid UTF-8 character(s) (so it may be UTF-8 with a damaged byte)" if valid else ""
+    start = max(0, error.start - 40)
+    shown = " ".join(raw[start : error.start + 40].decode(codec, errors="replace").split())
+    raise CorpusError(
+        f"Corpus file '{path}' is not UTF-8, and too little of it tells its encoding: only {invalid} byte(s) break UTF-8 "
+        f"(the first, 0x{raw[error.start]:02x}, at byte {error.start}){mixed}, and every single-byte code page reads them as other letters. "
+        f'The likeliest guess, {codec}, reads "{shown}". Set corpus.encoding to the file\'s encoding: corpus.encoding={codec} if that '
+        f"reading is right, else e.g. cp1250 (Central European) or cp1251 (Cyrillic); or repair the bytes to UTF-8 (iconv -f ENCODING -t utf-8)."
+    )
+
+
 def _read(path: Path, encoding: Optional[str] = None) -> Decoded:
     """The text of ``path``.
 
     ``encoding`` None detects it: a byte-order mark (UTF-8, UTF-16, UTF-32), else valid UTF-8,
-    else charset-normalizer's best guess (:func:`_guess`). A codec name decodes with that codec.
+    else charset-normalizer's best guess (:func:`_guess`) when it rests on enough bytes
+    (:func:`_refuse_uncertain_guess`). A codec name decodes with that codec.
     Decoding is strict: no character is dropped or replaced.
 
     Raises:
         BinaryFile: binary data -- NUL bytes that no detected or given encoding turns into text
             (a UTF-8 text with a stray NUL is text and gets cleaned).
-        CorpusError: the file cannot be decoded (naming the file and the encoding tried).
+        CorpusError: the file cannot be decoded (naming the file and the encoding tried), or its
+            encoding is not given and cannot be told (nearly UTF-8, or too few bytes to guess from).
     """
     raw = path.read_bytes()
     if encoding is not None:
@@ -210,6 +243,7 @@ def _read(path: Path, encoding: Optional[str] = None) -> Decoded:
                         f"Corpus file '{path}' is not UTF-8 and its encoding cannot be told (charset-normalizer finds no encoding that decodes it cleanly). "
                         f"Set corpus.encoding to the file's encoding (e.g. cp1252, latin-1, shift_jis)."
                     ) from None
+                _refuse_uncertain_guess(raw, path, error, guess[0])
                 (codec, text), how = guess, "guessed"
     if codecs.lookup(codec).name not in ("utf-8", "utf-8-sig") and "\x00" in text[:8192]:
         raise BinaryFile(str(path))  # NUL characters in text decoded from a non-UTF-8 file: binary data
@@ -257,6 +291,16 @@ def bbc_root() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "bbcnews" / "data"
 
 
+def _bbc_text(path: Path) -> str:
+    """A BBC News article's text: UTF-8, else Windows-1252 (the corpus's one such article, sports/199, writes a ``£`` as
+    the single byte 0xa3: too little for a guess, :func:`_refuse_uncertain_guess`, but known)."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode(_PREFERRED)
+
+
 def bbc_documents(categories: Sequence[str] = ()) -> Iterator[Document]:
     """The 2,225 BBC News articles, ordered by category then file name; label = category.
 
@@ -271,7 +315,7 @@ def bbc_documents(categories: Sequence[str] = ()) -> Iterator[Document]:
         raise CorpusError(f"Unknown BBC categories {unknown} in corpus.categories; available: {', '.join(available)}.")
     for category in sorted(wanted):
         for path in sorted((root / category).glob("*.txt")):
-            yield Document(f"bbc/{category}/{path.stem}", _read(path).text, category)
+            yield Document(f"bbc/{category}/{path.stem}", _bbc_text(path), category)
 
 
 _BINARY_HINT = "holds binary data (NUL bytes that no text encoding explains), not text"
@@ -377,7 +421,8 @@ def read_documents(
         path: file or directory for ``text``/``jsonl``.
         encoding: codec of the ``text``/``jsonl`` files (``corpus.encoding``), or None to detect
             each file's: byte-order mark, else UTF-8, else charset-normalizer's guess (ties go to
-            Windows-1252). The bundled ``bbc`` corpus is always detected.
+            Windows-1252) when at least :data:`MIN_GUESS_BYTES` bytes break UTF-8. The bundled ``bbc``
+            corpus is read as UTF-8, else Windows-1252.
 
     Raises:
         CorpusError: the path does not exist, holds nothing readable, a file cannot be decoded,

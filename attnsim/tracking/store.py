@@ -13,7 +13,11 @@ left half-migrated is refused with :class:`HalfMigratedStoreError`, which says
 how to repair it. :meth:`Tracker.experiment_id` creates a missing experiment and,
 when another process created it first ("already exists"), reads it again.
 
-Experiments: :meth:`Tracker.check_experiment` refuses an experiment deleted in
+Reachability: a database store's port and an MLflow server's first answers are probed without MLflow's retries
+(:mod:`attnsim.tracking.reach`), before any model loads.
+
+Experiments: a name that would put its artifacts outside a folder of its own under the store's artifact root is
+refused (:func:`experiment_location`); :meth:`Tracker.check_experiment` refuses an experiment deleted in
 the MLflow UI or API (its name stays taken in the store) with one paragraph on
 restoring it, logging elsewhere or deleting it for good; ``attnsim run``,
 ``sweep`` and ``finetune`` call it before any model loads.
@@ -33,7 +37,6 @@ and how the run was started (:func:`command_line`, :func:`api_call`).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import signal
@@ -42,10 +45,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 from attnsim.errors import TrackingError
-from attnsim.keys import Tag
+from attnsim.keys import Tag, experiment_name_problem
 from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descriptions rule, imported from here by its users
     FIGURE_KEYS,
     NOT_PARAMS,
@@ -60,6 +63,7 @@ from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descr
     run_note,
     started,
 )
+from attnsim.tracking.reach import hide_password, probe_database, probe_server  # noqa: F401 - hide_password: imported from here by its users
 from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F401 - format_failure: its old home
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
@@ -106,56 +110,6 @@ def missing_sqlite_store(uri: str) -> Optional[str]:
     )
 
 
-def hide_password(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for messages)."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(uri).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a database URL: nothing to hide
-        return uri
-
-
-DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
-"""Default ports of the SQL databases MLflow stores runs in, for :func:`probe_database`."""
-
-
-def probe_database(uri: str, timeout_s: float = 5.0) -> None:
-    """Refuse a database tracking store (``postgresql://USER@HOST:PORT/DB``, ``mysql://``, ``mssql://``) whose server
-    does not answer on its TCP port, in at most ``timeout_s`` seconds. MLflow itself retries a refused connection ten
-    times with growing pauses (about 100 s) before it fails. A PostgreSQL store named without a host is probed on its
-    Unix socket (``?host=FOLDER``, else ``/var/run/postgresql``); a MySQL or SQL Server one without a host is left to MLflow.
-
-    Raises:
-        TrackingError: a ``postgresql://`` store without its driver psycopg (the extra ``attnsim[server]``), or
-        nothing answers at the database's host and port (the message hides any password).
-    """
-    parsed = urlparse(uri)
-    kind = parsed.scheme.split("+")[0]
-    if kind not in DATABASE_PORTS:
-        return
-    if parsed.scheme in ("postgresql", "postgresql+psycopg") and importlib.util.find_spec("psycopg") is None:
-        raise TrackingError(f"The PostgreSQL tracking store {hide_password(uri)} needs psycopg, which is not installed: pip install 'attnsim[server]'.")
-    port = parsed.port or DATABASE_PORTS[kind]
-    if parsed.hostname:
-        family, address, where = socket.AF_INET, (parsed.hostname, port), f"{parsed.hostname}:{port}"
-    elif kind == "postgresql":  # libpq's Unix socket: the host= parameter's folder, else Debian's default
-        folder = parse_qs(parsed.query).get("host", ["/var/run/postgresql"])[0]
-        family, address = socket.AF_UNIX, f"{folder}/.s.PGSQL.{port}"
-        where = address
-    else:
-        return
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.settimeout(timeout_s)
-            probe.connect(address)
-    except OSError as exc:
-        raise TrackingError(
-            f"The {kind} database of the tracking store {hide_password(uri)} cannot be reached at {where} ({exc}). "
-            "Start the database server there (PostgreSQL: pg_ctl start), or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
-        ) from exc
-
-
 def existing_tracker(uri: Optional[str] = None) -> "Tracker":
     """The :class:`Tracker` of a store that already exists, checked: for commands that read runs (``runs``, ``report``,
     ``compare``), which must not create an empty SQLite store where a path is mistyped or nothing was logged.
@@ -176,48 +130,6 @@ def existing_tracker(uri: Optional[str] = None) -> "Tracker":
 def resolve_uri(uri: Optional[str] = None) -> str:
     """The tracking URI in force: explicit, else ``$MLFLOW_TRACKING_URI``, else :func:`default_uri`."""
     return uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
-
-
-def _server_answers(uri: str, timeout_s: float) -> bool:
-    """One request to an MLflow server's REST API (search one experiment), without MLflow's retries: True when it
-    answers, False when it asks for credentials (the MLflow client, which holds them, checks again).
-
-    A server whose backend store is down (PostgreSQL stopped behind ``mlflow server``) answers 500 at once; MLflow's
-    client would retry with back-off for minutes before saying so.
-
-    Raises:
-        TrackingError: the server answers with an error, or not within ``timeout_s``; with the server's own message.
-    """
-    import json
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(
-        uri.rstrip("/") + "/api/2.0/mlflow/experiments/search",
-        data=json.dumps({"max_results": 1}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
-            return True
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            return False
-        body = exc.read().decode("utf-8", "replace")
-        try:
-            message = json.loads(body).get("message", body)
-        except ValueError:
-            message = body
-        raise TrackingError(
-            f"The MLflow tracking server {uri} answers, but cannot serve requests (HTTP {exc.code}: {' '.join(str(message).split())[:300]}). "
-            "Its backend store may be down (e.g. the PostgreSQL server behind `attnsim server` or `mlflow server` stopped): start it, "
-            "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a working store."
-        ) from None
-    except (OSError, TimeoutError) as exc:
-        raise TrackingError(
-            f"The MLflow tracking server {uri} did not answer within {timeout_s:g} s ({exc}). Check that it runs, or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a working store."
-        ) from None
 
 
 def _process_start(pid: int) -> Optional[str]:
@@ -264,6 +176,23 @@ def _artifact_root(uri: str) -> Optional[str]:
     if uri.startswith("sqlite:///"):
         return (Path(uri[len("sqlite:///") :]).parent / "artifacts").as_uri()
     return None
+
+
+def experiment_location(uri: str, name: str) -> Optional[str]:
+    """The artifact location of a new experiment ``name`` in the store ``uri``: ``<artifact root>/<name>`` for an SQLite
+    store (None elsewhere: a server or database store chooses it by the experiment's id).
+
+    The name is checked for every store, so that one name works everywhere: by the rule, whose folders are all
+    named, non-empty and neither ``.`` nor ``..``, ``<artifact root>/<name>`` lies strictly inside the artifact root.
+
+    Raises:
+        TrackingError: ``name`` breaks the experiment-name rule (:func:`~attnsim.keys.experiment_name_problem`).
+    """
+    problem = experiment_name_problem(name)
+    if problem:
+        raise TrackingError(f'MLflow experiment name "{name}" {problem}')
+    root = _artifact_root(uri)
+    return f"{root}/{name}" if root else None
 
 
 def _sqlite_path(uri: str) -> Path:
@@ -389,20 +318,14 @@ class Tracker:
             ) from exc
 
     def check(self, timeout_s: float = 5.0) -> None:
-        """Fail fast when the store cannot be reached (before any model is loaded)."""
-        parsed = urlparse(self.uri)
-        if parsed.scheme in ("http", "https"):
-            port = parsed.port or (443 if parsed.scheme == "https" else 80)
-            try:
-                with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
-                    pass
-            except OSError as exc:
-                raise TrackingError(
-                    f"The MLflow tracking server {self.uri} cannot be reached ({exc}). Start it (`attnsim server`, or `mlflow server --host 127.0.0.1`), "
-                    "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
-                ) from exc
-            if _server_answers(self.uri, timeout_s):
-                return
+        """Fail fast when the store cannot be reached or used (before any model is loaded): an MLflow server is asked
+        without MLflow's retries (:func:`~attnsim.tracking.reach.probe_server`), any other store by one search.
+
+        Raises:
+            TrackingError: the store cannot be reached, does not answer as MLflow, or fails the search.
+        """
+        if urlparse(self.uri).scheme in ("http", "https") and probe_server(self.uri, timeout_s):
+            return
         try:
             self.client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 - any store failure is reported the same way
@@ -422,7 +345,9 @@ class Tracker:
         Raises:
             TrackingError: the experiment is deleted; the message names it and its id and says how to
             restore it, log elsewhere (``tracking.experiment=NAME``) or delete it for good (``mlflow gc``).
+            Or the name would put its artifacts outside the store's artifact root (:func:`experiment_location`).
         """
+        experiment_location(self.uri, name)  # a name whose artifacts would leave the artifact root, before any request
         existing = self.client.get_experiment_by_name(name)
         if existing is None:
             return None
@@ -448,10 +373,9 @@ class Tracker:
         in an SQLite store hides MLflow's empty ``Default`` experiment (:meth:`hide_empty_default`).
 
         Raises:
-            TrackingError: the experiment is deleted (see :meth:`check_experiment`).
+            TrackingError: the experiment is deleted, or its name breaks the rule (see :meth:`check_experiment`).
         """
-        root = _artifact_root(self.uri)
-        location = f"{root}/{name}" if root else None
+        location = experiment_location(self.uri, name)
         for attempt in range(EXPERIMENT_RETRIES):
             existing = self.check_experiment(name)
             if existing is not None:
