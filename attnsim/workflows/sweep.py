@@ -47,7 +47,17 @@ visible to the sweep). A child that fails lets the others that are running
 finish (their results are kept and logged on the parent), cancels those not
 started, and ends the parent FAILED with the child's error (KILLED for Ctrl-C
 or SIGTERM, which also stops the workers); running the sweep again measures
-the rest. The workers share the CPU cores: on a CPU-only machine, set
+the rest.
+
+Unreadable checkpoints: a checkpoint that cannot be loaded, for any reason (no
+weights file, a missing shard, a damaged or truncated file, weights that leave
+parameters at random, a bad config or tokenizer), is recorded, not measured:
+status ``unreadable: REASON`` in the result and ``sweep/runs.csv``, tags
+``attnsim.sweep_unreadable`` (each step and reason) and
+``attnsim.sweep_unreadable_count`` on the parent, no child run; the sweep
+measures the others, one after another or in workers alike, and the parent ends
+FINISHED (``attnsim sweep`` exits 3). When no checkpoint can be read, the parent
+ends FAILED. Running the sweep again retries them. The workers share the CPU cores: on a CPU-only machine, set
 ``trainer.threads`` to cores / N to avoid oversubscription (this may change
 the last bits of the statistics against a run with other thread counts).
 """
@@ -64,7 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from attnsim.errors import AttnsimError, ModelError
+from attnsim.errors import AttnsimError, ConfigError, ModelError, WeightsError
 from attnsim.keys import MetricKey, RunKind, Tag
 
 log = logging.getLogger(__name__)
@@ -106,6 +116,7 @@ class SweepResult:
             ``run_id`` (the FINISHED child), ``status`` (``measured`` now, ``skipped``: finished earlier, or
             ``unreadable: REASON``: a damaged checkpoint, not measured; the parent's tag ``attnsim.sweep_unreadable`` says why).
         metrics: index ``step``, one column per model-mean statistic (``csm/mean``, ...), as logged on the parent.
+        unreadable: how many checkpoints could not be read (skipped; the parent's tag ``attnsim.sweep_unreadable_count``).
     """
 
     parent_run_id: str
@@ -113,6 +124,7 @@ class SweepResult:
     tracking_uri: str
     runs: Any  # pandas.DataFrame
     metrics: Any  # pandas.DataFrame
+    unreadable: int = 0
 
 
 def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
@@ -354,12 +366,14 @@ def visible_gpus() -> List[str]:
 
 def _fan_out(
     children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str
-) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException]]:
+) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException], Dict[int, str]]:
     """Measure ``pending`` (step, path) children in up to ``jobs`` worker processes.
 
     Returns:
         (step -> (child run id, headline metrics) of every child that finished, the error of the
-        lowest-step child that failed or None). Children not started when one fails are cancelled.
+        lowest-step child that failed or None, step -> reason of every checkpoint whose weights could not be
+        loaded (a :class:`~attnsim.errors.WeightsError`, before its child run was created: the others go on)).
+        Children not started when one fails otherwise are cancelled.
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM here; the workers are stopped (SIGTERM ends their runs KILLED).
@@ -388,6 +402,7 @@ def _fan_out(
     }
     results: Dict[int, Tuple[str, Dict[str, float]]] = {}
     errors: Dict[int, BaseException] = {}
+    unreadable: Dict[int, str] = {}
     try:
         remaining = set(futures)
         while remaining:
@@ -398,6 +413,8 @@ def _fan_out(
                 error = future.exception()
                 if error is None:
                     results[futures[future]] = future.result()
+                elif isinstance(error, WeightsError):  # an unreadable checkpoint: recorded, the others go on
+                    unreadable[futures[future]] = str(error)
                 else:
                     errors[futures[future]] = error
             if errors:  # let the running ones finish; start no more
@@ -413,7 +430,7 @@ def _fan_out(
         executor.shutdown(wait=True, cancel_futures=True)
         raise
     first = errors[min(errors)] if errors else None
-    return results, first
+    return results, first, unreadable
 
 
 def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None, jobs: int = 1) -> SweepResult:
@@ -439,11 +456,14 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         [0, 1, 2]
 
     Returns:
-        :class:`SweepResult`: parent run id, children (step, run id, measured/skipped), model means by step.
+        :class:`SweepResult`: parent run id, children (step, run id, measured/skipped/unreadable), model means by step,
+        the number of unreadable checkpoints (a checkpoint that cannot be loaded, for any reason, is recorded and
+        skipped; the others are measured and the parent ends FINISHED).
 
     Raises:
         ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input (also ``jobs`` < 1), before any run is created or reopened.
-        Exception: any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
+        SweepError: no checkpoint could be read (step 0 included); the parent ends FAILED with ``sweep/runs.csv`` giving each reason.
+        Exception: any other error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
             a later call with the same arguments continues where this one stopped.
     """
     from attnsim.tracking.store import api_call
@@ -452,33 +472,23 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         return _sweep(experiment, checkpoints, list(overrides or []), base, check_jobs(jobs))
 
 
-def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str], jobs: int = 1) -> SweepResult:
-    import pandas as pd
+def _children(cfg: Any, prepared: Any, entries: List[Tuple[int, str]]) -> Tuple[Dict[int, Any], Dict[int, str]]:
+    """Each checkpoint's prepared run (step -> it, step 0's ``prepared`` included) and the checkpoints that cannot be
+    read (step -> reason: a missing, incomplete or damaged folder, recorded and skipped).
 
+    Raises:
+        SweepError: a checkpoint's tokenizer differs from step 0's (every child must see the same windows).
+    """
     from attnsim.capture.load import inspect_model, load_tokenizer
-    from attnsim.config import load_config, to_yaml
-    from attnsim.findings.registry import FINDINGS
-    from attnsim.tracking.store import NOTE_TAG, measure_params, run_note
-    from attnsim.workflows.common import open_tracker, run_tags
-    from attnsim.workflows.run import prepare
 
-    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
-    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
-    found, directory = resolve_checkpoints(checkpoints, tracker)
-    base_path = base_model(found, base, str(cfg.model.path))
-    entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
-    key = sweep_key(cfg.name, directory, base_path, overrides)
-
-    # windows once, with the step-0 model's tokenizer; every child reuses them
-    prepared = prepare(_with_model(cfg, entries[0][1]))
     vocab = prepared.tokenizer.get_vocab()
     children = {entries[0][0]: prepared}
-    unreadable: Dict[int, str] = {}  # step -> why its checkpoint cannot be measured (recorded, and the sweep goes on)
+    unreadable: Dict[int, str] = {}
     for step, path in entries[1:]:
         try:
             info = inspect_model(path, cfg.corpus.seq_len)
             tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
-        except ModelError as exc:
+        except (ModelError, ConfigError) as exc:  # a missing, damaged or incomplete folder; windows longer than its positions
             unreadable[step] = str(exc)
             log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
             continue
@@ -488,8 +498,20 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             )
         # the model's name (tag attnsim.model) says which checkpoint of which model; its path is attnsim.model_path
         children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=dataclasses.replace(info, name=f"{prepared.info.name} step {step}"))
+    return children, unreadable
 
-    experiment_id = tracker.experiment_id(cfg.tracking.experiment)
+
+def _open_parent(tracker: Any, experiment_id: str, cfg: Any, prepared: Any, key: str, source: Tuple[str, Path, Optional[str]], entries: List[Tuple[int, str]]):
+    """``(the parent's run context, the earlier parent or None)``: the sweep's parent run, reopened when it exists.
+    ``source``: (``--checkpoints`` as given, the checkpoint directory, the base model or None).
+
+    Raises:
+        SweepError: the earlier parent measured other windows (the corpus changed).
+    """
+    from attnsim.tracking.store import NOTE_TAG, run_note
+    from attnsim.workflows.common import run_tags
+
+    checkpoints, directory, base_path = source
     parent = _find_parent(tracker, experiment_id, key)
     if parent is not None:
         earlier = parent.data.tags.get(Tag.CORPUS_HASH.value)
@@ -502,28 +524,48 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             log.warning(
                 "sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id
             )
-        context = tracker.resume(parent.info.run_id)
-    else:
-        tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
-        tags.update(
-            {
-                Tag.KIND.value: KIND,
-                Tag.SWEEP_KEY.value: key,
-                Tag.SWEEP_SOURCE.value: checkpoints,
-                Tag.CHECKPOINT_DIR.value: str(directory),
-                Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
-                Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
-                NOTE_TAG: run_note(
-                    cfg.description,
-                    [
-                        f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."
-                    ],
-                ),
-            }
-        )
-        context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name} · {prepared.info.name}", tags, description=cfg.description)
+        return tracker.resume(parent.info.run_id), parent
+    tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
+    tags.update(
+        {
+            Tag.KIND.value: KIND,
+            Tag.SWEEP_KEY.value: key,
+            Tag.SWEEP_SOURCE.value: checkpoints,
+            Tag.CHECKPOINT_DIR.value: str(directory),
+            Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
+            Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
+            NOTE_TAG: run_note(
+                cfg.description,
+                [
+                    f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."
+                ],
+            ),
+        }
+    )
+    return tracker.run(cfg.tracking.experiment, f"sweep {cfg.name} · {prepared.info.name}", tags, description=cfg.description), None
 
-    rows: List[Dict[str, Any]] = []
+
+def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str], jobs: int = 1) -> SweepResult:
+    import pandas as pd
+
+    from attnsim.config import load_config, to_yaml
+    from attnsim.findings.registry import FINDINGS
+    from attnsim.tracking.store import measure_params
+    from attnsim.workflows.common import open_tracker
+    from attnsim.workflows.run import prepare
+
+    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
+    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
+    found, directory = resolve_checkpoints(checkpoints, tracker)
+    base_path = base_model(found, base, str(cfg.model.path))
+    entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
+    key = sweep_key(cfg.name, directory, base_path, overrides)
+
+    # windows once, with the step-0 model's tokenizer; every child reuses them
+    prepared = prepare(_with_model(cfg, entries[0][1]))
+    children, unreadable = _children(cfg, prepared, entries)  # unreadable: step -> why (recorded, and the sweep goes on)
+    experiment_id = tracker.experiment_id(cfg.tracking.experiment)
+    context, parent = _open_parent(tracker, experiment_id, cfg, prepared, key, (checkpoints, directory, base_path), entries)
     with context as parent_sink:
         parent_id = parent_sink.run_id
         if parent is None:
@@ -533,39 +575,88 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             parent_sink.set_tags({Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries)})
             for run_id in _end_abandoned_children(tracker, experiment_id, parent_id):
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
-        done = _finished_children(tracker, experiment_id, parent_id)
-        logged = _logged_steps(tracker, parent_id)
-        pending = [(step, path) for step, path in entries if step not in done and step not in unreadable]
-        fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
-        failure: Optional[BaseException] = None
-        if jobs > 1 and len(pending) > 1:
-            fanned, failure = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
-        if unreadable:
-            parent_sink.set_tags({Tag.SWEEP_UNREADABLE.value: "; ".join(f"step {step}: {why}" for step, why in unreadable.items())[:5000]})
-        for step, path in entries:
-            if step in unreadable:
-                rows.append({"step": step, "checkpoint": path, "run_id": "", "status": f"unreadable: {unreadable[step]}"})
-                continue
-            if step in done:
-                child_id, status = done[step].info.run_id, "skipped"
-                metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
-            elif step in fanned:
-                (child_id, metrics), status = fanned[step], "measured"
-            elif failure is not None:
-                continue  # failed or cancelled: measured when the sweep is run again
-            else:
-                (child_id, metrics), status = _measure(children[step], parent_id, step, path, key, _note(children[step], parent_id, step, path)), "measured"
-            if step not in logged:
-                parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
-                parent_sink.flush()
-            rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
-        if failure is not None:
-            raise failure
+        try:
+            rows = _measure_children(tracker, cfg, parent_sink, children, entries, unreadable, jobs, key, experiment_id)
+        finally:  # also on a parent that ends FAILED
+            _record_unreadable(tracker, parent_sink, parent, unreadable)
         runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
+        if len(unreadable) == len(entries):  # nothing to draw: the parent ends FAILED with the table of reasons
+            parent_sink.log_table(runs, "sweep/runs.csv")
+            raise SweepError(
+                f"No checkpoint of the sweep could be read ({len(entries)} unreadable; sweep run {parent_id} ends FAILED): "
+                + "; ".join(f"step {step}: {why}" for step, why in sorted(unreadable.items()))[:2000]
+            )
         curves = _metrics_by_step(tracker, parent_id, layers=bool(cfg.tracking.figures))
         metrics_frame = curves[[c for c in curves.columns if getattr(MetricKey.try_parse(c), "is_model_mean", True)]]
         parent_sink.log_table(runs, "sweep/runs.csv")
         parent_sink.log_table(metrics_frame.reset_index(), "sweep/model_means.csv")
         if cfg.tracking.figures:
             _log_figures(parent_sink, curves, cfg.findings, f"sweep {cfg.name}", cfg.plots.dpi)
-    return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame)
+    return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame, len(unreadable))
+
+
+def _record_unreadable(tracker: Any, parent_sink: Any, parent: Optional[Any], unreadable: Dict[int, str]) -> None:
+    """The parent's tags ``attnsim.sweep_unreadable_count`` (always) and ``attnsim.sweep_unreadable`` (each unreadable
+    checkpoint's step and reason; removed from a reopened parent whose checkpoints now all read)."""
+    parent_sink.set_tags({Tag.SWEEP_UNREADABLE_COUNT.value: str(len(unreadable))})
+    if unreadable:
+        parent_sink.set_tags({Tag.SWEEP_UNREADABLE.value: "; ".join(f"step {step}: {why}" for step, why in sorted(unreadable.items()))[:5000]})
+    elif parent is not None and Tag.SWEEP_UNREADABLE.value in parent.data.tags:
+        tracker.client.delete_tag(parent_sink.run_id, Tag.SWEEP_UNREADABLE.value)
+
+
+def _measure_children(
+    tracker: Any,
+    cfg: Any,
+    parent_sink: Any,
+    children: Dict[int, Any],
+    entries: List[Tuple[int, str]],
+    unreadable: Dict[int, str],
+    jobs: int,
+    key: str,
+    experiment_id: str,
+) -> List[Dict[str, Any]]:
+    """Measure every checkpoint not yet measured (``jobs`` at once), log its means on the parent at its step, and return
+    one row per step (``sweep/runs.csv``). A checkpoint whose weights cannot be loaded (a
+    :class:`~attnsim.errors.WeightsError`, raised before its child run is created) is added to ``unreadable`` and the
+    others are measured.
+
+    Raises:
+        Exception: any other error of a child, after the other children ended (the parent then ends FAILED).
+    """
+    parent_id = parent_sink.run_id
+    done = _finished_children(tracker, experiment_id, parent_id)
+    logged = _logged_steps(tracker, parent_id)
+    pending = [(step, path) for step, path in entries if step not in done and step not in unreadable]
+    fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
+    failure: Optional[BaseException] = None
+    if jobs > 1 and len(pending) > 1:
+        fanned, failure, lost = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
+        unreadable.update(lost)
+    rows: List[Dict[str, Any]] = []
+    for step, path in entries:
+        if step in done:
+            child_id, status = done[step].info.run_id, "skipped"
+            metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
+        elif step in fanned:
+            (child_id, metrics), status = fanned[step], "measured"
+        elif failure is not None or step in unreadable:
+            child_id = ""  # unreadable; or failed or cancelled: measured when the sweep is run again
+        else:
+            try:
+                (child_id, metrics), status = _measure(children[step], parent_id, step, path, key, _note(children[step], parent_id, step, path)), "measured"
+            except WeightsError as exc:
+                unreadable[step], child_id = str(exc), ""
+                log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
+        if step in unreadable:
+            rows.append({"step": step, "checkpoint": path, "run_id": "", "status": f"unreadable: {unreadable[step]}"})
+            continue
+        if not child_id:
+            continue
+        if step not in logged:
+            parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
+            parent_sink.flush()
+        rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
+    if failure is not None:
+        raise failure
+    return rows
