@@ -47,7 +47,9 @@ visible to the sweep). A child that fails lets the others that are running
 finish (their results are kept and logged on the parent), cancels those not
 started, and ends the parent FAILED with the child's error (KILLED for Ctrl-C
 or SIGTERM, which also stops the workers); running the sweep again measures
-the rest.
+the rest. The workers share the CPU cores: on a CPU-only machine, set
+``trainer.threads`` to cores / N to avoid oversubscription (this may change
+the last bits of the statistics against a run with other thread counts).
 
 Unreadable checkpoints: a checkpoint that cannot be loaded, for any reason (no
 weights file, a missing shard, a damaged or truncated file, weights that leave
@@ -57,9 +59,7 @@ status ``unreadable: REASON`` in the result and ``sweep/runs.csv``, tags
 ``attnsim.sweep_unreadable_count`` on the parent, no child run; the sweep
 measures the others, one after another or in workers alike, and the parent ends
 FINISHED (``attnsim sweep`` exits 3). When no checkpoint can be read, the parent
-ends FAILED. Running the sweep again retries them. The workers share the CPU cores: on a CPU-only machine, set
-``trainer.threads`` to cores / N to avoid oversubscription (this may change
-the last bits of the statistics against a run with other thread counts).
+ends FAILED. Running the sweep again retries them.
 """
 
 from __future__ import annotations
