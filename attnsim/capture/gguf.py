@@ -208,13 +208,12 @@ def check_not_split(path: Path, reader) -> None:  # noqa: ANN001 - a gguf.GGUFRe
     shards would start at random. The message names the shards found beside it and the command that merges them.
 
     Raises:
-        ModelError: ``split.count`` > 1 (or the file is named as a shard of several), with the merge command.
+        WeightsError: ``split.count`` > 1, with the merge command.
     """
     count = _field_int(reader, "split.count")
-    named = _SPLIT_NAME.match(path.name)
-    if (count or 0) <= 1 and not (named and int(named["count"]) > 1):
+    if count is None or count <= 1:
         return
-    count = count if count and count > 1 else int(named["count"])
+    named = _SPLIT_NAME.match(path.name)  # the shards' names, as gguf-split writes them (else this file's stem)
     index = _field_int(reader, "split.no")
     number = index + 1 if index is not None else (int(named["no"]) if named else 1)
     total = _field_int(reader, "split.tensors.count")
@@ -228,7 +227,7 @@ def check_not_split(path: Path, reader) -> None:  # noqa: ANN001 - a gguf.GGUFRe
     )
     holds = f"{len(reader.tensors)} of the model's {total} tensors" if total else f"{len(reader.tensors)} tensors, not the whole model"
     merged = path.with_name(f"{stem}-merged.gguf")
-    raise ModelError(
+    raise WeightsError(
         f"'{path}' is shard {number} of a GGUF model split into {count} files (split.count={count}): it holds {holds}, and "
         f"attnsim converts whole files only (the missing tensors would start at random); {found} into one file with "
         f"llama.cpp's tool, `llama-gguf-split --merge {shards[0]} {merged}` (`gguf-split --merge` in older builds), and set model.path={merged}."
