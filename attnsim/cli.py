@@ -7,7 +7,8 @@ return result objects and print nothing. The parsers import only argparse, so th
 workflow when it runs.
 
 Bad input (an :class:`~attnsim.errors.AttnsimError`) prints one paragraph,
-``error: ...``, with no traceback, and exits with status 2.
+``error: ...``, with no traceback, and exits with status 2. ``attnsim sweep`` exits 3
+(:data:`EXIT_UNREADABLE`) when it finished but skipped checkpoints it could not read.
 """
 
 from __future__ import annotations

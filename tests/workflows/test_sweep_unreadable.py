@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from mlflow import MlflowClient
 from safetensors.torch import load_file, save_file
 
@@ -101,3 +102,12 @@ def test_a_sweep_with_nothing_readable_ends_failed(checkpoints, tracking_uri, tm
     assert parent.data.tags["attnsim.sweep_unreadable_count"] == "3"
     table = pd.read_csv(client.download_artifacts(parent.info.run_id, "sweep/runs.csv", str(tmp_path)))
     assert list(table["step"]) == [0, 2, 4] and all(s.startswith("unreadable: ") for s in table["status"])
+
+
+def test_the_sweep_help_documents_the_exit_status(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 every checkpoint measured" in text and "3 the sweep finished but some checkpoints could not be read" in text
+    assert "2 bad input, or no checkpoint could be read" in text
