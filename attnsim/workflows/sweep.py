@@ -68,7 +68,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +75,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from attnsim.errors import AttnsimError, ConfigError, ModelError, WeightsError
 from attnsim.keys import MetricKey, RunKind, Tag
+from attnsim.workflows.sweep_workers import child_note, fan_out, measure
 
 log = logging.getLogger(__name__)
 
@@ -291,148 +291,6 @@ def _log_figures(sink: Any, curves: Any, findings: Iterable[str], title: str, dp
             sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi, fixed_layout=has_fixed_layout(figure))
 
 
-# -- children: measured here, or in worker processes (jobs > 1) -----------------------------------
-
-_QUIET = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic")
-
-
-def _note(prepared: Any, parent_id: str, step: int, path: str) -> str:
-    """A child's description; made in the sweep's process, which knows how the sweep was started."""
-    from attnsim.tracking.store import run_note
-
-    return run_note(prepared.cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
-
-
-def _measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
-    """Measure one checkpoint as a child of ``parent_id``; return (child run id, its headline metrics)."""
-    from attnsim.tracking.store import NOTE_TAG
-    from attnsim.workflows.run import execute
-
-    extra = {
-        Tag.KIND.value: RunKind.SWEEP_CHILD.value,
-        Tag.SWEEP_KEY.value: key,
-        Tag.SWEEP_STEP.value: str(step),
-        Tag.GLOBAL_STEP.value: str(step),
-        Tag.CHECKPOINT.value: path,
-        NOTE_TAG: note,
-    }
-    result = execute(
-        prepared,
-        parent_run_id=parent_id,
-        run_name=child_name(step),
-        extra_tags=extra,
-        step=step,
-        extra_params={STEP_PARAM: str(step)},
-        extra_metrics={STEP_KEY: float(step)},
-    )
-    return result.run_id, statistic_means(result.summaries)
-
-
-def _worker_init(slots: Any, gpus: List[str], levels: Dict[str, int], hf_verbosity: Optional[int]) -> None:
-    """A worker process's set-up: its GPU (worker slot i: ``gpus[i % len(gpus)]``) and the sweep's log levels."""
-    slot = slots.get()
-    if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(level=levels.get("", logging.WARNING), format="%(levelname)s %(name)s: %(message)s")
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    if hf_verbosity is not None:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity(hf_verbosity)
-        hf_logging.disable_progress_bar()
-
-
-def _worker_measure(prepared: Any, uri: str, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
-    """:func:`_measure` in a worker process, on its own connection to the tracking store ``uri``."""
-    from attnsim.tracking.store import Tracker
-
-    return _measure(dataclasses.replace(prepared, tracker=Tracker(uri)), parent_id, step, path, key, note)
-
-
-def visible_gpus() -> List[str]:
-    """The CUDA devices a sweep's workers are spread over: ``$CUDA_VISIBLE_DEVICES``'s entries, else
-    ``0 .. torch.cuda.device_count() - 1``; empty without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
-def _fan_out(
-    children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str
-) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException], Dict[int, str]]:
-    """Measure ``pending`` (step, path) children in up to ``jobs`` worker processes.
-
-    Returns:
-        (step -> (child run id, headline metrics) of every child that finished, the error of the
-        lowest-step child that failed or None, step -> reason of every checkpoint whose weights could not be
-        loaded (a :class:`~attnsim.errors.WeightsError`, before its child run was created: the others go on)).
-        Children not started when one fails otherwise are cancelled.
-
-    Raises:
-        KeyboardInterrupt: Ctrl-C or SIGTERM here; the workers are stopped (SIGTERM ends their runs KILLED).
-    """
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-
-    context = multiprocessing.get_context("spawn")
-    workers = min(jobs, len(pending))
-    slots = context.Queue()
-    for i in range(workers):
-        slots.put(i)
-    levels = {name: logging.getLogger(name).level for name in _QUIET}
-    levels[""] = logging.getLogger().level
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_verbosity: Optional[int] = hf_logging.get_verbosity()
-    except ImportError:
-        hf_verbosity = None
-    payload = {step: dataclasses.replace(children[step], tracker=None) for step, _ in pending}  # a Tracker's client stays here
-    executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(slots, visible_gpus(), levels, hf_verbosity))
-    futures = {
-        executor.submit(_worker_measure, payload[step], uri, parent_id, step, path, key, _note(children[step], parent_id, step, path)): step
-        for step, path in pending
-    }
-    results: Dict[int, Tuple[str, Dict[str, float]]] = {}
-    errors: Dict[int, BaseException] = {}
-    unreadable: Dict[int, str] = {}
-    try:
-        remaining = set(futures)
-        while remaining:
-            finished, remaining = wait(remaining, return_when=FIRST_EXCEPTION)
-            for future in finished:
-                if future.cancelled():
-                    continue
-                error = future.exception()
-                if error is None:
-                    results[futures[future]] = future.result()
-                elif isinstance(error, WeightsError):  # an unreadable checkpoint: recorded, the others go on
-                    unreadable[futures[future]] = str(error)
-                else:
-                    errors[futures[future]] = error
-            if errors:  # let the running ones finish; start no more
-                for future in remaining:
-                    future.cancel()
-        executor.shutdown(wait=True)
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        for process in list((getattr(executor, "_processes", None) or {}).values()):  # the pool has no public terminate (Python < 3.14)
-            if process.is_alive():
-                process.terminate()  # SIGTERM: the worker's run ends KILLED
-        executor.shutdown(wait=True, cancel_futures=True)
-        raise
-    first = errors[min(errors)] if errors else None
-    return results, first, unreadable
-
-
 def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None, jobs: int = 1) -> SweepResult:
     """Run ``experiment`` on every checkpoint of ``checkpoints`` and on the base model, as one parent run's children.
 
@@ -631,7 +489,7 @@ def _measure_children(
     fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
     failure: Optional[BaseException] = None
     if jobs > 1 and len(pending) > 1:
-        fanned, failure, lost = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
+        fanned, failure, lost = fan_out(children, pending, jobs, tracker.uri, parent_id, key)
         unreadable.update(lost)
     rows: List[Dict[str, Any]] = []
     for step, path in entries:
@@ -644,7 +502,7 @@ def _measure_children(
             child_id = ""  # unreadable; or failed or cancelled: measured when the sweep is run again
         else:
             try:
-                (child_id, metrics), status = _measure(children[step], parent_id, step, path, key, _note(children[step], parent_id, step, path)), "measured"
+                (child_id, metrics), status = measure(children[step], parent_id, step, path, key, child_note(children[step], parent_id, step, path)), "measured"
             except WeightsError as exc:
                 unreadable[step], child_id = str(exc), ""
                 log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
