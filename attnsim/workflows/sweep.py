@@ -75,18 +75,11 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from attnsim.errors import AttnsimError, ConfigError, ModelError, WeightsError
 from attnsim.keys import MetricKey, RunKind, Tag
-from attnsim.workflows.sweep_workers import child_note, fan_out, measure
+from attnsim.workflows.sweep_workers import STEP_KEY, child_note, fan_out, measure
 
 log = logging.getLogger(__name__)
 
 KIND = RunKind.SWEEP.value
-STEP_KEY = "sweep/global_step"
-STEP_PARAM = Tag.GLOBAL_STEP.value
-
-
-def child_name(step: int) -> str:
-    """A child run's name: its checkpoint's directory name, ``step-000050`` (step 0: the base model)."""
-    return f"step-{int(step):06d}"
 
 
 class SweepError(AttnsimError):
@@ -199,16 +192,6 @@ def sweep_key(experiment: str, directory: Path, base: Optional[str], overrides: 
     """Deterministic identity of a sweep: SHA-256 (first 16 hex digits) of its inputs."""
     payload = json.dumps({"experiment": experiment, "checkpoints": str(directory), "base": base, "overrides": sorted(overrides)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def statistic_means(summaries: Dict[str, Any]) -> Dict[str, float]:
-    """Model and layer means of every statistic of every finding (no per-head values)."""
-    from attnsim.tracking.summaries import summary_metrics
-
-    metrics: Dict[str, float] = {}
-    for summary in summaries.values():
-        metrics.update(summary_metrics(summary, per_head=[]))
-    return metrics
 
 
 def headline_from_run(run: Any, findings: Iterable[str], client: Any = None) -> Dict[str, float]:

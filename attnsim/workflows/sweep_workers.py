@@ -11,6 +11,25 @@ from typing import Any, Dict, List, Optional, Tuple
 from attnsim.errors import WeightsError
 from attnsim.keys import RunKind, Tag
 
+STEP_KEY = "sweep/global_step"  # the metric of a child and of the parent that holds the global step
+STEP_PARAM = Tag.GLOBAL_STEP.value
+
+
+def child_name(step: int) -> str:
+    """A child run's name: its checkpoint's directory name, ``step-000050`` (step 0: the base model)."""
+    return f"step-{int(step):06d}"
+
+
+def statistic_means(summaries: Dict[str, Any]) -> Dict[str, float]:
+    """Model and layer means of every statistic of every finding (no per-head values)."""
+    from attnsim.tracking.summaries import summary_metrics
+
+    metrics: Dict[str, float] = {}
+    for summary in summaries.values():
+        metrics.update(summary_metrics(summary, per_head=[]))
+    return metrics
+
+
 QUIET = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic")
 
 
@@ -25,7 +44,6 @@ def measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note:
     """Measure one checkpoint as a child of ``parent_id``; return (child run id, its headline metrics)."""
     from attnsim.tracking.store import NOTE_TAG
     from attnsim.workflows.run import execute
-    from attnsim.workflows.sweep import STEP_KEY, STEP_PARAM, child_name, statistic_means
 
     extra = {
         Tag.KIND.value: RunKind.SWEEP_CHILD.value,
