@@ -7,7 +7,8 @@ return result objects and print nothing. The parsers import only argparse, so th
 workflow when it runs.
 
 Bad input (an :class:`~attnsim.errors.AttnsimError`) prints one paragraph,
-``error: ...``, with no traceback, and exits with status 2.
+``error: ...``, with no traceback, and exits with status 2. ``attnsim sweep`` exits 3
+(:data:`EXIT_UNREADABLE`) when it finished but skipped checkpoints it could not read.
 """
 
 from __future__ import annotations
@@ -196,8 +197,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.parent_run_id))
-    return 0
+    return EXIT_UNREADABLE if unreadable else 0
 
+
+EXIT_UNREADABLE = 3  # `attnsim sweep`: the sweep finished, but some checkpoints could not be read and were skipped
 
 # the attnsim modules each command that reads runs imports first (with its libraries: :func:`_start_reading`)
 READING_MODULES = {"report": ("attnsim.analysis.report", "markdown_it"), "compare": ("attnsim.analysis.compare",), "runs": ("attnsim.analysis.listing",)}
@@ -329,7 +332,13 @@ def _add_analysis_parsers(sub: Any) -> None:
     _add_uri(p)
     p.set_defaults(func=_cmd_finetune)
 
-    p = sub.add_parser("sweep", help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs")
+    p = sub.add_parser(
+        "sweep",
+        help="run an experiment on every fine-tuning checkpoint (and the base model) as nested runs",
+        epilog=f"exit status: 0 every checkpoint measured (or measured before); {EXIT_UNREADABLE} the sweep finished but some checkpoints "
+        "could not be read (skipped: status 'unreadable: REASON', tag attnsim.sweep_unreadable_count); 2 bad input, or no checkpoint "
+        "could be read; 130 or 143 interrupted.",
+    )
     p.add_argument("experiment", help="experiment name or YAML path, e.g. csm")
     p.add_argument(
         "--checkpoints",

@@ -21,5 +21,10 @@ class ModelError(AttnsimError):
     """The model cannot be loaded or its attention heads cannot be captured."""
 
 
+class WeightsError(ModelError):
+    """A model's weights cannot be loaded whole: a weights file or shard is missing, damaged or truncated, or the load
+    would leave parameters at random (a sweep records such a checkpoint as unreadable and measures the others)."""
+
+
 class TrackingError(AttnsimError):
     """The MLflow tracking store cannot be reached or used."""

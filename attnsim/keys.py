@@ -139,6 +139,7 @@ class Tag(StrEnum):
     SWEEP_SOURCE = "attnsim.sweep_source"
     SWEEP_STEPS = "attnsim.sweep_steps"
     SWEEP_UNREADABLE = "attnsim.sweep_unreadable"  # checkpoints a sweep could not read, with the reason
+    SWEEP_UNREADABLE_COUNT = "attnsim.sweep_unreadable_count"  # how many checkpoints a sweep could not read (0: none)
     SWEEP_STEP = "attnsim.sweep_step"
     GLOBAL_STEP = "attnsim.global_step"
     CHECKPOINT = "attnsim.checkpoint"

@@ -112,3 +112,50 @@ def test_a_config_json_that_cannot_be_read_and_a_missing_path_say_so(broken, tmp
     assert "cannot be read as a model config" in capsys.readouterr().err
     assert main(["run", "csm", f"model.path={tmp_path / 'no_such_model'}"]) == 2
     assert f"Model path '{tmp_path / 'no_such_model'}' does not exist" in capsys.readouterr().err
+
+
+def test_a_folder_without_weights_or_missing_a_shard_is_refused_before_any_run(broken, tracking_uri, capsys):
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(broken)
+    (broken / "model.safetensors").unlink()  # config.json and tokenizer files, no weights
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert f"Model folder '{broken}' has a config.json but no weights file" in err and "model.save_pretrained(FOLDER)" in err
+    model.save_pretrained(broken, max_shard_size="1MB")  # a sharded set: model.safetensors.index.json and its shards
+    shards = sorted(broken.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 2 and (broken / "model.safetensors.index.json").is_file()
+    shards[1].unlink()
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert f"1 of the {len(shards)} shards that model.safetensors.index.json lists is missing ({shards[1].name})" in err and "Traceback" not in err
+    assert runs_of(tracking_uri)[1] == []
+
+
+def test_a_folder_missing_one_tensor_is_refused_naming_it(broken, tracking_uri, capsys):
+    """One tensor gone from an otherwise whole file: transformers would start it at random; refused with its name."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(broken / "model.safetensors"))
+    gone = next(k for k in sorted(weights) if "layer.1.attention.self.query.weight" in k)
+    save_file({k: v for k, v in weights.items() if k != gone}, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    assert main(["run", "csm", f"model.path={broken}", "corpus.limit=2"]) == 2
+    err = capsys.readouterr().err
+    assert f"1 of the model's {len(weights)} weight tensors are missing (encoder.layer.1.attention.self.query.weight)" in err
+    assert "model.init=random" in err and runs_of(tracking_uri)[1] == []
+
+
+def test_a_task_model_without_its_head_is_refused(tmp_path):
+    """A checkpoint that says it is a causal LM but whose (untied) LM head is gone: the head would be random."""
+    from safetensors.torch import load_file, save_file
+
+    from attnsim.capture.interventions import load_task_model
+    from tests.helpers.tiny_models import save_tiny
+
+    path = save_tiny(tmp_path / "llama", "llama", tie_word_embeddings=False)
+    info = inspect_model(str(path), 32)
+    assert load_task_model(info)[1] == "causal_lm"  # whole: loads
+    weights = load_file(str(path / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if k != "lm_head.weight"}, str(path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ModelError, match=r"1 of the model's \d+ weight tensors are missing \(lm_head.weight\)"):
+        load_task_model(info)

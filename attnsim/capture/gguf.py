@@ -8,8 +8,9 @@
   support (:func:`supported_architectures`).
 
 A GGUF file is checked first (:func:`check_gguf`: magic, header, architecture, quantisation types, the
-tensors' byte ranges within the file), then dequantised once by transformers into a float32 model folder
-(config, weights, tokenizer) under :func:`cache_root`. The folder's name holds the file's SHA-256 and the
+tensors' byte ranges within the file, not one shard of a split file), then dequantised once by transformers
+into a float32 model folder (config, weights, tokenizer) under :func:`cache_root`; a file that lacks a tensor
+the architecture needs is refused before anything is saved (transformers would start it at random). The folder's name holds the file's SHA-256 and the
 transformers version (:func:`cache_key`), so a changed file or another transformers version converts again.
 The conversion runs under an inter-process file lock and writes to a temporary folder that is renamed
 into place when complete: concurrent first runs convert once, and a killed conversion never leaves a
@@ -26,6 +27,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from attnsim.errors import ModelError
+from attnsim.errors import ModelError, WeightsError
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +146,8 @@ def check_gguf(path: Path) -> GGUFSummary:
 
     Checks: the file starts with the GGUF magic; its header and tensor table parse; every tensor's data
     lies within the file (a truncated download fails here, not half-way through a conversion); its
-    architecture is one of :func:`supported_architectures`; every tensor type is one of :func:`supported_types`.
+    architecture is one of :func:`supported_architectures`; every tensor type is one of :func:`supported_types`;
+    it is not one shard of a split file (:func:`check_not_split`).
 
     Raises:
         ModelError: naming the problem and what is supported.
@@ -167,6 +170,7 @@ def check_gguf(path: Path) -> GGUFSummary:
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
         raise ModelError(f"'{path}' is truncated: its tensors need {end:,} bytes but the file has {size:,}. Download or copy it again.")
+    check_not_split(path, reader)
     field = reader.fields.get("general.architecture")
     if field is None:
         raise ModelError(f"'{path}' has no general.architecture in its header; attnsim cannot tell which model family it holds.")
@@ -188,6 +192,47 @@ def check_gguf(path: Path) -> GGUFSummary:
     name_field = reader.fields.get("general.name")
     name = bytes(name_field.parts[name_field.data[0]]).decode("utf-8", "replace") if name_field is not None else path.stem
     return GGUFSummary(path, architecture, types, len(reader.tensors), name)
+
+
+def _field_int(reader, key: str) -> Optional[int]:
+    """An integer field of a GGUF header, None when absent."""
+    field = reader.fields.get(key)
+    return int(field.parts[field.data[0]][0]) if field is not None and field.data else None
+
+
+_SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def check_not_split(path: Path, reader) -> None:  # noqa: ANN001 - a gguf.GGUFReader
+    """Refuse one shard of a split GGUF file (llama.cpp's ``gguf-split``: ``model-00001-of-00002.gguf``, header keys
+    ``split.no``, ``split.count``, ``split.tensors.count``): transformers reads one file, so the tensors of the other
+    shards would start at random. The message names the shards found beside it and the command that merges them.
+
+    Raises:
+        WeightsError: ``split.count`` > 1, with the merge command.
+    """
+    count = _field_int(reader, "split.count")
+    if count is None or count <= 1:
+        return
+    named = _SPLIT_NAME.match(path.name)  # the shards' names, as gguf-split writes them (else this file's stem)
+    index = _field_int(reader, "split.no")
+    number = index + 1 if index is not None else (int(named["no"]) if named else 1)
+    total = _field_int(reader, "split.tensors.count")
+    stem = named["stem"] if named else path.stem
+    shards = [path.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    absent = [shard.name for shard in shards if not shard.is_file()]
+    found = (
+        f"the other shards are not all beside it (missing: {', '.join(absent[:3])}{', ...' if len(absent) > 3 else ''}): copy them there, then merge"
+        if absent
+        else "its shards are all beside it: merge them"
+    )
+    holds = f"{len(reader.tensors)} of the model's {total} tensors" if total else f"{len(reader.tensors)} tensors, not the whole model"
+    merged = path.with_name(f"{stem}-merged.gguf")
+    raise WeightsError(
+        f"'{path}' is shard {number} of a GGUF model split into {count} files (split.count={count}): it holds {holds}, and "
+        f"attnsim converts whole files only (the missing tensors would start at random); {found} into one file with "
+        f"llama.cpp's tool, `llama-gguf-split --merge {shards[0]} {merged}` (`gguf-split --merge` in older builds), and set model.path={merged}."
+    )
 
 
 def file_digest(path: Path, chunk: int = 1 << 22) -> str:
@@ -212,14 +257,24 @@ def _convert(source: Path, target: Path) -> None:
 
     transformers refuses ``save_pretrained`` of a model it read from GGUF, so the weights are loaded into
     a fresh model built from the same config (identical logits), which saves normally.
+
+    Raises:
+        ModelError: the file lacks tensors the architecture needs (transformers would start them at random),
+            naming them as the file does (``blk.5.attn_q.weight``) and their count; nothing is saved.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from attnsim.capture.weights import newly_initialised, unloaded_message
+
     folder, name = str(source.parent), source.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    model, loading = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, output_loading_info=True)
+    unloaded = newly_initialised(model, [*loading.get("missing_keys", []), *(k for k, *_ in loading.get("mismatched_keys", []))])
+    if unloaded:
+        total = sum(1 for _ in model.state_dict())
+        raise WeightsError(unloaded_message(str(source), unloaded, total, gguf_names(config, unloaded)))
     state = model.state_dict()
     del model
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -228,6 +283,19 @@ def _convert(source: Path, target: Path) -> None:
         raise ModelError(f"Converting '{source}' gave weights that do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]}).")
     fresh.save_pretrained(target)
     tokenizer.save_pretrained(target)
+
+
+def gguf_names(config, keys: List[str]) -> List[str]:  # noqa: ANN001 - a transformers config
+    """``keys`` (transformers' parameter names, ``model.layers.5.self_attn.q_proj.weight``) as a GGUF file names its
+    tensors (``blk.5.attn_q.weight``), through the ``gguf`` package's name map; a key it does not map stays as it is."""
+    try:
+        import gguf
+
+        arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == config.model_type)
+        names = gguf.get_tensor_name_map(arch, int(config.num_hidden_layers))
+    except (ImportError, StopIteration, AttributeError, ValueError, KeyError):
+        return list(keys)
+    return [names.get_name(key, try_suffixes=(".weight", ".bias")) or key for key in keys]
 
 
 def converted_model(source: Path, progress=None) -> Path:

@@ -12,7 +12,8 @@ import torch
 
 from attnsim.capture.architectures import Architecture, ModelKind, architecture_for
 from attnsim.capture.gguf import NAMED_MODELS, is_gguf, package_file, resolve_gguf
-from attnsim.errors import ConfigError, ModelError
+from attnsim.capture.weights import UNUSED_BY_CAPTURE, check_weight_files, newly_initialised
+from attnsim.errors import ConfigError, ModelError, WeightsError
 from attnsim.keys import Tag
 
 log = logging.getLogger(__name__)
@@ -107,40 +108,6 @@ _TOKENIZER_FILES = (
     "target.spm",
     "special_tokens_map.json",
 )
-
-
-def check_weight_files(folder: str) -> None:
-    """Refuse a model folder whose safetensors weights are empty or truncated, before any weights load.
-
-    Reads each ``*.safetensors`` file's header (8 bytes of length, then JSON) and checks that every tensor's
-    byte range lies inside the file: a half-copied or half-written file (a checkpoint saved while the
-    disk filled, a killed ``save_pretrained``) is refused here with its name, not as a raw ``SafetensorError``.
-
-    Raises:
-        ModelError: naming the file, what is wrong and the fix.
-    """
-    import json
-    import struct
-
-    for path in sorted(Path(folder).glob("*.safetensors")):
-        size = path.stat().st_size
-        fix = "Save or copy the model again (its folder holds a half-written weights file)."
-        if size < 8:
-            raise ModelError(f"Weights file '{path}' is {'empty' if size == 0 else 'truncated'} ({size} bytes). {fix}")
-        with open(path, "rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            if length > size - 8:
-                raise ModelError(
-                    f"Weights file '{path}' is damaged or truncated: its first bytes give a header of {length + 8:,} bytes, the file has {size:,}. {fix}"
-                )
-            try:
-                header = json.loads(handle.read(length))
-            except (ValueError, UnicodeDecodeError):
-                raise ModelError(f"Weights file '{path}' has a damaged header (not the JSON of a safetensors file). {fix}") from None
-        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
-        need = 8 + length + max(ends, default=0)
-        if need > size:
-            raise ModelError(f"Weights file '{path}' is truncated: its tensors need {need:,} bytes, the file has {size:,}. {fix}")
 
 
 _CHECKPOINT_LEAF = re.compile(r"^(step|checkpoint|epoch|global_step|ckpt)[-_]?\d+$|^(last|best|final)$", re.IGNORECASE)
@@ -315,8 +282,11 @@ def load_model(
     before W_O either way) when they are not. ``auto_class`` (default ``AutoModel``, the base model) loads
     another head of the same checkpoint, e.g. ``AutoModelForCausalLM`` (interventions' task metrics).
 
+    Every parameter must come from the checkpoint (:func:`check_loaded`); only ``init=random`` builds random weights.
+
     Raises:
-        ModelError: the weights cannot be loaded.
+        WeightsError: the weights cannot be loaded, or the load would leave parameters at random (a
+            :class:`~attnsim.errors.ModelError`; a sweep records the checkpoint as unreadable).
     """
     from transformers import AutoModel
 
@@ -337,37 +307,40 @@ def load_model(
                 model = auto.from_config(info.config, attn_implementation=impl, dtype=torch_dtype)
         else:
             model, loading = auto.from_pretrained(info.path, attn_implementation=impl, dtype=torch_dtype, local_files_only=True, output_loading_info=True)
-            check_loaded(info, model, loading.get("missing_keys", []))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"Could not load the weights of '{info.name}': {str(exc).splitlines()[0]}") from exc
+            check_loaded(info, model, loading.get("missing_keys", []), head=auto_class is not None and auto is not AutoModel)
+    except ModelError:
+        raise
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - OSError, ValueError, safetensors' and torch's errors on a damaged file: one message
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise WeightsError(
+            f"Could not load the weights of '{info.name}' from '{info.path}' ({type(exc).__name__}: {reason}). Save or copy the model again."
+        ) from exc
     model.eval()
     tags[Tag.ATTN_IMPLEMENTATION.value] = str(getattr(model.config, "_attn_implementation", impl))
     tags[Tag.MODEL_INIT.value] = "random" if info.path == BUILD else init
     return model, tags
 
 
-_HEAD_PARTS = ("pooler", "lm_head", "classifier", "score", "qa_outputs", "cls.predictions", "position_ids")  # parts a checkpoint may lack
-
-
-def check_loaded(info: ModelInfo, model: torch.nn.Module, missing: Sequence[str]) -> None:
-    """Refuse a model whose checkpoint left body weights unloaded: transformers initialises them at random and only
-    logs it, so a folder whose weights belong to another model would be measured as an untrained one, tagged pretrained.
-    Task heads and poolers a checkpoint may lack (a base model from a classifier, an encoder without pooler) are allowed.
+def check_loaded(info: ModelInfo, model: torch.nn.Module, missing: Sequence[str], head: bool = False) -> None:
+    """Refuse a model whose checkpoint left weights unloaded: transformers initialises them at random and only logs it,
+    so a folder whose weights belong to another model, or lack a tensor, would be measured as an untrained model tagged
+    pretrained. What a checkpoint may legitimately lack is not counted (:func:`attnsim.capture.weights.newly_initialised`:
+    tied weights, ``position_ids``, weights the model computes); for the bare model (``head`` False) also the pooler,
+    whose output no measurement reads. A task model's head (``head``: a classifier, an LM head) must be in the checkpoint.
 
     Raises:
-        ModelError: naming how many of the model's weight tensors were missing and a few of them.
+        WeightsError: naming how many of the model's weight tensors were missing and a few of them.
     """
-    import re
-
-    # weights the model family computes rather than stores (Marian's sinusoidal positions), as its class declares them
-    ignored = [p.removeprefix("model.") for p in getattr(type(model), "_keys_to_ignore_on_load_missing", None) or []]
-    body = [key for key in missing if not any(part in key for part in _HEAD_PARTS) and not any(re.search(p, key) for p in ignored)]
+    body = newly_initialised(model, missing, () if head else UNUSED_BY_CAPTURE)
     if body:
         total = sum(1 for _ in model.state_dict())
-        raise ModelError(
+        more = f" and {len(body) - 5} more" if len(body) > 5 else ""
+        raise WeightsError(
             f"The weights in '{info.path}' do not fit its config: {len(body)} of the model's {total} weight tensors are missing "
-            f"(e.g. {', '.join(body[:3])}), and transformers would start them at random. Save the model again with its own "
-            "config.json, or set model.init=random to measure an untrained model on purpose."
+            f"({', '.join(body[:5])}{more}), and transformers would start them at random. Save the model again with its own "
+            "config.json (or copy every weights file), or set model.init=random to measure an untrained model on purpose."
         )
 
 

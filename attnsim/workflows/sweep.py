@@ -50,6 +50,16 @@ or SIGTERM, which also stops the workers); running the sweep again measures
 the rest. The workers share the CPU cores: on a CPU-only machine, set
 ``trainer.threads`` to cores / N to avoid oversubscription (this may change
 the last bits of the statistics against a run with other thread counts).
+
+Unreadable checkpoints: a checkpoint that cannot be loaded, for any reason (no
+weights file, a missing shard, a damaged or truncated file, weights that leave
+parameters at random, a bad config or tokenizer), is recorded, not measured:
+status ``unreadable: REASON`` in the result and ``sweep/runs.csv``, tags
+``attnsim.sweep_unreadable`` (each step and reason) and
+``attnsim.sweep_unreadable_count`` on the parent, no child run; the sweep
+measures the others, one after another or in workers alike, and the parent ends
+FINISHED (``attnsim sweep`` exits 3). When no checkpoint can be read, the parent
+ends FAILED. Running the sweep again retries them.
 """
 
 from __future__ import annotations
@@ -58,25 +68,18 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from attnsim.errors import AttnsimError, ModelError
+from attnsim.errors import AttnsimError, ConfigError, ModelError, WeightsError
 from attnsim.keys import MetricKey, RunKind, Tag
+from attnsim.workflows.sweep_workers import STEP_KEY, child_note, fan_out, measure
 
 log = logging.getLogger(__name__)
 
 KIND = RunKind.SWEEP.value
-STEP_KEY = "sweep/global_step"
-STEP_PARAM = Tag.GLOBAL_STEP.value
-
-
-def child_name(step: int) -> str:
-    """A child run's name: its checkpoint's directory name, ``step-000050`` (step 0: the base model)."""
-    return f"step-{int(step):06d}"
 
 
 class SweepError(AttnsimError):
@@ -106,6 +109,7 @@ class SweepResult:
             ``run_id`` (the FINISHED child), ``status`` (``measured`` now, ``skipped``: finished earlier, or
             ``unreadable: REASON``: a damaged checkpoint, not measured; the parent's tag ``attnsim.sweep_unreadable`` says why).
         metrics: index ``step``, one column per model-mean statistic (``csm/mean``, ...), as logged on the parent.
+        unreadable: how many checkpoints could not be read (skipped; the parent's tag ``attnsim.sweep_unreadable_count``).
     """
 
     parent_run_id: str
@@ -113,6 +117,7 @@ class SweepResult:
     tracking_uri: str
     runs: Any  # pandas.DataFrame
     metrics: Any  # pandas.DataFrame
+    unreadable: int = 0
 
 
 def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
@@ -187,16 +192,6 @@ def sweep_key(experiment: str, directory: Path, base: Optional[str], overrides: 
     """Deterministic identity of a sweep: SHA-256 (first 16 hex digits) of its inputs."""
     payload = json.dumps({"experiment": experiment, "checkpoints": str(directory), "base": base, "overrides": sorted(overrides)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def statistic_means(summaries: Dict[str, Any]) -> Dict[str, float]:
-    """Model and layer means of every statistic of every finding (no per-head values)."""
-    from attnsim.tracking.summaries import summary_metrics
-
-    metrics: Dict[str, float] = {}
-    for summary in summaries.values():
-        metrics.update(summary_metrics(summary, per_head=[]))
-    return metrics
 
 
 def headline_from_run(run: Any, findings: Iterable[str], client: Any = None) -> Dict[str, float]:
@@ -279,143 +274,6 @@ def _log_figures(sink: Any, curves: Any, findings: Iterable[str], title: str, dp
             sink.log_figure(figure, f"figures/sweep/{finding}.png", dpi, fixed_layout=has_fixed_layout(figure))
 
 
-# -- children: measured here, or in worker processes (jobs > 1) -----------------------------------
-
-_QUIET = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning_fabric", "mlflow", "alembic")
-
-
-def _note(prepared: Any, parent_id: str, step: int, path: str) -> str:
-    """A child's description; made in the sweep's process, which knows how the sweep was started."""
-    from attnsim.tracking.store import run_note
-
-    return run_note(prepared.cfg.description, [f"Checkpoint `{path}` (global step {step}) of sweep run {parent_id}."])
-
-
-def _measure(prepared: Any, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
-    """Measure one checkpoint as a child of ``parent_id``; return (child run id, its headline metrics)."""
-    from attnsim.tracking.store import NOTE_TAG
-    from attnsim.workflows.run import execute
-
-    extra = {
-        Tag.KIND.value: RunKind.SWEEP_CHILD.value,
-        Tag.SWEEP_KEY.value: key,
-        Tag.SWEEP_STEP.value: str(step),
-        Tag.GLOBAL_STEP.value: str(step),
-        Tag.CHECKPOINT.value: path,
-        NOTE_TAG: note,
-    }
-    result = execute(
-        prepared,
-        parent_run_id=parent_id,
-        run_name=child_name(step),
-        extra_tags=extra,
-        step=step,
-        extra_params={STEP_PARAM: str(step)},
-        extra_metrics={STEP_KEY: float(step)},
-    )
-    return result.run_id, statistic_means(result.summaries)
-
-
-def _worker_init(slots: Any, gpus: List[str], levels: Dict[str, int], hf_verbosity: Optional[int]) -> None:
-    """A worker process's set-up: its GPU (worker slot i: ``gpus[i % len(gpus)]``) and the sweep's log levels."""
-    slot = slots.get()
-    if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(level=levels.get("", logging.WARNING), format="%(levelname)s %(name)s: %(message)s")
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    if hf_verbosity is not None:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity(hf_verbosity)
-        hf_logging.disable_progress_bar()
-
-
-def _worker_measure(prepared: Any, uri: str, parent_id: str, step: int, path: str, key: str, note: str) -> Tuple[str, Dict[str, float]]:
-    """:func:`_measure` in a worker process, on its own connection to the tracking store ``uri``."""
-    from attnsim.tracking.store import Tracker
-
-    return _measure(dataclasses.replace(prepared, tracker=Tracker(uri)), parent_id, step, path, key, note)
-
-
-def visible_gpus() -> List[str]:
-    """The CUDA devices a sweep's workers are spread over: ``$CUDA_VISIBLE_DEVICES``'s entries, else
-    ``0 .. torch.cuda.device_count() - 1``; empty without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
-def _fan_out(
-    children: Dict[int, Any], pending: List[Tuple[int, str]], jobs: int, uri: str, parent_id: str, key: str
-) -> Tuple[Dict[int, Tuple[str, Dict[str, float]]], Optional[BaseException]]:
-    """Measure ``pending`` (step, path) children in up to ``jobs`` worker processes.
-
-    Returns:
-        (step -> (child run id, headline metrics) of every child that finished, the error of the
-        lowest-step child that failed or None). Children not started when one fails are cancelled.
-
-    Raises:
-        KeyboardInterrupt: Ctrl-C or SIGTERM here; the workers are stopped (SIGTERM ends their runs KILLED).
-    """
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-
-    context = multiprocessing.get_context("spawn")
-    workers = min(jobs, len(pending))
-    slots = context.Queue()
-    for i in range(workers):
-        slots.put(i)
-    levels = {name: logging.getLogger(name).level for name in _QUIET}
-    levels[""] = logging.getLogger().level
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_verbosity: Optional[int] = hf_logging.get_verbosity()
-    except ImportError:
-        hf_verbosity = None
-    payload = {step: dataclasses.replace(children[step], tracker=None) for step, _ in pending}  # a Tracker's client stays here
-    executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(slots, visible_gpus(), levels, hf_verbosity))
-    futures = {
-        executor.submit(_worker_measure, payload[step], uri, parent_id, step, path, key, _note(children[step], parent_id, step, path)): step
-        for step, path in pending
-    }
-    results: Dict[int, Tuple[str, Dict[str, float]]] = {}
-    errors: Dict[int, BaseException] = {}
-    try:
-        remaining = set(futures)
-        while remaining:
-            finished, remaining = wait(remaining, return_when=FIRST_EXCEPTION)
-            for future in finished:
-                if future.cancelled():
-                    continue
-                error = future.exception()
-                if error is None:
-                    results[futures[future]] = future.result()
-                else:
-                    errors[futures[future]] = error
-            if errors:  # let the running ones finish; start no more
-                for future in remaining:
-                    future.cancel()
-        executor.shutdown(wait=True)
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        for process in list((getattr(executor, "_processes", None) or {}).values()):  # the pool has no public terminate (Python < 3.14)
-            if process.is_alive():
-                process.terminate()  # SIGTERM: the worker's run ends KILLED
-        executor.shutdown(wait=True, cancel_futures=True)
-        raise
-    first = errors[min(errors)] if errors else None
-    return results, first
-
-
 def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = None, base: Optional[str] = None, jobs: int = 1) -> SweepResult:
     """Run ``experiment`` on every checkpoint of ``checkpoints`` and on the base model, as one parent run's children.
 
@@ -439,11 +297,14 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         [0, 1, 2]
 
     Returns:
-        :class:`SweepResult`: parent run id, children (step, run id, measured/skipped), model means by step.
+        :class:`SweepResult`: parent run id, children (step, run id, measured/skipped/unreadable), model means by step,
+        the number of unreadable checkpoints (a checkpoint that cannot be loaded, for any reason, is recorded and
+        skipped; the others are measured and the parent ends FINISHED).
 
     Raises:
         ConfigError, CorpusError, ModelError, TrackingError, SweepError: bad input (also ``jobs`` < 1), before any run is created or reopened.
-        Exception: any error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
+        SweepError: no checkpoint could be read (step 0 included); the parent ends FAILED with ``sweep/runs.csv`` giving each reason.
+        Exception: any other error of a child, after ending it and the parent FAILED (KILLED for Ctrl-C/SIGTERM);
             a later call with the same arguments continues where this one stopped.
     """
     from attnsim.tracking.store import api_call
@@ -452,33 +313,23 @@ def sweep(experiment: str, checkpoints: str, overrides: Optional[List[str]] = No
         return _sweep(experiment, checkpoints, list(overrides or []), base, check_jobs(jobs))
 
 
-def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str], jobs: int = 1) -> SweepResult:
-    import pandas as pd
+def _children(cfg: Any, prepared: Any, entries: List[Tuple[int, str]]) -> Tuple[Dict[int, Any], Dict[int, str]]:
+    """Each checkpoint's prepared run (step -> it, step 0's ``prepared`` included) and the checkpoints that cannot be
+    read (step -> reason: a missing, incomplete or damaged folder, recorded and skipped).
 
+    Raises:
+        SweepError: a checkpoint's tokenizer differs from step 0's (every child must see the same windows).
+    """
     from attnsim.capture.load import inspect_model, load_tokenizer
-    from attnsim.config import load_config, to_yaml
-    from attnsim.findings.registry import FINDINGS
-    from attnsim.tracking.store import NOTE_TAG, measure_params, run_note
-    from attnsim.workflows.common import open_tracker, run_tags
-    from attnsim.workflows.run import prepare
 
-    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
-    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
-    found, directory = resolve_checkpoints(checkpoints, tracker)
-    base_path = base_model(found, base, str(cfg.model.path))
-    entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
-    key = sweep_key(cfg.name, directory, base_path, overrides)
-
-    # windows once, with the step-0 model's tokenizer; every child reuses them
-    prepared = prepare(_with_model(cfg, entries[0][1]))
     vocab = prepared.tokenizer.get_vocab()
     children = {entries[0][0]: prepared}
-    unreadable: Dict[int, str] = {}  # step -> why its checkpoint cannot be measured (recorded, and the sweep goes on)
+    unreadable: Dict[int, str] = {}
     for step, path in entries[1:]:
         try:
             info = inspect_model(path, cfg.corpus.seq_len)
             tokenizer = load_tokenizer(info, cfg.corpus.seq_len)
-        except ModelError as exc:
+        except (ModelError, ConfigError) as exc:  # a missing, damaged or incomplete folder; windows longer than its positions
             unreadable[step] = str(exc)
             log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
             continue
@@ -488,8 +339,20 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             )
         # the model's name (tag attnsim.model) says which checkpoint of which model; its path is attnsim.model_path
         children[step] = dataclasses.replace(prepared, cfg=_with_model(cfg, path), info=dataclasses.replace(info, name=f"{prepared.info.name} step {step}"))
+    return children, unreadable
 
-    experiment_id = tracker.experiment_id(cfg.tracking.experiment)
+
+def _open_parent(tracker: Any, experiment_id: str, cfg: Any, prepared: Any, key: str, source: Tuple[str, Path, Optional[str]], entries: List[Tuple[int, str]]):
+    """``(the parent's run context, the earlier parent or None)``: the sweep's parent run, reopened when it exists.
+    ``source``: (``--checkpoints`` as given, the checkpoint directory, the base model or None).
+
+    Raises:
+        SweepError: the earlier parent measured other windows (the corpus changed).
+    """
+    from attnsim.tracking.store import NOTE_TAG, run_note
+    from attnsim.workflows.common import run_tags
+
+    checkpoints, directory, base_path = source
     parent = _find_parent(tracker, experiment_id, key)
     if parent is not None:
         earlier = parent.data.tags.get(Tag.CORPUS_HASH.value)
@@ -502,28 +365,48 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             log.warning(
                 "sweep run %s is marked RUNNING: another process may be running this sweep, or one died without ending it; continuing it", parent.info.run_id
             )
-        context = tracker.resume(parent.info.run_id)
-    else:
-        tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
-        tags.update(
-            {
-                Tag.KIND.value: KIND,
-                Tag.SWEEP_KEY.value: key,
-                Tag.SWEEP_SOURCE.value: checkpoints,
-                Tag.CHECKPOINT_DIR.value: str(directory),
-                Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
-                Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
-                NOTE_TAG: run_note(
-                    cfg.description,
-                    [
-                        f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."
-                    ],
-                ),
-            }
-        )
-        context = tracker.run(cfg.tracking.experiment, f"sweep {cfg.name} · {prepared.info.name}", tags, description=cfg.description)
+        return tracker.resume(parent.info.run_id), parent
+    tags = run_tags(prepared.cfg, prepared.info, prepared.corpus)
+    tags.update(
+        {
+            Tag.KIND.value: KIND,
+            Tag.SWEEP_KEY.value: key,
+            Tag.SWEEP_SOURCE.value: checkpoints,
+            Tag.CHECKPOINT_DIR.value: str(directory),
+            Tag.BASE_MODEL.value: str(base_path or entries[0][1]),
+            Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries),
+            NOTE_TAG: run_note(
+                cfg.description,
+                [
+                    f"Sweep of `{cfg.name}` over the checkpoints in `{directory}` (step 0: `{base_path or entries[0][1]}`); one child run per checkpoint, named by it."
+                ],
+            ),
+        }
+    )
+    return tracker.run(cfg.tracking.experiment, f"sweep {cfg.name} · {prepared.info.name}", tags, description=cfg.description), None
 
-    rows: List[Dict[str, Any]] = []
+
+def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Optional[str], jobs: int = 1) -> SweepResult:
+    import pandas as pd
+
+    from attnsim.config import load_config, to_yaml
+    from attnsim.findings.registry import FINDINGS
+    from attnsim.tracking.store import measure_params
+    from attnsim.workflows.common import open_tracker
+    from attnsim.workflows.run import prepare
+
+    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
+    tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)  # a deleted experiment is refused before any model loads
+    found, directory = resolve_checkpoints(checkpoints, tracker)
+    base_path = base_model(found, base, str(cfg.model.path))
+    entries: List[Tuple[int, str]] = ([(0, base_path)] if base_path is not None else []) + [(c.step, c.path) for c in found]
+    key = sweep_key(cfg.name, directory, base_path, overrides)
+
+    # windows once, with the step-0 model's tokenizer; every child reuses them
+    prepared = prepare(_with_model(cfg, entries[0][1]))
+    children, unreadable = _children(cfg, prepared, entries)  # unreadable: step -> why (recorded, and the sweep goes on)
+    experiment_id = tracker.experiment_id(cfg.tracking.experiment)
+    context, parent = _open_parent(tracker, experiment_id, cfg, prepared, key, (checkpoints, directory, base_path), entries)
     with context as parent_sink:
         parent_id = parent_sink.run_id
         if parent is None:
@@ -533,39 +416,88 @@ def _sweep(experiment: str, checkpoints: str, overrides: List[str], base: Option
             parent_sink.set_tags({Tag.SWEEP_STEPS.value: ",".join(str(step) for step, _ in entries)})
             for run_id in _end_abandoned_children(tracker, experiment_id, parent_id):
                 log.warning("child run %s of sweep %s was left RUNNING by a process that died; ended it as KILLED", run_id, parent_id)
-        done = _finished_children(tracker, experiment_id, parent_id)
-        logged = _logged_steps(tracker, parent_id)
-        pending = [(step, path) for step, path in entries if step not in done and step not in unreadable]
-        fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
-        failure: Optional[BaseException] = None
-        if jobs > 1 and len(pending) > 1:
-            fanned, failure = _fan_out(children, pending, jobs, tracker.uri, parent_id, key)
-        if unreadable:
-            parent_sink.set_tags({Tag.SWEEP_UNREADABLE.value: "; ".join(f"step {step}: {why}" for step, why in unreadable.items())[:5000]})
-        for step, path in entries:
-            if step in unreadable:
-                rows.append({"step": step, "checkpoint": path, "run_id": "", "status": f"unreadable: {unreadable[step]}"})
-                continue
-            if step in done:
-                child_id, status = done[step].info.run_id, "skipped"
-                metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
-            elif step in fanned:
-                (child_id, metrics), status = fanned[step], "measured"
-            elif failure is not None:
-                continue  # failed or cancelled: measured when the sweep is run again
-            else:
-                (child_id, metrics), status = _measure(children[step], parent_id, step, path, key, _note(children[step], parent_id, step, path)), "measured"
-            if step not in logged:
-                parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
-                parent_sink.flush()
-            rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
-        if failure is not None:
-            raise failure
+        try:
+            rows = _measure_children(tracker, cfg, parent_sink, children, entries, unreadable, jobs, key, experiment_id)
+        finally:  # also on a parent that ends FAILED
+            _record_unreadable(tracker, parent_sink, parent, unreadable)
         runs = pd.DataFrame(rows, columns=["step", "checkpoint", "run_id", "status"])
+        if len(unreadable) == len(entries):  # nothing to draw: the parent ends FAILED with the table of reasons
+            parent_sink.log_table(runs, "sweep/runs.csv")
+            raise SweepError(
+                f"No checkpoint of the sweep could be read ({len(entries)} unreadable; sweep run {parent_id} ends FAILED): "
+                + "; ".join(f"step {step}: {why}" for step, why in sorted(unreadable.items()))[:2000]
+            )
         curves = _metrics_by_step(tracker, parent_id, layers=bool(cfg.tracking.figures))
         metrics_frame = curves[[c for c in curves.columns if getattr(MetricKey.try_parse(c), "is_model_mean", True)]]
         parent_sink.log_table(runs, "sweep/runs.csv")
         parent_sink.log_table(metrics_frame.reset_index(), "sweep/model_means.csv")
         if cfg.tracking.figures:
             _log_figures(parent_sink, curves, cfg.findings, f"sweep {cfg.name}", cfg.plots.dpi)
-    return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame)
+    return SweepResult(parent_id, experiment_id, tracker.uri, runs, metrics_frame, len(unreadable))
+
+
+def _record_unreadable(tracker: Any, parent_sink: Any, parent: Optional[Any], unreadable: Dict[int, str]) -> None:
+    """The parent's tags ``attnsim.sweep_unreadable_count`` (always) and ``attnsim.sweep_unreadable`` (each unreadable
+    checkpoint's step and reason; removed from a reopened parent whose checkpoints now all read)."""
+    parent_sink.set_tags({Tag.SWEEP_UNREADABLE_COUNT.value: str(len(unreadable))})
+    if unreadable:
+        parent_sink.set_tags({Tag.SWEEP_UNREADABLE.value: "; ".join(f"step {step}: {why}" for step, why in sorted(unreadable.items()))[:5000]})
+    elif parent is not None and Tag.SWEEP_UNREADABLE.value in parent.data.tags:
+        tracker.client.delete_tag(parent_sink.run_id, Tag.SWEEP_UNREADABLE.value)
+
+
+def _measure_children(
+    tracker: Any,
+    cfg: Any,
+    parent_sink: Any,
+    children: Dict[int, Any],
+    entries: List[Tuple[int, str]],
+    unreadable: Dict[int, str],
+    jobs: int,
+    key: str,
+    experiment_id: str,
+) -> List[Dict[str, Any]]:
+    """Measure every checkpoint not yet measured (``jobs`` at once), log its means on the parent at its step, and return
+    one row per step (``sweep/runs.csv``). A checkpoint whose weights cannot be loaded (a
+    :class:`~attnsim.errors.WeightsError`, raised before its child run is created) is added to ``unreadable`` and the
+    others are measured.
+
+    Raises:
+        Exception: any other error of a child, after the other children ended (the parent then ends FAILED).
+    """
+    parent_id = parent_sink.run_id
+    done = _finished_children(tracker, experiment_id, parent_id)
+    logged = _logged_steps(tracker, parent_id)
+    pending = [(step, path) for step, path in entries if step not in done and step not in unreadable]
+    fanned: Dict[int, Tuple[str, Dict[str, float]]] = {}
+    failure: Optional[BaseException] = None
+    if jobs > 1 and len(pending) > 1:
+        fanned, failure, lost = fan_out(children, pending, jobs, tracker.uri, parent_id, key)
+        unreadable.update(lost)
+    rows: List[Dict[str, Any]] = []
+    for step, path in entries:
+        if step in done:
+            child_id, status = done[step].info.run_id, "skipped"
+            metrics = headline_from_run(done[step], cfg.findings, tracker.client) if step not in logged else {}
+        elif step in fanned:
+            (child_id, metrics), status = fanned[step], "measured"
+        elif failure is not None or step in unreadable:
+            child_id = ""  # unreadable; or failed or cancelled: measured when the sweep is run again
+        else:
+            try:
+                (child_id, metrics), status = measure(children[step], parent_id, step, path, key, child_note(children[step], parent_id, step, path)), "measured"
+            except WeightsError as exc:
+                unreadable[step], child_id = str(exc), ""
+                log.warning("checkpoint '%s' (step %d) is skipped: %s", path, step, exc)
+        if step in unreadable:
+            rows.append({"step": step, "checkpoint": path, "run_id": "", "status": f"unreadable: {unreadable[step]}"})
+            continue
+        if not child_id:
+            continue
+        if step not in logged:
+            parent_sink.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
+            parent_sink.flush()
+        rows.append({"step": step, "checkpoint": path, "run_id": child_id, "status": status})
+    if failure is not None:
+        raise failure
+    return rows

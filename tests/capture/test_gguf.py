@@ -166,3 +166,68 @@ def test_smollm2_is_the_real_model(smollm2):
 def test_a_misspelt_named_model_suggests_the_name():
     with pytest.raises(ModelError, match=r"Did you mean model.path=smollm2\? Named models: bundled, smollm2"):
         inspect_model("smollm3", 128)
+
+
+# -- whole files only: a file missing a tensor, or one shard of a split file, is refused and never cached ----------
+
+
+def _cached_folders(cache: Path) -> list:
+    """The folders under the cache's models/ (converted models and partial conversions alike; lock files aside)."""
+    root = cache / "models"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def test_a_whole_gguf_converts_to_its_own_weights(tmp_path, cache):
+    """A tiny Llama written with llama.cpp's names converts to the model it came from, tensor for tensor; without
+    `output.weight` (a tied LM head, as llama.cpp writes one) the head is the embedding: nothing is missing."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tests.helpers.gguf_files import tiny_llama, write_tiny_gguf
+
+    _, _, reference = tiny_llama()
+    folder = resolve_model_path(str(write_tiny_gguf(tmp_path / "tiny.gguf")))
+    converted = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    assert converted.keys() == reference.state_dict().keys() and len(converted) == 21
+    assert all(torch.equal(converted[k], v) for k, v in reference.state_dict().items())
+    tied = AutoModelForCausalLM.from_pretrained(resolve_model_path(str(write_tiny_gguf(tmp_path / "tied.gguf", drop=["output.weight"]))))
+    assert tied.config.tie_word_embeddings and torch.equal(tied.lm_head.weight, reference.model.embed_tokens.weight)
+
+
+def test_a_gguf_missing_tensors_is_refused_before_any_run_and_never_cached(tmp_path, cache, tracking_uri, capsys):
+    from attnsim.cli import main
+    from tests.helpers.gguf_files import write_tiny_gguf
+    from tests.helpers.runs import runs_of
+
+    path = write_tiny_gguf(tmp_path / "model.gguf", drop=["blk.1.attn_q.weight"])
+    assert main(["run", "csm", f"model.path={path}", "corpus.limit=2", "corpus.seq_len=32"]) == 2
+    err = capsys.readouterr().err
+    assert f"'{path}' lacks 1 of the 21 weight tensors the model needs (blk.1.attn_q.weight)" in err
+    assert "would start them at random" in err and "model.init=random" in err and "Traceback" not in err
+    assert runs_of(tracking_uri)[1] == []  # no run created
+    assert _cached_folders(cache) == []  # neither a converted folder nor a partial one
+    layer = [f"blk.1.{name}.weight" for name in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")]
+    with pytest.raises(ModelError, match=r"lacks 9 of the 21 weight tensors the model needs \(blk\.1\.[a-z_]+\.weight, .* and 4 more\)"):
+        resolve_model_path(str(write_tiny_gguf(tmp_path / "no_layer_1.gguf", drop=layer)))
+    assert _cached_folders(cache) == []
+
+
+def test_one_shard_of_a_split_gguf_is_refused_with_the_merge_command(tmp_path, cache, tracking_uri, capsys):
+    from attnsim.cli import main
+    from tests.helpers.gguf_files import write_split_gguf
+    from tests.helpers.runs import runs_of
+
+    first, second = write_split_gguf(tmp_path / "split", "tiny")
+    assert (first.name, second.name) == ("tiny-00001-of-00002.gguf", "tiny-00002-of-00002.gguf")
+    assert main(["run", "csm", f"model.path={first}", "corpus.limit=2", "corpus.seq_len=32"]) == 2
+    err = capsys.readouterr().err
+    assert f"'{first}' is shard 1 of a GGUF model split into 2 files (split.count=2): it holds 11 of the model's 21 tensors" in err
+    assert f"its shards are all beside it: merge them into one file with llama.cpp's tool, `llama-gguf-split --merge {first} " in err
+    assert "`gguf-split --merge` in older builds" in err and "Traceback" not in err
+    assert runs_of(tracking_uri)[1] == [] and _cached_folders(cache) == []
+    with pytest.raises(ModelError, match="is shard 2 of a GGUF model split into 2 files"):
+        resolve_model_path(str(second))
+    second.unlink()
+    with pytest.raises(ModelError, match=r"the other shards are not all beside it \(missing: tiny-00002-of-00002\.gguf\): copy them there, then merge"):
+        resolve_model_path(str(first))
+    assert _cached_folders(cache) == []

@@ -4,6 +4,7 @@ under one parent, and a sweep run again skips the finished children."""
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 
 import pandas as pd
@@ -65,23 +66,32 @@ def test_two_jobs_give_the_metrics_of_one_nested_under_one_parent(checkpoints, t
     pd.testing.assert_frame_equal(again.metrics, one.metrics, check_exact=True)  # the parents' curves: the same floats
 
 
-def test_a_failing_child_fails_the_parent_keeps_the_others_and_resume_measures_it(checkpoints, tracking_uri):  # noqa: F811
-    weights = checkpoints / "step-000002" / "model.safetensors"
-    good = weights.read_bytes()
-    # a whole file whose header names an unknown dtype: config, tokenizer and the weights' byte ranges pass the sweep's
-    # checks (a truncated file is skipped as unreadable: test_robustness_models.py); loading fails in the worker
-    header = json.dumps({"w": {"dtype": "XX", "shape": [1], "data_offsets": [0, 4]}}).encode()
-    weights.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
-    with pytest.raises(Exception, match="deserializing header"):  # safetensors' own error, raised in the worker, re-raised here
+def test_a_failing_child_fails_the_parent_keeps_the_others_and_resume_measures_it(checkpoints, tracking_uri, tmp_path):  # noqa: F811
+    from transformers import BertConfig, BertModel
+
+    from tests.helpers.models import save_tiny_model
+
+    good = tmp_path / "good"
+    shutil.copytree(checkpoints / "step-000002", good)
+    # a whole checkpoint whose embedding has 100 rows for the tokenizer's 30,522 ids: it loads, then fails while its
+    # child run measures (an IndexError in the worker), not as an unreadable checkpoint
+    shutil.rmtree(checkpoints / "step-000002")
+    save_tiny_model(checkpoints / "step-000002", seed=1)  # its tokenizer files, then a model of 100 ids over its weights
+    small = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=256)
+    BertModel(small).save_pretrained(checkpoints / "step-000002")
+    (checkpoints / "step-000002" / "attnsim_checkpoint.json").write_text((good / "attnsim_checkpoint.json").read_text())
+    with pytest.raises(IndexError, match="index out of range"):  # torch's own error, raised in the worker, re-raised here
         attnsim.sweep("csm", str(checkpoints), SWEEP, jobs=2)
     client = MlflowClient(tracking_uri)
     (parent,), children = runs_in(client, "csm")
     assert parent.info.status == "FAILED"
+    assert {c.info.status for c in children if c.data.tags["attnsim.sweep_step"] == "2"} == {"FAILED"}  # created, then failed
     finished = {c.data.tags["attnsim.sweep_step"]: c.info.run_id for c in children if c.info.status == "FINISHED"}
     assert "2" not in finished and "0" in finished  # step 0 ran beside the failing one; step 4 ran or was cancelled
     assert sorted(m.step for m in client.get_metric_history(parent.info.run_id, "csm/mean")) == sorted(int(s) for s in finished)
 
-    weights.write_bytes(good)
+    shutil.rmtree(checkpoints / "step-000002")
+    shutil.copytree(good, checkpoints / "step-000002")
     result = attnsim.sweep("csm", str(checkpoints), SWEEP, jobs=2)
     assert result.parent_run_id == parent.info.run_id
     (parent,), children = runs_in(client, "csm")
@@ -90,6 +100,24 @@ def test_a_failing_child_fails_the_parent_keeps_the_others_and_resume_measures_i
     assert sorted(now, key=int) == ["0", "2", "4"] and all(now[s] == run_id for s, run_id in finished.items())
     assert dict(zip(result.runs["step"], result.runs["status"]))[2] == "measured"
     assert sorted(m.step for m in client.get_metric_history(parent.info.run_id, "csm/mean")) == [0, 2, 4]
+
+
+def test_a_checkpoint_a_worker_cannot_load_is_unreadable_and_the_others_are_measured(checkpoints, tracking_uri, capsys):  # noqa: F811
+    weights = checkpoints / "step-000002" / "model.safetensors"
+    # a whole file whose header names an unknown dtype: config, tokenizer and the weights' byte ranges pass the sweep's
+    # checks (a truncated file is skipped before: test_robustness_models.py); loading fails in the worker
+    header = json.dumps({"w": {"dtype": "XX", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    weights.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    assert main(["sweep", "csm", "--jobs", "2", "--checkpoints", str(checkpoints), *SWEEP]) == 3
+    assert "3 children: 2 measured now, up to 2 at once, 0 already finished, 1 unreadable" in capsys.readouterr().out
+    client = MlflowClient(tracking_uri)
+    (parent,), children = runs_in(client, "csm")
+    assert parent.info.status == "FINISHED" and parent.data.tags["attnsim.sweep_unreadable_count"] == "1"
+    why = parent.data.tags["attnsim.sweep_unreadable"]
+    assert why.startswith("step 2: Could not load the weights of ") and f"from '{checkpoints / 'step-000002'}'" in why
+    assert sorted(c.data.tags["attnsim.sweep_step"] for c in children) == ["0", "4"]  # no run of step 2, not even a failed one
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert sorted(m.step for m in client.get_metric_history(parent.info.run_id, "csm/mean")) == [0, 4]
 
 
 def test_jobs_below_one_are_refused_before_any_run(checkpoints, tracking_uri, capsys):  # noqa: F811
