@@ -95,9 +95,15 @@ class Architecture(_Kinded):
     # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
     # the transpose of nn.Linear's; read it through projection_weight
     conv1d: bool = False
+    # path (within a layer) of the module whose output is the MLP's write to the residual stream, before
+    # any residual add or norm (attnsim.capture.trace's mlp_out); "" where the family declares none
+    mlp: str = ""
+    # path (under base_model) of the final norm before the unembedding of a causal LM (the logit lens and
+    # direct logit attribution read it); "" where the family declares none
+    final_norm: str = ""
 
 
-_BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
+_BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", mlp="output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
 _VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument")
 _DINOV2 = Architecture(
@@ -106,13 +112,36 @@ _DINOV2 = Architecture(
 
 # decoder-only language models (transformers 5: every one dispatches attention through
 # ALL_ATTENTION_FUNCTIONS; eager returns per-query-head probabilities, keys/values repeated for GQA)
-_GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True)
-_NEOX = Architecture(
-    "layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", kind=ModelKind.DECODER, qkv="per_head"
+_GPT2 = Architecture(
+    "h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True, mlp="mlp", final_norm="ln_f"
 )
-_LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER)
-_OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", kind=ModelKind.DECODER)
-_PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER)
+_NEOX = Architecture(
+    "layers",
+    "attention.query_key_value",
+    "attention.query_key_value",
+    "attention.query_key_value",
+    "attention.dense",
+    kind=ModelKind.DECODER,
+    qkv="per_head",
+    mlp="mlp",
+    final_norm="final_layer_norm",
+)
+_LLAMA = Architecture(
+    "layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER, mlp="mlp", final_norm="norm"
+)
+_OPT = Architecture(
+    "decoder.layers",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.out_proj",
+    kind=ModelKind.DECODER,
+    mlp="fc2",
+    final_norm="decoder.final_layer_norm",
+)
+_PHI = Architecture(
+    "layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER, mlp="mlp", final_norm="final_layernorm"
+)
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,
@@ -120,7 +149,7 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "xlm-roberta": _BERT,
     "camembert": _BERT,
     "electra": _BERT,
-    "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"),
+    "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", mlp="ffn"),
     "vit": _VIT,
     "deit": _VIT,
     "dinov2": _DINOV2,
@@ -232,13 +261,21 @@ class Seq2SeqArchitecture(_Kinded):
     scaled: bool = True
     kind: ModelKind = ModelKind.ENCODER_DECODER
     interpolation: str = "none"
+    # path (within a decoder layer) of the module whose output is the MLP's write to the residual stream
+    decoder_mlp: str = ""
 
 
-_BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")
+_BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj", decoder_mlp="fc2")
 
 SEQ2SEQ_ARCHITECTURES: Dict[str, Seq2SeqArchitecture] = {
     "t5": Seq2SeqArchitecture(
-        "encoder.block", "decoder.block", "layer.0.SelfAttention.o", "layer.0.SelfAttention.o", "layer.1.EncDecAttention.o", scaled=False
+        "encoder.block",
+        "decoder.block",
+        "layer.0.SelfAttention.o",
+        "layer.0.SelfAttention.o",
+        "layer.1.EncDecAttention.o",
+        scaled=False,
+        decoder_mlp="layer.2.DenseReluDense",
     ),
     "bart": _BART,
     "marian": _BART,

@@ -1,0 +1,155 @@
+"""attnsim.trace against an independent capture written here: plain forward hooks on the model's own modules and the
+attention probabilities of a plain forward pass, on tiny GPT-2, tiny Llama (grouped-query attention) and the decoder side
+of tiny T5."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnsim
+from attnsim.capture.record import NAMES, Trace
+from attnsim.errors import ConfigError
+from tests.helpers.tiny_models import save_tiny
+
+TEXTS = ["The minister said the plan would cost more than expected.", "Shares fell sharply."]
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "t5"])
+def family_trace(request, tmp_path_factory):
+    family = request.param
+    path = save_tiny(tmp_path_factory.mktemp(family), family)
+    t = attnsim.trace(TEXTS, model=str(path))
+    return family, path, t
+
+
+def _model(family, path):
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    auto = AutoModelForSeq2SeqLM if family == "t5" else AutoModelForCausalLM
+    return auto.from_pretrained(path, attn_implementation="eager").eval()
+
+
+def _reference(family, model, t):
+    """Independent capture: V from a hook on each layer's value projection, the probabilities of a plain forward pass,
+    z = probabilities @ V (keys and values repeated over the query heads that share them), W_O's output from a hook on it,
+    and the hidden states the model returns."""
+    config = model.config
+    if family == "gpt2":
+        layers, value, out = model.transformer.h, "attn.c_attn", "attn.c_proj"
+    elif family == "llama":
+        layers, value, out = model.model.layers, "self_attn.v_proj", "self_attn.o_proj"
+    else:
+        layers, value, out = model.decoder.block, "layer.0.SelfAttention.v", "layer.0.SelfAttention.o"
+    values, outs, handles = [], [], []
+    for layer in layers:
+        handles.append(layer.get_submodule(value).register_forward_hook(lambda m, a, o: values.append(o.detach())))
+        handles.append(layer.get_submodule(out).register_forward_hook(lambda m, a, o: outs.append(o.detach())))
+    mask = t.mask
+    with torch.no_grad():
+        if family == "t5":
+            start = torch.full_like(t.tokens[:, :1], config.decoder_start_token_id)
+            decoder_ids = torch.cat([start, t.tokens[:, :-1]], 1)
+            o = model(
+                input_ids=t.tokens,
+                attention_mask=mask,
+                decoder_input_ids=decoder_ids,
+                decoder_attention_mask=mask,
+                output_attentions=True,
+                output_hidden_states=True,
+            )
+            maps, hidden = o.decoder_attentions, o.decoder_hidden_states
+        else:
+            o = model(input_ids=t.tokens, attention_mask=mask, output_attentions=True, output_hidden_states=True, use_cache=False)
+            maps, hidden = o.attentions, o.hidden_states
+    for handle in handles:
+        handle.remove()
+    heads = t.meta["n_heads"]
+    d_head = t.meta["d_head"]
+    zs = []
+    for v, p in zip(values, maps):
+        batch, pos, _ = v.shape
+        if family == "gpt2":
+            v = v[..., 2 * heads * d_head :]  # c_attn's output is [Q | K | V]
+        v = v.reshape(batch, pos, -1, d_head).transpose(1, 2)  # (B, H_kv, T, d)
+        v = v.repeat_interleave(heads // v.shape[1], dim=1)  # grouped-query attention: each query head's values
+        zs.append((p @ v).transpose(1, 2))  # (B, T, H, d)
+    return maps, zs, outs, hidden, o.logits
+
+
+def test_pattern_and_z_equal_an_independent_capture(family_trace):
+    family, path, t = family_trace
+    model = _model(family, path)
+    maps, zs, _, _, _ = _reference(family, model, t)
+    assert t.n_layers == len(maps) == 2
+    for layer in range(t.n_layers):
+        assert t["pattern", layer].shape == (2, t.meta["n_heads"], t.tokens.shape[1], t.tokens.shape[1])
+        torch.testing.assert_close(t["pattern", layer], maps[layer], rtol=0, atol=0)
+        assert t["z", layer].shape == (2, t.tokens.shape[1], t.meta["n_heads"], t.meta["d_head"])
+        torch.testing.assert_close(t["z", layer], zs[layer], rtol=1e-5, atol=1e-6)
+
+
+def test_result_summed_over_heads_is_the_attention_output(family_trace):
+    family, path, t = family_trace
+    model = _model(family, path)
+    _, _, outs, _, _ = _reference(family, model, t)
+    for layer in range(t.n_layers):
+        projection = model.get_submodule({"gpt2": "transformer.h", "llama": "model.layers", "t5": "decoder.block"}[family])[layer]
+        projection = projection.get_submodule({"gpt2": "attn.c_proj", "llama": "self_attn.o_proj", "t5": "layer.0.SelfAttention.o"}[family])
+        bias = projection.bias.detach() if getattr(projection, "bias", None) is not None else 0.0
+        summed = t["result", layer].sum(2) + bias
+        scale = outs[layer].abs().max()
+        assert float((summed - outs[layer]).abs().max() / scale) < 1e-6
+        assert float((t["attn_out", layer] - outs[layer]).abs().max()) == 0.0
+
+
+def test_residual_stream_links_layers_and_matches_the_models_hidden_states(family_trace):
+    family, path, t = family_trace
+    model = _model(family, path)
+    _, _, _, hidden, logits = _reference(family, model, t)
+    for layer in range(t.n_layers):
+        torch.testing.assert_close(t["resid_pre", layer], hidden[layer], rtol=0, atol=0)
+        torch.testing.assert_close(t["resid_mid", layer], t["resid_pre", layer] + t["attn_out", layer], rtol=0, atol=0)
+        if layer + 1 < t.n_layers:
+            torch.testing.assert_close(t["resid_post", layer], t["resid_pre", layer + 1], rtol=0, atol=0)
+        if family != "t5":  # pre-norm decoder: the MLP's write is all that lies between resid_mid and resid_post
+            torch.testing.assert_close(t["resid_mid", layer] + t["mlp_out", layer], t["resid_post", layer], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(t.logits, logits, rtol=0, atol=0)
+    assert len(t.str_tokens) == 2 and len(t.str_tokens[0]) == t.tokens.shape[1]
+    assert t.mask[1].sum() < t.mask[0].sum()  # the shorter text is padded on the right
+
+
+def test_save_and_load_round_trip_is_identical(family_trace, tmp_path):
+    _, _, t = family_trace
+    back = Trace.load(t.save(tmp_path / "t.safetensors"))
+    assert back.names == t.names == tuple(NAMES)
+    for name in t.names:
+        for layer in range(t.n_layers):
+            assert torch.equal(back[name, layer], t[name, layer])
+    assert torch.equal(back.tokens, t.tokens) and torch.equal(back.mask, t.mask) and torch.equal(back.logits, t.logits)
+    assert back.str_tokens == t.str_tokens and back.meta == t.meta
+
+
+def test_names_capture_only_what_is_asked(family_trace):
+    family, path, _ = family_trace
+    t = attnsim.trace(TEXTS[1], model=str(path), names=["pattern"])
+    assert t.names == ("pattern",) and t.tokens.shape[0] == 1
+    with pytest.raises(KeyError, match="holds no 'z' .*names=\\[..., 'z'\\]"):
+        t["z", 0]
+    with pytest.raises(KeyError, match="Layer 5 is outside the model's 2 layers"):
+        t["pattern", 5]
+
+
+def test_bad_names_and_texts_are_refused_before_any_model_loads(tmp_path):
+    with pytest.raises(ConfigError, match="cannot capture \\['attention'\\]. Give names among pattern, z, result"):
+        attnsim.trace("a text", model=str(tmp_path / "no-model"), names=["attention"])
+    with pytest.raises(ConfigError, match="takes a text or a list of texts"):
+        attnsim.trace(["a text", ""], model=str(tmp_path / "no-model"))
+
+
+def test_a_file_that_is_not_a_trace_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.zeros(2)}, str(tmp_path / "w.safetensors"))
+    with pytest.raises(ConfigError, match="not a saved trace"):
+        Trace.load(tmp_path / "w.safetensors")
