@@ -34,7 +34,7 @@ NAMES: Dict[str, str] = {
 }
 """Every per-layer name a trace can hold -> its shape and its memory (float32; B texts of T tokens, H heads)."""
 
-HEADER_KEY = "attnsim.trace"
+HEADER_KEY = "attnsim_trace"
 """The key of the JSON header in a saved trace's safetensors metadata."""
 
 FORMAT = 1
