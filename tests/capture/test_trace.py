@@ -153,3 +153,24 @@ def test_a_file_that_is_not_a_trace_is_refused(tmp_path):
     save_file({"x": torch.zeros(2)}, str(tmp_path / "w.safetensors"))
     with pytest.raises(ConfigError, match="not a saved trace"):
         Trace.load(tmp_path / "w.safetensors")
+
+
+@pytest.mark.e2e
+def test_smollm2_pattern_and_result_match_hooks_on_the_model(smollm2):
+    """The bundled SmolLM2 (grouped-query attention, 9 query heads over 3 key/value heads): the pattern is the model's own
+    probabilities and the heads' results sum to o_proj's output (it has no bias) within 1e-6 relative."""
+    from transformers import AutoModelForCausalLM
+
+    t = attnsim.trace("The cat sat on the mat. The cat sat on the", model="smollm2", names=["pattern", "result", "resid_post"])
+    model = AutoModelForCausalLM.from_pretrained(smollm2, attn_implementation="eager").eval()
+    outs = []
+    handles = [layer.self_attn.o_proj.register_forward_hook(lambda m, a, o: outs.append(o)) for layer in model.model.layers]
+    with torch.no_grad():
+        reference = model(input_ids=t.tokens, attention_mask=t.mask, output_attentions=True, use_cache=False)
+    for handle in handles:
+        handle.remove()
+    assert t.n_layers == 30 and t["pattern", 0].shape[1] == 9
+    for layer in (0, 17, 29):
+        torch.testing.assert_close(t["pattern", layer], reference.attentions[layer], rtol=0, atol=0)
+        assert float((t["result", layer].sum(2) - outs[layer]).abs().max() / outs[layer].abs().max()) < 1e-6
+    torch.testing.assert_close(t.logits, reference.logits, rtol=0, atol=0)
