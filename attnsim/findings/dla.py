@@ -71,3 +71,40 @@ class DLAFinding(Finding):
             "figures/dla/dla_mean.png",
             layer_head_heatmap(summary.scalars["dla_mean"], "direct logit attribution to the actual next token (mean over positions, logits)", cmap="RdBu_r"),
         )
+
+
+def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
+    """Every head's direct logit attribution to each position's actual next token, from a trace of a causal LM.
+
+    Example::
+
+        t = attnsim.trace(text, model="smollm2", names=["result", "resid_post"])
+        dla = trace_dla(t, model="smollm2")   # (batch, pos, layer, head)
+        dla[0, :, 17, 8]                      # head 17.8's direct effect at every position
+
+    Args:
+        t: a :class:`~attnsim.capture.record.Trace` holding ``result`` and ``resid_post``.
+        model: the ``model.path`` the trace was captured from (the same loaded model is reused) or the loaded model.
+
+    Returns:
+        (batch, pos, layer, head) float32, the conventions of :mod:`attnsim.stats.dla` (final norm's scale of the
+        trace's own pass, mean-logit baseline); NaN where a position has no real next token.
+
+    Raises:
+        KeyError: the trace lacks ``result`` or ``resid_post``.
+        ModelError: the model is not a causal LM with a declared final norm.
+    """
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.residual import next_tokens, readout_of
+    from attnsim.capture.trace import _loaded
+
+    loaded = _loaded(str(model), False, 512)[1] if isinstance(model, str) else model
+    readout = readout_of(loaded, architecture_for(loaded.config.model_type))
+    targets, valid = next_tokens(t.tokens.cpu(), t.mask.cpu())
+    results = [t["result", layer].cpu() for layer in range(t.n_layers)]
+    sigma = readout.scale(t["resid_post", -1].cpu())[valid]
+    w_target = readout.w_u[targets[valid]]
+    values = head_attribution(results, valid, readout_directions(w_target, readout.gain, readout.centred, sigma, readout.w_u.mean(0)))
+    out = torch.full((*valid.shape, t.n_layers, values.shape[1]), float("nan"))
+    out[valid] = values.permute(2, 0, 1)
+    return out

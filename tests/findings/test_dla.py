@@ -152,3 +152,22 @@ def test_a_dla_run_logs_per_head_metrics_and_the_decomposition_check(tmp_path, t
     assert metrics["dla/decomposition_error"] < 1e-4
     assert "dla/dla_mean/L01/H03" in metrics and "dla/dla_positive_share/L00" in metrics
     assert 0 <= metrics["dla/dla_positive_share/L01/H03"] <= 1
+
+
+def test_trace_dla_is_the_findings_per_position_attribution(tmp_path):
+    import attnsim
+    from attnsim.findings.dla import trace_dla
+
+    path = save_tiny(tmp_path, "llama")
+    texts = ["The minister said the plan would cost more.", "Shares fell."]
+    t = attnsim.trace(texts, model=str(path), names=["result", "resid_post"])
+    per_position = trace_dla(t, model=str(path))
+    assert per_position.shape == (2, t.tokens.shape[1], 2, 4)
+    assert torch.isnan(per_position[:, -1]).all() and torch.isnan(per_position[1][t.mask[1] == 0]).all()
+    info = inspect_model(str(path), 32)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    finding = DLAFinding(2, 4, 32, None)
+    summary = _fold(finding, ResidualModule(model, info, DLAFinding.residual), t.tokens, t.mask)
+    torch.testing.assert_close(per_position.nanmean((0, 1)), summary.scalars["dla_mean"].float(), rtol=1e-5, atol=1e-6)
