@@ -195,27 +195,33 @@ def _loaded(path: str, eager: bool, seq_len: int) -> Tuple[Any, nn.Module, Any]:
     return info, model, load_tokenizer(info, seq_len)
 
 
-def _texts(text_or_texts: Any) -> List[str]:
-    """The texts of ``attnsim.trace``'s first argument (one string or a list of strings).
+def _texts(text_or_texts: Any) -> "List[str] | torch.Tensor":
+    """The texts of ``attnsim.trace``'s first argument (one string or a list of strings), or its token ids ((batch, pos) or (pos,)).
 
     Raises:
-        ConfigError: not a non-empty string or a non-empty list of them.
+        ConfigError: not a non-empty string, a non-empty list of them or an integer tensor of token ids.
     """
+    if isinstance(text_or_texts, torch.Tensor) and text_or_texts.dim() in (1, 2) and not text_or_texts.is_floating_point() and text_or_texts.numel():
+        return text_or_texts if text_or_texts.dim() == 2 else text_or_texts[None]
     texts = [text_or_texts] if isinstance(text_or_texts, str) else text_or_texts
     if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
         raise ConfigError(
-            f"attnsim.trace takes a text or a list of texts, each a non-empty string; got {type(text_or_texts).__name__} {str(text_or_texts)[:60]!r}."
+            f"attnsim.trace takes a text, a list of texts (each a non-empty string) or a tensor of token ids; got {type(text_or_texts).__name__} {str(text_or_texts)[:60]!r}."
         )
     return list(texts)
 
 
-def _inputs(tokenizer: Any, texts: List[str], arch: Any, config: Any, seq_len: int) -> Dict[str, torch.Tensor]:
-    """The forward's inputs: token ids and mask (texts padded on the right); an encoder–decoder's decoder reads the same
-    tokens shifted right (:func:`attnsim.capture.seq2seq.shift_right`)."""
-    if tokenizer.pad_token is None:  # decoders often have none; padding is masked, any id does
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "right"
-    encoded = tokenizer(texts, padding=True, truncation=True, max_length=seq_len, return_tensors="pt")
+def _inputs(tokenizer: Any, texts: "List[str] | torch.Tensor", arch: Any, config: Any, seq_len: int) -> Dict[str, torch.Tensor]:
+    """The forward's inputs: token ids and mask (texts padded on the right; token ids as given, every one real); an
+    encoder–decoder's decoder reads the same tokens shifted right (:func:`attnsim.capture.seq2seq.shift_right`)."""
+    if isinstance(texts, torch.Tensor):
+        ids = texts.long()[:, :seq_len]
+        encoded = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    else:
+        if tokenizer.pad_token is None:  # decoders often have none; padding is masked, any id does
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "right"
+        encoded = tokenizer(texts, padding=True, truncation=True, max_length=seq_len, return_tensors="pt")
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
     if arch.seq2seq:
         from attnsim.capture.seq2seq import _start_token, shift_right
@@ -239,7 +245,8 @@ def trace(
         t.save("cat.safetensors"); attnsim.capture.record.Trace.load("cat.safetensors")
 
     Args:
-        text_or_texts: a text or a list of texts (padded on the right to the longest; ``t.mask`` marks real tokens).
+        text_or_texts: a text or a list of texts (padded on the right to the longest; ``t.mask`` marks real tokens), or
+            token ids, a (batch, pos) or (pos,) integer tensor (no special tokens are added).
         model: any ``model.path`` attnsim supports (``bundled``, ``smollm2``, a folder, a ``.gguf`` file; loaded once and
             kept for the next call, with its LM head where the checkpoint has one), or a loaded Hugging Face model
             (then ``tokenizer`` is required).

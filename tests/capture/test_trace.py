@@ -140,10 +140,18 @@ def test_names_capture_only_what_is_asked(family_trace):
         t["pattern", 5]
 
 
+def test_token_ids_are_traced_as_given(family_trace):
+    _, path, t = family_trace
+    again = attnsim.trace(t.tokens[0], model=str(path), names=["resid_post"])
+    assert torch.equal(again.tokens, t.tokens[:1]) and again.mask.all()
+    length = int(t.mask[0].sum())  # the first text is the longest: no padding
+    torch.testing.assert_close(again["resid_post", 1][:, :length], t["resid_post", 1][:1, :length], rtol=1e-6, atol=1e-6)
+
+
 def test_bad_names_and_texts_are_refused_before_any_model_loads(tmp_path):
     with pytest.raises(ConfigError, match="cannot capture \\['attention'\\]. Give names among pattern, z, result"):
         attnsim.trace("a text", model=str(tmp_path / "no-model"), names=["attention"])
-    with pytest.raises(ConfigError, match="takes a text or a list of texts"):
+    with pytest.raises(ConfigError, match="takes a text, a list of texts \\(each a non-empty string\\) or a tensor of token ids"):
         attnsim.trace(["a text", ""], model=str(tmp_path / "no-model"))
 
 
