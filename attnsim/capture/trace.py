@@ -177,13 +177,13 @@ def attention_bias(model: nn.Module, arch: Any, d_model: int) -> torch.Tensor:
 
 
 @lru_cache(maxsize=2)
-def _loaded(path: str, eager: bool, seq_len: int) -> Tuple[Any, nn.Module, Any]:
+def _loaded(path: str, eager: bool) -> Tuple[Any, nn.Module, Any]:
     """``(info, model, tokenizer)`` of a ``model.path``, with its LM head where it has one (kept for the next call)."""
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     from attnsim.capture.load import inspect_model, load_model, load_tokenizer
 
-    info = inspect_model(path, seq_len)
+    info = inspect_model(path, 1)  # the length is checked by trace (texts are cut to the model's positions)
     if info.arch.vision:
         raise ModelError(f"attnsim.trace reads texts; '{info.name}' is a Vision Transformer. Give a text model (model.path of an encoder or a language model).")
     auto = AutoModelForCausalLM if info.causal else AutoModelForSeq2SeqLM if info.arch.seq2seq else AutoModel
@@ -191,8 +191,8 @@ def _loaded(path: str, eager: bool, seq_len: int) -> Tuple[Any, nn.Module, Any]:
     if info.arch.seq2seq:
         from attnsim.capture.seq2seq import load_pair_tokenizer
 
-        return info, model, load_pair_tokenizer(info, seq_len)
-    return info, model, load_tokenizer(info, seq_len)
+        return info, model, load_pair_tokenizer(info, 1)
+    return info, model, load_tokenizer(info, 1)
 
 
 def _texts(text_or_texts: Any) -> "List[str] | torch.Tensor":
@@ -255,7 +255,7 @@ def trace(
             tensor: SmolLM2, 128 tokens, 30 layers: 255 MiB); ``attn_out``, ``mlp_out``, ``resid_pre``, ``resid_mid``,
             ``resid_post`` 4·B·T·d_model each. ``t.logits`` (B, T, vocab) is kept whatever ``names`` says.
         tokenizer: the tokenizer of a loaded ``model``.
-        seq_len: tokens kept of each text (longer texts are cut).
+        seq_len: tokens kept of each text (longer texts are cut; at most the model's positions).
 
     Returns:
         A :class:`~attnsim.capture.record.Trace`; its module docstring (:mod:`attnsim.capture.trace`) says what each name
@@ -277,7 +277,8 @@ def trace(
         n_layers, n_heads, d_head, d_model, _ = model_shape(model.config)
         info = None
     else:
-        info, model, tokenizer = _loaded(str(model), "pattern" in names, seq_len)
+        info, model, tokenizer = _loaded(str(model), "pattern" in names)
+        seq_len = min(seq_len, info.max_length or seq_len)
         arch, n_layers, n_heads, d_head, d_model = info.arch, info.n_layers, info.n_heads, info.d_head, info.d_model
     if arch.seq2seq:
         from attnsim.capture.seq2seq import decoder_shape

@@ -84,7 +84,8 @@ def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
 
     Args:
         t: a :class:`~attnsim.capture.record.Trace` holding ``result`` and ``resid_post``.
-        model: the ``model.path`` the trace was captured from (the same loaded model is reused) or the loaded model.
+        model: the ``model.path`` the trace was captured from (its loaded model is reused when the trace kept no
+            ``pattern``; a trace with ``pattern`` ran eager attention, and the model is loaded once more) or the loaded model.
 
     Returns:
         (batch, pos, layer, head) float32, the conventions of :mod:`attnsim.stats.dla` (final norm's scale of the
@@ -98,7 +99,7 @@ def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
     from attnsim.capture.residual import next_tokens, readout_of
     from attnsim.capture.trace import _loaded
 
-    loaded = _loaded(str(model), False, 512)[1] if isinstance(model, str) else model
+    loaded = _loaded(str(model), False)[1] if isinstance(model, str) else model
     readout = readout_of(loaded, architecture_for(loaded.config.model_type))
     targets, valid = next_tokens(t.tokens.cpu(), t.mask.cpu())
     results = [t["result", layer].cpu() for layer in range(t.n_layers)]

@@ -182,3 +182,41 @@ def test_smollm2_pattern_and_result_match_hooks_on_the_model(smollm2):
         torch.testing.assert_close(t["pattern", layer], reference.attentions[layer], rtol=0, atol=0)
         assert float((t["result", layer].sum(2) - outs[layer]).abs().max() / outs[layer].abs().max()) < 1e-6
     torch.testing.assert_close(t.logits, reference.logits, rtol=0, atol=0)
+
+
+def test_post_norm_bert_names_what_the_module_docstring_says(tiny_bert):
+    """BERT: attn_out is attention.output.dense's output (before its LayerNorm), mlp_out output.dense's (before the output
+    LayerNorm), resid_post the layer's output; an encoder has no logits."""
+    from transformers import AutoModel
+
+    t = attnsim.trace(TEXTS, model=str(tiny_bert), names=["result", "attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post"])
+    model = AutoModel.from_pretrained(tiny_bert).eval()
+    dense, mlp = [], []
+    handles = []
+    for layer in model.encoder.layer:
+        handles.append(layer.attention.output.dense.register_forward_hook(lambda m, a, o: dense.append(o)))
+        handles.append(layer.output.dense.register_forward_hook(lambda m, a, o: mlp.append(o)))
+    with torch.no_grad():
+        out = model(input_ids=t.tokens, attention_mask=t.mask)
+    for handle in handles:
+        handle.remove()
+    assert t.logits is None
+    for layer in range(t.n_layers):
+        bias = model.encoder.layer[layer].attention.output.dense.bias.detach()
+        assert float((t["result", layer].sum(2) + bias - dense[layer]).abs().max() / dense[layer].abs().max()) < 1e-6
+        torch.testing.assert_close(t["attn_out", layer], dense[layer], rtol=0, atol=0)
+        torch.testing.assert_close(t["mlp_out", layer], mlp[layer], rtol=0, atol=0)
+        torch.testing.assert_close(t["resid_mid", layer], t["resid_pre", layer] + dense[layer], rtol=0, atol=0)
+    torch.testing.assert_close(t["resid_post", t.n_layers - 1], out.last_hidden_state, rtol=0, atol=0)
+
+
+def test_a_trace_is_logged_as_a_run_artifact(family_trace, tracking_uri, tmp_path):
+    from mlflow import MlflowClient
+    from mlflow.artifacts import download_artifacts
+
+    _, _, t = family_trace
+    client = MlflowClient(tracking_uri)
+    run = client.create_run(client.create_experiment("traces"))
+    assert t.log_artifact(run.info.run_id, uri=tracking_uri) == "traces/trace.safetensors"
+    local = download_artifacts(run_id=run.info.run_id, artifact_path="traces/trace.safetensors", dst_path=str(tmp_path), tracking_uri=tracking_uri)
+    assert torch.equal(Trace.load(local)["resid_post", 1], t["resid_post", 1])
