@@ -75,6 +75,11 @@ class Architecture(_Kinded):
         output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
             its input is the concatenation of the heads' outputs Z.
         kind: what the family is (:class:`ModelKind`); ``vision``, ``causal`` and ``seq2seq`` follow from it.
+        mlp: path (within a layer) of the module whose output is the MLP's write to the residual stream, before any
+            residual add or norm (:func:`attnsim.trace`'s ``mlp_out``); "" where the family declares none (Vision
+            Transformers).
+        final_norm: path (under ``base_model``) of a causal LM's final norm before the unembedding, which the logit
+            lens and direct logit attribution read; "" for the other kinds.
         interpolation: how a Vision Transformer takes images of another size than ``config.image_size``
             (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
             takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
@@ -95,11 +100,7 @@ class Architecture(_Kinded):
     # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
     # the transpose of nn.Linear's; read it through projection_weight
     conv1d: bool = False
-    # path (within a layer) of the module whose output is the MLP's write to the residual stream, before
-    # any residual add or norm (attnsim.capture.trace's mlp_out); "" where the family declares none
     mlp: str = ""
-    # path (under base_model) of the final norm before the unembedding of a causal LM (the logit lens and
-    # direct logit attribution read it); "" where the family declares none
     final_norm: str = ""
 
 
@@ -251,6 +252,8 @@ class Seq2SeqArchitecture(_Kinded):
             learned relative position bias instead (documentation only: Z is read before W_O either way).
         kind: :attr:`ModelKind.ENCODER_DECODER` (``seq2seq`` true; ``vision`` and ``causal`` false: it takes
             token ids, not images, and is not a decoder-only model).
+        decoder_mlp: path (within a decoder layer) of the module whose output is the MLP's write to the residual
+            stream (:func:`attnsim.trace`'s ``mlp_out`` of the decoder).
     """
 
     encoder_layers: str
@@ -261,7 +264,6 @@ class Seq2SeqArchitecture(_Kinded):
     scaled: bool = True
     kind: ModelKind = ModelKind.ENCODER_DECODER
     interpolation: str = "none"
-    # path (within a decoder layer) of the module whose output is the MLP's write to the residual stream
     decoder_mlp: str = ""
 
 
