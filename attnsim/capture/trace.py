@@ -155,6 +155,8 @@ def capture_record(
             raise ModelError(f"Captured {name} of {len(captured)} layers but the model has {len(layers)}; the architecture table does not match this model.")
     size, length = (int(s) for s in inputs["decoder_input_ids" if arch.seq2seq else "input_ids"].shape)
     check_shapes(z, maps, n_heads, size, length)
+    if "mlp_out" in hooked:  # OPT runs its MLP on the flattened (batch x pos, d_model) stream
+        hooked["mlp_out"] = [m.reshape(size, length, -1) for m in hooked["mlp_out"]]
     w_o = output_projections(model, stream, n_heads) if "result" in names else None
     return _assemble(names, z, hooked, maps, w_o), outputs
 

@@ -220,3 +220,13 @@ def test_a_trace_is_logged_as_a_run_artifact(family_trace, tracking_uri, tmp_pat
     assert t.log_artifact(run.info.run_id, uri=tracking_uri) == "traces/trace.safetensors"
     local = download_artifacts(run_id=run.info.run_id, artifact_path="traces/trace.safetensors", dst_path=str(tmp_path), tracking_uri=tracking_uri)
     assert torch.equal(Trace.load(local)["resid_post", 1], t["resid_post", 1])
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "opt", "qwen2", "gemma", "mistral"])
+def test_every_decoder_familys_stream_adds_up(family, tmp_path):
+    """resid_post = resid_mid + mlp_out (GPT-NeoX's parallel block too; OPT's MLP runs on the flattened stream) and
+    resid_post[L] = resid_pre[L + 1]."""
+    t = attnsim.trace(TEXTS, model=str(save_tiny(tmp_path, family)), names=["mlp_out", "resid_pre", "resid_mid", "resid_post"])
+    for layer in range(t.n_layers):
+        torch.testing.assert_close(t["resid_mid", layer] + t["mlp_out", layer], t["resid_post", layer], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(t["resid_post", 0], t["resid_pre", 1], rtol=0, atol=0)

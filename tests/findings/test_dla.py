@@ -131,6 +131,19 @@ def _independent_dla(family, model, encoded):
     return torch.stack(means).detach()
 
 
+@pytest.mark.parametrize("family", ["gpt_neox", "opt", "qwen2", "gemma", "mistral"])
+def test_the_decomposition_holds_for_every_decoder_family(family, tmp_path):
+    """GPT-NeoX's parallel block, OPT's flattened MLP, Gemma's norm that scales by 1 + weight."""
+    from transformers import AutoModelForCausalLM
+
+    path = save_tiny(tmp_path, family)
+    info = inspect_model(str(path), 32)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    finding = DLAFinding(info.n_layers, info.n_heads, 32, None)
+    summary = _fold(finding, ResidualModule(model, info, DLAFinding.residual), torch.tensor([[5, 9, 33, 7, 101, 64, 12]]))
+    assert summary.metrics["decomposition_error"] < 1e-6 and summary.metrics["positions"] == 6
+
+
 def test_dla_refuses_a_model_that_is_not_a_causal_lm(tmp_path, tracking_uri):
     import attnsim
     from attnsim.errors import ConfigError
