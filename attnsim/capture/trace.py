@@ -256,7 +256,7 @@ def trace(
             ``pattern`` 4·B·H·T² bytes; ``z`` 4·B·T·H·d_head; ``result`` 4·B·T·H·d_model (H times a residual
             tensor: SmolLM2, 128 tokens, 30 layers: 255 MiB); ``attn_out``, ``mlp_out``, ``resid_pre``, ``resid_mid``,
             ``resid_post`` 4·B·T·d_model each. ``t.logits`` (B, T, vocab) is kept whatever ``names`` says.
-        tokenizer: the tokenizer of a loaded ``model``.
+        tokenizer: the tokenizer of a loaded ``model`` (not needed for token ids: ``str_tokens`` are then the ids as text).
         seq_len: tokens kept of each text (longer texts are cut; at most the model's positions).
 
     Returns:
@@ -270,8 +270,10 @@ def trace(
     names = check_names(names)
     texts = _texts(text_or_texts)
     if isinstance(model, nn.Module):
-        if tokenizer is None:
-            raise ConfigError("attnsim.trace of a loaded model needs its tokenizer: trace(texts, model=model, tokenizer=tokenizer).")
+        if tokenizer is None and not isinstance(texts, torch.Tensor):
+            raise ConfigError(
+                "attnsim.trace of texts through a loaded model needs its tokenizer: trace(texts, model=model, tokenizer=tokenizer); or give token ids."
+            )
         from attnsim.capture.architectures import architecture_for
         from attnsim.capture.load import model_shape
 
@@ -299,7 +301,7 @@ def trace(
         "d_model": d_model,
     }
     logits = getattr(outputs, "logits", None)
-    str_tokens = [tokenizer.convert_ids_to_tokens(row) for row in tokens.tolist()]
+    str_tokens = [tokenizer.convert_ids_to_tokens(row) if tokenizer is not None else [str(i) for i in row] for row in tokens.tolist()]
     return Trace(tensors, tokens, str_tokens, inputs["attention_mask"], logits.detach() if logits is not None else None, meta)
 
 

@@ -9,7 +9,7 @@ the model's own logit of the same token; it is float32 rounding (about 1e-7) whe
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 import torch
 
@@ -73,7 +73,7 @@ class DLAFinding(Finding):
         )
 
 
-def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
+def trace_dla(t: Any, model: Any = "smollm2", contrast: Optional[int] = None) -> torch.Tensor:
     """Every head's direct logit attribution to each position's actual next token, from a trace of a causal LM.
 
     Example::
@@ -84,6 +84,8 @@ def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
 
     Args:
         t: a :class:`~attnsim.capture.record.Trace` holding ``result`` and ``resid_post``.
+        contrast: a token id whose logit is the baseline (each head's effect on the next token's logit minus its effect
+            on this token's), instead of the mean logit over the vocabulary.
         model: the ``model.path`` the trace was captured from (its loaded model is reused when the trace kept no
             ``pattern``; a trace with ``pattern`` ran eager attention, and the model is loaded once more) or the loaded model.
 
@@ -105,7 +107,8 @@ def trace_dla(t: Any, model: Any = "smollm2") -> torch.Tensor:
     results = [t["result", layer].cpu() for layer in range(t.n_layers)]
     sigma = readout.scale(t["resid_post", -1].cpu())[valid]
     w_target = readout.w_u[targets[valid]]
-    values = head_attribution(results, valid, readout_directions(w_target, readout.gain, readout.centred, sigma, readout.w_u.mean(0)))
+    baseline = readout.w_u.mean(0) if contrast is None else readout.w_u[int(contrast)]
+    values = head_attribution(results, valid, readout_directions(w_target, readout.gain, readout.centred, sigma, baseline))
     out = torch.full((*valid.shape, t.n_layers, values.shape[1]), float("nan"))
     out[valid] = values.permute(2, 0, 1)
     return out

@@ -79,6 +79,23 @@ def test_the_successor_head_raises_the_next_token_by_the_hand_worked_amount():
     assert summary.metrics["positions"] == 2 and summary.metrics["decomposition_error"] < 1e-6
 
 
+def test_trace_dla_of_the_successor_model_with_the_mean_or_a_contrast_token_as_baseline():
+    import attnsim
+    from attnsim.findings.dla import trace_dla
+
+    model, _ = _successor_model()
+    t = attnsim.trace(torch.tensor([0, 1, 2]), model=model, names=["result", "resid_post"])
+    assert t.str_tokens == [["0", "1", "2"]]
+    norm_in = 2.0 / math.sqrt(4 * (0.25 + EPS))
+    sigma = [math.sqrt((1 + norm_in**2) / 4 + EPS), math.sqrt(((1 + norm_in / 2) ** 2 + (norm_in / 2) ** 2) / 4 + EPS)]
+    mean = trace_dla(t, model)[0, :, 1, 0]
+    assert abs(float(mean[0]) - 0.75 * norm_in / sigma[0]) < 1e-5 and abs(float(mean[1]) - 0.5 * norm_in / 2 / sigma[1]) < 1e-5
+    # against token 0: position 0 writes norm_in·e_1, read along e_1 − e_0; position 1 writes norm_in/2·(e_1 + e_2), along e_2 − e_0
+    contrast = trace_dla(t, model, contrast=0)[0, :, 1, 0]
+    assert abs(float(contrast[0]) - norm_in / sigma[0]) < 1e-5 and abs(float(contrast[1]) - norm_in / 2 / sigma[1]) < 1e-5
+    assert torch.isnan(contrast[2])
+
+
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_every_component_sums_to_the_models_logit(family, tmp_path):
     from transformers import AutoModelForCausalLM
