@@ -76,8 +76,8 @@ class Architecture(_Kinded):
             its input is the concatenation of the heads' outputs Z.
         kind: what the family is (:class:`ModelKind`); ``vision``, ``causal`` and ``seq2seq`` follow from it.
         mlp: path (within a layer) of the module whose output is the MLP's write to the residual stream, before any
-            residual add or norm (:func:`attnsim.trace`'s ``mlp_out``); "" where the family declares none (Vision
-            Transformers).
+            residual add or norm (:func:`attnsim.trace`'s ``mlp_out``; DINOv2's is its layer scale, which scales the MLP's
+            output); "" where the family declares none.
         final_norm: path (under ``base_model``) of a causal LM's final norm before the unembedding, which the logit
             lens and direct logit attribution read; "" for the other kinds.
         interpolation: how a Vision Transformer takes images of another size than ``config.image_size``
@@ -106,9 +106,18 @@ class Architecture(_Kinded):
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", mlp="output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
-_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument")
+_VIT = Architecture(
+    "layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument", mlp="mlp"
+)
 _DINOV2 = Architecture(
-    "encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="always"
+    "encoder.layer",
+    "attention.q_proj",
+    "attention.k_proj",
+    "attention.v_proj",
+    "attention.o_proj",
+    kind=ModelKind.VISION,
+    interpolation="always",
+    mlp="layer_scale2",
 )
 
 # decoder-only language models (transformers 5: every one dispatches attention through

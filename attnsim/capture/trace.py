@@ -17,6 +17,9 @@ What each name is, per kind of model:
   still holds. In a post-norm encoder (BERT family) ``resid_mid`` is the sum *before* the attention block's
   LayerNorm, ``mlp_out`` the output projection's (``output.dense``) output before the output LayerNorm, and
   ``resid_post`` the layer's output after it: ``resid_post = LayerNorm(LayerNorm(resid_mid) + mlp_out)``.
+- Vision Transformers (ViT, DeiT: pre-norm): as pre-norm decoders, over the extra tokens and the patches. DINOv2
+  scales each write by a learned layer scale: ``mlp_out`` is the scaled write (``layer_scale2``'s output), but
+  ``attn_out`` is W_O's output before ``layer_scale1``, so ``resid_mid`` there is not a point of the stream.
 - Encoder–decoders (T5, BART, Marian): the record is the *decoder's*: ``pattern`` its causal self-attention,
   ``attn_out`` its self-attention's output; the cross-attention's write lies between ``resid_mid`` and the
   MLP, so ``resid_post = resid_mid + cross-attention output + mlp_out`` (T5; BART and Marian are post-norm).
@@ -153,10 +156,13 @@ def capture_record(
     for name, captured in list(hooked.items()) + [("z", z)] * need_z:
         if len(captured) != len(layers):
             raise ModelError(f"Captured {name} of {len(captured)} layers but the model has {len(layers)}; the architecture table does not match this model.")
-    size, length = (int(s) for s in inputs["decoder_input_ids" if arch.seq2seq else "input_ids"].shape)
+    if arch.vision:  # T: the extra tokens and the patches, as the captured tensors say
+        size, length = int(inputs["pixel_values"].shape[0]), None
+    else:
+        size, length = (int(s) for s in inputs["decoder_input_ids" if arch.seq2seq else "input_ids"].shape)
     check_shapes(z, maps, n_heads, size, length)
     if "mlp_out" in hooked:  # OPT runs its MLP on the flattened (batch x pos, d_model) stream
-        hooked["mlp_out"] = [m.reshape(size, length, -1) for m in hooked["mlp_out"]]
+        hooked["mlp_out"] = [m.reshape(size, -1, m.shape[-1]) for m in hooked["mlp_out"]]
     w_o = output_projections(model, stream, n_heads) if "result" in names else None
     return _assemble(names, z, hooked, maps, w_o), outputs
 
@@ -186,25 +192,26 @@ def _loaded(path: str, eager: bool) -> Tuple[Any, nn.Module, Any]:
     from attnsim.capture.load import inspect_model, load_model, load_tokenizer
 
     info = inspect_model(path, 1)  # the length is checked by trace (texts are cut to the model's positions)
-    if info.arch.vision:
-        raise ModelError(f"attnsim.trace reads texts; '{info.name}' is a Vision Transformer. Give a text model (model.path of an encoder or a language model).")
     auto = AutoModelForCausalLM if info.causal else AutoModelForSeq2SeqLM if info.arch.seq2seq else AutoModel
     model, _ = load_model(info, attn_implementation="eager" if eager else "sdpa", needs_attention=eager, auto_class=auto)
     if info.arch.seq2seq:
         from attnsim.capture.seq2seq import load_pair_tokenizer
 
         return info, model, load_pair_tokenizer(info, 1)
-    return info, model, load_tokenizer(info, 1)
+    return info, model, None if info.arch.vision else load_tokenizer(info, 1)
 
 
 def _texts(text_or_texts: Any) -> "List[str] | torch.Tensor":
     """The texts of ``attnsim.trace``'s first argument (one string or a list of strings), or its token ids ((batch, pos) or (pos,)).
 
     Raises:
-        ConfigError: not a non-empty string, a non-empty list of them or an integer tensor of token ids.
+        ConfigError: not a non-empty string, a non-empty list of them, an integer tensor of token ids or a
+            (batch, channels, height, width) float tensor of images.
     """
     if isinstance(text_or_texts, torch.Tensor) and text_or_texts.dim() in (1, 2) and not text_or_texts.is_floating_point() and text_or_texts.numel():
         return text_or_texts if text_or_texts.dim() == 2 else text_or_texts[None]
+    if isinstance(text_or_texts, torch.Tensor) and text_or_texts.dim() == 4 and text_or_texts.is_floating_point():
+        return text_or_texts  # images: (batch, channels, height, width) pixel values
     texts = [text_or_texts] if isinstance(text_or_texts, str) else text_or_texts
     if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
         raise ConfigError(
@@ -216,6 +223,13 @@ def _texts(text_or_texts: Any) -> "List[str] | torch.Tensor":
 def _inputs(tokenizer: Any, texts: "List[str] | torch.Tensor", arch: Any, config: Any, seq_len: int) -> Dict[str, torch.Tensor]:
     """The forward's inputs: token ids and mask (texts padded on the right; token ids as given, every one real); an
     encoder–decoder's decoder reads the same tokens shifted right (:func:`attnsim.capture.seq2seq.shift_right`)."""
+    if arch.vision or (isinstance(texts, torch.Tensor) and texts.is_floating_point()):
+        from attnsim.capture.vision import vision_inputs
+
+        if not (arch.vision and isinstance(texts, torch.Tensor) and texts.is_floating_point()):
+            kind = "a Vision Transformer takes" if arch.vision else "a text model takes texts or token ids, not"
+            raise ConfigError(f"attnsim.trace: {kind} images, a (batch, channels, height, width) float tensor of pixel values.")
+        return vision_inputs(texts, config, arch)
     if isinstance(texts, torch.Tensor):
         ids = texts.long()[:, :seq_len]
         encoded = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -248,7 +262,9 @@ def trace(
 
     Args:
         text_or_texts: a text or a list of texts (padded on the right to the longest; ``t.mask`` marks real tokens), or
-            token ids, a (batch, pos) or (pos,) integer tensor (no special tokens are added).
+            token ids, a (batch, pos) or (pos,) integer tensor (no special tokens are added); for a Vision Transformer,
+            images: a (batch, channels, height, width) float tensor of pixel values (``t.tokens`` are then the
+            positions: the extra tokens, e.g. [CLS], then the patches row by row).
         model: any ``model.path`` attnsim supports (``bundled``, ``smollm2``, a folder, a ``.gguf`` file; loaded once and
             kept for the next call, with its LM head where the checkpoint has one), or a loaded Hugging Face model
             (then ``tokenizer`` is required).
@@ -264,8 +280,8 @@ def trace(
         is in encoders, decoders and encoder–decoders.
 
     Raises:
-        ConfigError: an unknown name, or no text.
-        ModelError: a model attnsim cannot load or capture (a Vision Transformer: trace reads texts).
+        ConfigError: an unknown name, no text, or images for a text model (and texts for a Vision Transformer).
+        ModelError: a model attnsim cannot load or capture.
     """
     names = check_names(names)
     texts = _texts(text_or_texts)
@@ -288,9 +304,14 @@ def trace(
         from attnsim.capture.seq2seq import decoder_shape
 
         n_layers, n_heads, d_head = decoder_shape(model.config)
-    inputs = {k: v.to(model.device) for k, v in _inputs(tokenizer, texts, arch, model.config, seq_len).items()}
+    inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in _inputs(tokenizer, texts, arch, model.config, seq_len).items()}
     tensors, outputs = capture_record(model, arch, n_heads, inputs, names)
-    tokens = inputs["input_ids"]
+    if arch.vision:  # images: token i is position i (the extra tokens, e.g. [CLS], then the patches row by row)
+        length = next(iter(tensors.values()))[0].shape[2 if "pattern" in tensors else 1]
+        tokens = torch.arange(length).expand(inputs["pixel_values"].shape[0], length)
+        inputs["attention_mask"] = torch.ones_like(tokens)
+    else:
+        tokens = inputs["input_ids"]
     meta = {
         "model": info.name if info is not None else str(getattr(model.config, "_name_or_path", "") or model.config.model_type),
         "model_type": model.config.model_type,
@@ -301,7 +322,7 @@ def trace(
         "d_model": d_model,
     }
     logits = getattr(outputs, "logits", None)
-    str_tokens = [tokenizer.convert_ids_to_tokens(row) if tokenizer is not None else [str(i) for i in row] for row in tokens.tolist()]
+    str_tokens = [tokenizer.convert_ids_to_tokens(row) if tokenizer is not None and not arch.vision else [str(i) for i in row] for row in tokens.tolist()]
     return Trace(tensors, tokens, str_tokens, inputs["attention_mask"], logits.detach() if logits is not None else None, meta)
 
 

@@ -230,3 +230,38 @@ def test_every_decoder_familys_stream_adds_up(family, tmp_path):
     for layer in range(t.n_layers):
         torch.testing.assert_close(t["resid_mid", layer] + t["mlp_out", layer], t["resid_post", layer], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(t["resid_post", 0], t["resid_pre", 1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("family", ["vit", "dinov2"])
+def test_vision_transformers_are_traced_from_pixel_values(family, tmp_path):
+    from transformers import AutoConfig, AutoModel
+
+    fields = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=16)
+    if family == "vit":
+        fields["intermediate_size"] = 64
+    torch.manual_seed(0)
+    AutoModel.from_config(AutoConfig.for_model(family, **fields)).save_pretrained(tmp_path)
+    pixels = torch.randn(2, 3, 32, 32)
+    t = attnsim.trace(pixels, model=str(tmp_path))
+    model = AutoModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    outs = []
+    layers = model.base_model.get_submodule("layers" if family == "vit" else "encoder.layer")
+    handles = [layer.attention.o_proj.register_forward_hook(lambda m, a, o: outs.append(o)) for layer in layers]
+    with torch.no_grad():
+        reference = model(pixel_values=pixels, output_attentions=True)
+    for handle in handles:
+        handle.remove()
+    assert t.tokens.shape == (2, 5) and t.str_tokens[0] == ["0", "1", "2", "3", "4"]  # [CLS] and 2 x 2 patches
+    for layer in range(2):
+        torch.testing.assert_close(t["pattern", layer], reference.attentions[layer], rtol=0, atol=0)
+        bias = layers[layer].attention.o_proj.bias.detach()
+        assert float((t["result", layer].sum(2) + bias - outs[layer]).abs().max() / outs[layer].abs().max()) < 1e-6
+    torch.testing.assert_close(t["resid_post", 0], t["resid_pre", 1], rtol=0, atol=0)
+    if family == "vit":  # pre-norm: the MLP's write is all that lies between resid_mid and resid_post
+        torch.testing.assert_close(t["resid_mid", 1] + t["mlp_out", 1], t["resid_post", 1], rtol=1e-6, atol=1e-6)
+
+
+def test_images_for_a_text_model_are_refused(family_trace):
+    _, path, _ = family_trace
+    with pytest.raises(ConfigError, match="a text model takes texts or token ids, not images"):
+        attnsim.trace(torch.randn(1, 3, 32, 32), model=str(path))
