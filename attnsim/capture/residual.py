@@ -134,7 +134,7 @@ class ResidualModule(pl.LightningModule):
         self.model = model
         self.info = info
         self.names = tuple(dict.fromkeys([*names, "resid_post"]))
-        self.readout = readout_of(model, info.arch)
+        self.readout = readout_of(model, info.arch)  # refuses a model without final norm or LM head before predict
         self.register_buffer("attn_bias", attention_bias(model, info.arch, info.d_model), persistent=False)
 
     def predict_step(self, batch: Dict[str, Any], batch_idx: int, dataloader_idx: int = 0) -> ResidualBatch:
@@ -142,6 +142,8 @@ class ResidualModule(pl.LightningModule):
         tensors, _ = capture_record(self.model.base_model, self.info.arch, self.info.n_heads, {"input_ids": ids, "attention_mask": mask}, self.names)
         record = Trace(tensors, ids, [], mask, None, {"n_layers": self.info.n_layers, "n_heads": self.info.n_heads})
         targets, valid = next_tokens(ids, mask)
+        if self.readout.w_u.device != ids.device:  # the module moved (a GPU): read the moved weights again
+            self.readout = readout_of(self.model, self.info.arch)
         sigma = self.readout.scale(tensors["resid_post"][-1])
         return ResidualBatch(record, targets, valid, sigma, self.readout, self.attn_bias)
 

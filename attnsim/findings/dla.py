@@ -52,7 +52,7 @@ class DLAFinding(Finding):
     @staticmethod
     def _constant(readout: Any, w_target: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The components that are no layer's: the norm's bias through W_U and the unembedding's bias, (N,)."""
-        out = torch.zeros(w_target.shape[0])
+        out = w_target.new_zeros(w_target.shape[0])
         if readout.bias is not None:
             out = out + w_target @ readout.bias
         if readout.b_u is not None:

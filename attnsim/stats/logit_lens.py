@@ -53,7 +53,7 @@ def lens_update(
         ``count``, each (layer, 1) float64.
     """
     n_layers, n = len(streams), int(targets.numel())
-    sums = {name: torch.zeros(n_layers, 1, dtype=torch.float64) for name in ("loss", "correct", "agree", "count")}
+    sums = {name: torch.zeros(n_layers, 1, dtype=torch.float64, device=targets.device) for name in ("loss", "correct", "agree", "count")}
     w = w_u.float()
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
@@ -65,10 +65,10 @@ def lens_update(
                 logits = logits + b_u.float()
             top = logits.argmax(-1)
             final_top = top if final_top is None else final_top
-            sums["loss"][layer] += float(F.cross_entropy(logits, target, reduction="sum"))
-            sums["correct"][layer] += float((top == target).sum())
-            sums["agree"][layer] += float((top == final_top).sum())
-            sums["count"][layer] += float(target.numel())
+            sums["loss"][layer] += F.cross_entropy(logits, target, reduction="sum").double()  # tensors: no device sync
+            sums["correct"][layer] += (top == target).sum().double()
+            sums["agree"][layer] += (top == final_top).sum().double()
+            sums["count"][layer] += target.numel()
     return sums
 
 
