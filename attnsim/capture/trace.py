@@ -270,7 +270,7 @@ def trace(
             (then ``tokenizer`` is required).
         names: what to keep (default: all). Memory per layer, float32, for B texts of T tokens, H heads:
             ``pattern`` 4·B·H·T² bytes; ``z`` 4·B·T·H·d_head; ``result`` 4·B·T·H·d_model (H times a residual
-            tensor: SmolLM2, 128 tokens, 30 layers: 255 MiB); ``attn_out``, ``mlp_out``, ``resid_pre``, ``resid_mid``,
+            tensor: SmolLM2, one text of 128 tokens, 30 layers: 76 MiB); ``attn_out``, ``mlp_out``, ``resid_pre``, ``resid_mid``,
             ``resid_post`` 4·B·T·d_model each. ``t.logits`` (B, T, vocab) is kept whatever ``names`` says.
         tokenizer: the tokenizer of a loaded ``model`` (not needed for token ids: ``str_tokens`` are then the ids as text).
         seq_len: tokens kept of each text (longer texts are cut; at most the model's positions).
