@@ -7,7 +7,7 @@ cross-entropy, nats), ``accuracy`` (top-1), ``agreement`` (top-1 equals the last
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, List, Tuple
 
 from attnsim.findings.base import Finding, Summary
 from attnsim.stats.logit_lens import LensSums, lens_update
@@ -53,3 +53,44 @@ class LogitLensFinding(Finding):
         ax.legend(fontsize=8)
         fig.tight_layout()
         yield "figures/logit_lens/loss_by_layer.png", fig
+
+
+def trace_lens(t: Any, model: Any = "smollm2", position: int = -1, k: int = 5, text: int = 0) -> List[List[Tuple[str, float]]]:
+    """The logit lens at one position of a trace: each layer's top ``k`` next tokens and their probabilities.
+
+    Example::
+
+        t = attnsim.trace("The Eiffel Tower is in the city of", model="smollm2", names=["resid_post"])
+        for layer, top in enumerate(trace_lens(t, "smollm2")):
+            print(layer, top[:3])
+
+    Args:
+        t: a :class:`~attnsim.capture.record.Trace` holding ``resid_post``.
+        model: the ``model.path`` the trace was captured from, or the loaded causal LM (its final norm and unembedding
+            are applied, with the stream's own scale: :func:`attnsim.stats.logit_lens.apply_norm`).
+        position: the position read (negative counts from the end of the text's real tokens).
+        k: tokens per layer. text: which text of the batch.
+
+    Returns:
+        Per layer (first to last), ``k`` pairs (token string, probability), most probable first; the last layer's are the
+        model's own next-token probabilities.
+
+    Raises:
+        KeyError: the trace lacks ``resid_post``. ModelError: the model is not a causal LM with a declared final norm.
+    """
+    import torch
+
+    from attnsim.capture.architectures import architecture_for
+    from attnsim.capture.residual import readout_of
+    from attnsim.capture.trace import _loaded
+    from attnsim.stats.logit_lens import apply_norm
+
+    loaded, tokenizer = _loaded(str(model), False)[1:] if isinstance(model, str) else (model, None)
+    r = readout_of(loaded, architecture_for(loaded.config.model_type))
+    real = int(t.mask[text].sum())
+    index = position if position >= 0 else real + position
+    streams = torch.stack([t["resid_post", layer][text, index].cpu() for layer in range(t.n_layers)])  # (layer, d_model)
+    logits = apply_norm(streams, r.gain, r.bias, r.centred, r.eps) @ r.w_u.T + (r.b_u if r.b_u is not None else 0.0)
+    probs, ids = logits.softmax(-1).topk(k, dim=-1)
+    name = tokenizer.convert_ids_to_tokens if tokenizer is not None else (lambda row: [str(i) for i in row])
+    return [list(zip(name(row), p)) for row, p in zip(ids.tolist(), probs.tolist())]

@@ -54,3 +54,23 @@ def test_a_logit_lens_run_logs_loss_by_layer_and_its_figure(tmp_path, tracking_u
     assert {"logit_lens/loss/L00", "logit_lens/loss/L01", "logit_lens/accuracy/L01", "logit_lens/final_loss"} <= set(metrics)
     assert metrics["logit_lens/loss/L01"] == pytest.approx(metrics["logit_lens/final_loss"])
     assert "loss_by_layer.png" in [a.path.rsplit("/", 1)[-1] for a in client.list_artifacts(result.run_id, "figures/logit_lens")]
+
+
+def test_trace_lens_last_layer_is_the_models_own_next_token_distribution(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    import attnsim
+    from attnsim.findings.logit_lens import trace_lens
+
+    path = save_tiny(tmp_path, "gpt2")
+    t = attnsim.trace(["Shares fell sharply on Monday.", "Shares fell."], model=str(path), names=["resid_post"])
+    lens = trace_lens(t, str(path), position=-1, k=3, text=1)
+    assert len(lens) == 2 and all(len(top) == 3 for top in lens)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    real = int(t.mask[1].sum())
+    with torch.no_grad():
+        probs = model(input_ids=t.tokens[1:, :real]).logits[0, -1].softmax(-1)
+    expected = probs.topk(3)
+    tokenizer = load_tokenizer(inspect_model(str(path), 32), 32)
+    assert [tok for tok, _ in lens[-1]] == tokenizer.convert_ids_to_tokens(expected.indices.tolist())
+    assert [p for _, p in lens[-1]] == pytest.approx(expected.values.tolist(), abs=1e-5)
