@@ -12,6 +12,8 @@ Python API (README, "Python API"); each call returns a documented result object:
 - :func:`attnsim.sweep` ``(experiment, checkpoints, overrides=None, base=None)`` -> :class:`SweepResult`
 - :func:`attnsim.compare` ``(run_ids=None, experiment=None, parent=None, ...)`` -> pandas DataFrame
 - :func:`attnsim.view` ``(text, model="bundled", run=None, ...)`` -> :class:`attnsim.explore.notebook.View` (inline explorer)
+- :func:`attnsim.trace` ``(text_or_texts, model="bundled", names=None)`` -> :class:`attnsim.capture.record.Trace` (one forward
+  pass, every layer's ``pattern``, ``z``, ``result``, ``attn_out``, ``mlp_out``, ``resid_pre/mid/post``, in TransformerLens's names)
 
 ``import attnsim`` stays light: each name imports its module on first use. The calls are as quiet as
 the command line (:mod:`attnsim.quiet`; ``ATTNSIM_VERBOSE=1`` shows the libraries' own output).
@@ -38,11 +40,13 @@ _LAZY = {
     "compare": "attnsim.analysis.compare",
     "AttnsimError": "attnsim.errors",
     "view": "attnsim.explore.notebook",
+    "trace": "attnsim.capture.trace",
+    "Trace": "attnsim.capture.record",
 }
 
 
 # the API's calls: the libraries' chatter is hidden before they first load (attnsim.quiet; ATTNSIM_VERBOSE=1 keeps it)
-_HEAVY_CALLS = ("run", "finetune", "sweep", "view")
+_HEAVY_CALLS = ("run", "finetune", "sweep", "view", "trace")
 _LIGHT_CALLS = ("report", "compare")
 
 

@@ -75,6 +75,11 @@ class Architecture(_Kinded):
         output: path (within a layer) of the attention output projection W_O, ``Linear(H*d_head, d_model)``;
             its input is the concatenation of the heads' outputs Z.
         kind: what the family is (:class:`ModelKind`); ``vision``, ``causal`` and ``seq2seq`` follow from it.
+        mlp: path (within a layer) of the module whose output is the MLP's write to the residual stream, before any
+            residual add or norm (:func:`attnsim.trace`'s ``mlp_out``; DINOv2's is its layer scale, which scales the MLP's
+            output); "" where the family declares none.
+        final_norm: path (under ``base_model``) of a causal LM's final norm before the unembedding, which the logit
+            lens and direct logit attribution read; "" for the other kinds.
         interpolation: how a Vision Transformer takes images of another size than ``config.image_size``
             (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
             takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
@@ -95,24 +100,58 @@ class Architecture(_Kinded):
     # the projections are transformers' Conv1D (GPT-2): weight stored (in_features, out_features),
     # the transpose of nn.Linear's; read it through projection_weight
     conv1d: bool = False
+    mlp: str = ""
+    final_norm: str = ""
 
 
-_BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
+_BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", mlp="output.dense")
 # transformers 5: ViT/DeiT layers sit directly under the base model, with fused-style q/k/v/o projections
-_VIT = Architecture("layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument")
+_VIT = Architecture(
+    "layers", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="argument", mlp="mlp"
+)
 _DINOV2 = Architecture(
-    "encoder.layer", "attention.q_proj", "attention.k_proj", "attention.v_proj", "attention.o_proj", kind=ModelKind.VISION, interpolation="always"
+    "encoder.layer",
+    "attention.q_proj",
+    "attention.k_proj",
+    "attention.v_proj",
+    "attention.o_proj",
+    kind=ModelKind.VISION,
+    interpolation="always",
+    mlp="layer_scale2",
 )
 
 # decoder-only language models (transformers 5: every one dispatches attention through
 # ALL_ATTENTION_FUNCTIONS; eager returns per-query-head probabilities, keys/values repeated for GQA)
-_GPT2 = Architecture("h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True)
-_NEOX = Architecture(
-    "layers", "attention.query_key_value", "attention.query_key_value", "attention.query_key_value", "attention.dense", kind=ModelKind.DECODER, qkv="per_head"
+_GPT2 = Architecture(
+    "h", "attn.c_attn", "attn.c_attn", "attn.c_attn", "attn.c_proj", kind=ModelKind.DECODER, qkv="concat", conv1d=True, mlp="mlp", final_norm="ln_f"
 )
-_LLAMA = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER)
-_OPT = Architecture("decoder.layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", kind=ModelKind.DECODER)
-_PHI = Architecture("layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER)
+_NEOX = Architecture(
+    "layers",
+    "attention.query_key_value",
+    "attention.query_key_value",
+    "attention.query_key_value",
+    "attention.dense",
+    kind=ModelKind.DECODER,
+    qkv="per_head",
+    mlp="mlp",
+    final_norm="final_layer_norm",
+)
+_LLAMA = Architecture(
+    "layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER, mlp="mlp", final_norm="norm"
+)
+_OPT = Architecture(
+    "decoder.layers",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.out_proj",
+    kind=ModelKind.DECODER,
+    mlp="fc2",
+    final_norm="decoder.final_layer_norm",
+)
+_PHI = Architecture(
+    "layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", kind=ModelKind.DECODER, mlp="mlp", final_norm="final_layernorm"
+)
 
 ARCHITECTURES: Dict[str, Architecture] = {
     "bert": _BERT,
@@ -120,7 +159,7 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "xlm-roberta": _BERT,
     "camembert": _BERT,
     "electra": _BERT,
-    "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"),
+    "distilbert": Architecture("transformer.layer", "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", mlp="ffn"),
     "vit": _VIT,
     "deit": _VIT,
     "dinov2": _DINOV2,
@@ -222,6 +261,8 @@ class Seq2SeqArchitecture(_Kinded):
             learned relative position bias instead (documentation only: Z is read before W_O either way).
         kind: :attr:`ModelKind.ENCODER_DECODER` (``seq2seq`` true; ``vision`` and ``causal`` false: it takes
             token ids, not images, and is not a decoder-only model).
+        decoder_mlp: path (within a decoder layer) of the module whose output is the MLP's write to the residual
+            stream (:func:`attnsim.trace`'s ``mlp_out`` of the decoder).
     """
 
     encoder_layers: str
@@ -232,13 +273,20 @@ class Seq2SeqArchitecture(_Kinded):
     scaled: bool = True
     kind: ModelKind = ModelKind.ENCODER_DECODER
     interpolation: str = "none"
+    decoder_mlp: str = ""
 
 
-_BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj")
+_BART = Seq2SeqArchitecture("encoder.layers", "decoder.layers", "self_attn.out_proj", "self_attn.out_proj", "encoder_attn.out_proj", decoder_mlp="fc2")
 
 SEQ2SEQ_ARCHITECTURES: Dict[str, Seq2SeqArchitecture] = {
     "t5": Seq2SeqArchitecture(
-        "encoder.block", "decoder.block", "layer.0.SelfAttention.o", "layer.0.SelfAttention.o", "layer.1.EncDecAttention.o", scaled=False
+        "encoder.block",
+        "decoder.block",
+        "layer.0.SelfAttention.o",
+        "layer.0.SelfAttention.o",
+        "layer.1.EncDecAttention.o",
+        scaled=False,
+        decoder_mlp="layer.2.DenseReluDense",
     ),
     "bart": _BART,
     "marian": _BART,

@@ -72,6 +72,9 @@ class Finding(pl.Callback):
     needs_interventions: bool = False
     # True: measured on an encoder–decoder's sentence pairs (corpus.source=translation, T5/BART/Marian)
     encoder_decoder: bool = False
+    # names of the capture record (attnsim.capture.record.NAMES) read from a causal LM's residual-stream run
+    # (attnsim.capture.residual: the batch is a ResidualBatch, not a PairView); empty: a plain capture
+    residual: Tuple[str, ...] = ()
     # dotted config keys the finding reads beyond those every measurement run reads
     # (attnsim.tracking.params.RUN_KEYS); a section name ("interventions") stands for all its keys.
     # The run logs them as params (attnsim.tracking.params.measure_params).
@@ -174,6 +177,7 @@ class Needs:
         gradients: predict runs the gradient capture (``needs_gradients``).
         interventions: an intervention finding (``needs_interventions``) runs its own passes.
         encoder_decoder: a finding measures an encoder–decoder's sentence pairs (``encoder_decoder``).
+        residual: the capture record's names the residual-stream findings read (``residual``), empty for none.
         without_blockwise: names of the findings with no blockwise form (``blockwise`` false).
     """
 
@@ -182,6 +186,7 @@ class Needs:
     interventions: bool = False
     encoder_decoder: bool = False
     without_blockwise: Tuple[str, ...] = ()
+    residual: Tuple[str, ...] = ()
 
     @classmethod
     def of(cls, findings: Sequence[Any]) -> "Needs":
@@ -192,6 +197,7 @@ class Needs:
             interventions=any(f.needs_interventions for f in findings),
             encoder_decoder=any(f.encoder_decoder for f in findings),
             without_blockwise=tuple(f.name for f in findings if not f.blockwise),
+            residual=tuple(dict.fromkeys(n for f in findings for n in getattr(f, "residual", ()))),
         )
 
 

@@ -32,6 +32,9 @@ _CLASSES: Dict[str, str] = {
     "induction": "attnsim.findings.induction:InductionFinding",
     # encoder–decoder findings (corpus.source=translation, T5/BART/Marian)
     "alignment": "attnsim.findings.alignment:AlignmentFinding",
+    # residual-stream findings of causal LMs (attnsim.capture.residual): the capture record and the model's readout
+    "dla": "attnsim.findings.dla:DLAFinding",
+    "logit_lens": "attnsim.findings.logit_lens:LogitLensFinding",
     # interventions (head ablation, activation patching): runs of their own module (attnsim.capture.interventions), not the capture's view
     "ablation": "attnsim.findings.ablation:AblationFinding",
     "patching": "attnsim.findings.patching:PatchingFinding",

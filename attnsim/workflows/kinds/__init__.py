@@ -8,6 +8,7 @@ kind                what differs
 ``gradients``       a text or image run's inputs, the gradient capture, predict with gradients (:class:`GradientRun`)
 ``encoder_decoder`` sentence pairs, the teacher-forced capture, no example windows (:class:`EncoderDecoderRun`)
 ``interventions``   an ablation's windows or patching's prompt pairs, several passes per batch (:class:`InterventionRun`)
+``residual``        a causal LM's windows, its residual stream and readout (``dla``, ``logit_lens``; :class:`ResidualRun`)
 ==================  =========================================================================================
 
 The kind follows from what the model declares (:class:`~attnsim.capture.architectures.ModelKind`), what the
@@ -24,6 +25,7 @@ from attnsim.workflows.kinds.encoder_decoder import EncoderDecoderRun
 from attnsim.workflows.kinds.gradients import GradientRun
 from attnsim.workflows.kinds.images import ImageRun
 from attnsim.workflows.kinds.interventions import InterventionRun
+from attnsim.workflows.kinds.residual import ResidualRun, check_residual
 from attnsim.workflows.kinds.text import TextRun
 
 
@@ -55,9 +57,12 @@ def choose_kind(cfg: Any, info: Any, finding_types: Sequence[type]) -> Measureme
         inputs = TextRun(validation=needs.interventions and cfg.interventions.split == "validation")
     if needs.interventions:
         return InterventionRun(inputs, patching="patching" in cfg.findings)
+    if needs.residual:
+        check_residual(info, finding_types)
+        return ResidualRun(inputs, needs.residual)
     if needs.gradients:
         return GradientRun(inputs)
     return inputs
 
 
-__all__ = ["EncoderDecoderRun", "GradientRun", "ImageRun", "InterventionRun", "MeasurementKind", "TextRun", "choose_kind"]
+__all__ = ["EncoderDecoderRun", "GradientRun", "ImageRun", "InterventionRun", "MeasurementKind", "ResidualRun", "TextRun", "choose_kind"]
