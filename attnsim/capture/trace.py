@@ -253,12 +253,19 @@ def trace(
 ) -> Trace:
     """One forward pass of a text (or a batch of texts), every layer's internals kept in TransformerLens's names.
 
-    Example::
+    Example (on the bundled encoder; ``t["result", L].sum(2)`` is ``attn_out`` minus W_O's bias):
 
-        t = attnsim.trace("The cat sat on the mat. The cat", model="smollm2")
-        t["pattern", 3]          # (1, 9, T, T) attention probabilities of layer 3
-        t["result", 3].sum(2)    # (1, T, 576): the heads' writes, summed: attn_out minus W_O's bias
-        t.save("cat.safetensors"); attnsim.capture.record.Trace.load("cat.safetensors")
+        >>> import attnsim
+        >>> t = attnsim.trace("The cat sat on the mat. The cat", model="bundled")
+        >>> t.str_tokens[0][:4]
+        ['[CLS]', 'the', 'cat', 'sat']
+        >>> tuple(t["pattern", 3].shape)  # (batch, head, query, key): attention probabilities of layer 3
+        (1, 12, 11, 11)
+        >>> tuple(t["result", 3].shape)  # (batch, pos, head, d_model)
+        (1, 11, 12, 384)
+        >>> path = t.save("cat.safetensors")
+        >>> attnsim.Trace.load(path)["z", 3].shape == t["z", 3].shape
+        True
 
     Args:
         text_or_texts: a text or a list of texts (padded on the right to the longest; ``t.mask`` marks real tokens), or

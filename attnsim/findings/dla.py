@@ -76,11 +76,15 @@ class DLAFinding(Finding):
 def trace_dla(t: Any, model: Any = "smollm2", contrast: Optional[int] = None) -> torch.Tensor:
     """Every head's direct logit attribution to each position's actual next token, from a trace of a causal LM.
 
-    Example::
+    Example (head 17.8's direct effect at every position is ``dla[0, :, 17, 8]``):
 
-        t = attnsim.trace(text, model="smollm2", names=["result", "resid_post"])
-        dla = trace_dla(t, model="smollm2")   # (batch, pos, layer, head)
-        dla[0, :, 17, 8]                      # head 17.8's direct effect at every position
+        >>> import attnsim
+        >>> t = attnsim.trace("The cat sat on the mat. The cat", model="smollm2", names=["result", "resid_post"])
+        >>> dla = trace_dla(t, model="smollm2")
+        >>> tuple(dla.shape)  # (batch, pos, layer, head)
+        (1, 9, 30, 9)
+        >>> bool(dla[0, -1].isnan().all())  # the last position has no next token in the text
+        True
 
     Args:
         t: a :class:`~attnsim.capture.record.Trace` holding ``result`` and ``resid_post``.

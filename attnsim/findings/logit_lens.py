@@ -58,11 +58,15 @@ class LogitLensFinding(Finding):
 def trace_lens(t: Any, model: Any = "smollm2", position: int = -1, k: int = 5, text: int = 0) -> List[List[Tuple[str, float]]]:
     """The logit lens at one position of a trace: each layer's top ``k`` next tokens and their probabilities.
 
-    Example::
+    Example:
 
-        t = attnsim.trace("The Eiffel Tower is in the city of", model="smollm2", names=["resid_post"])
-        for layer, top in enumerate(trace_lens(t, "smollm2")):
-            print(layer, top[:3])
+        >>> import attnsim
+        >>> t = attnsim.trace("The Eiffel Tower is in the city of", model="smollm2", names=["resid_post"])
+        >>> top = trace_lens(t, "smollm2")
+        >>> len(top)  # one entry per layer
+        30
+        >>> top[-1][0][0]  # the model's own most probable next token
+        'ĠParis'
 
     Args:
         t: a :class:`~attnsim.capture.record.Trace` holding ``resid_post``.
