@@ -133,4 +133,7 @@ def test_config_imports_nothing_from_attnsim_but_errors_and_keys():
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
         }
-    assert {m for m in imported if m and m.startswith("attnsim") and not m.startswith("attnsim.config")} == {"attnsim.errors", "attnsim.keys"}  # both import only the standard library
+    assert {m for m in imported if m and m.startswith("attnsim") and not m.startswith("attnsim.config")} == {
+        "attnsim.errors",
+        "attnsim.keys",
+    }  # both import only the standard library
