@@ -264,6 +264,10 @@ class StatsConfig:
     # alignment: half-width w of the monotone diagonal band of cross-attention, a share of the sentence
     # length: source token j is in target token i's band when |(i+0.5)/n_t - (j+0.5)/n_s| <= w
     band_width: float = 0.1
+    # dla: the baseline of each head's direct logit attribution; null: the mean logit over the vocabulary, or a
+    # text that is exactly one token of the model's tokenizer (e.g. " the"): the effect on the next token's logit
+    # minus the effect on this token's
+    dla_contrast: Optional[str] = None
 
     def check(self) -> None:
         """Raises :class:`~attnsim.errors.ConfigError` for ``top_fraction`` outside (0, 0.5], ``short_range`` below 1 or an empty ``per_layer`` pattern."""
@@ -275,6 +279,8 @@ class StatsConfig:
             _fail(
                 f"Config key 'stats.band_width' is {self.band_width}; give the alignment band's half-width as a share of the sentence length in (0, 1], e.g. 0.1."
             )
+        if self.dla_contrast is not None and not str(self.dla_contrast):
+            _fail("Config key 'stats.dla_contrast' is empty; give a text that is one token of the model (e.g. ' the'), or null for the mean-logit baseline.")
         blank = [p for p in self.per_layer if not str(p).strip()]
         if blank:
             _fail(

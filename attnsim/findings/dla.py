@@ -13,9 +13,28 @@ from typing import Any, Iterator, Optional, Tuple
 
 import torch
 
+from attnsim.errors import ConfigError
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.common import layer_head_heatmap
 from attnsim.stats.dla import Decomposition, HeadAttribution, head_attribution, readout_directions, stream_attribution
+
+
+def contrast_token(text: Optional[str], tokenizer: Any) -> Optional[int]:
+    """The token id of ``stats.dla_contrast``: None for the mean-logit baseline, else the one token ``text`` encodes to.
+
+    Raises:
+        ConfigError: ``text`` is not exactly one token of ``tokenizer`` (the message lists the tokens it gives).
+    """
+    if text is None:
+        return None
+    ids = tokenizer(str(text), add_special_tokens=False)["input_ids"] if tokenizer is not None else []
+    if len(ids) != 1:
+        pieces = tokenizer.convert_ids_to_tokens(ids) if tokenizer is not None else []
+        raise ConfigError(
+            f"Config key 'stats.dla_contrast' is {text!r}, which the model's tokenizer splits into {len(ids)} tokens {pieces}; "
+            'give a text that is exactly one token (with its leading space where the tokenizer marks one: on the command line "stats.dla_contrast= the"), or null.'
+        )
+    return int(ids[0])
 
 
 class DLAFinding(Finding):
@@ -25,8 +44,10 @@ class DLAFinding(Finding):
     description = "direct logit attribution: each head's direct effect on the actual next token's logit (final norm's scale frozen, mean-logit baseline)"
     statistics = ("dla_mean", "dla_std", "dla_positive_share")
     residual = ("result", "mlp_out", "resid_pre")
+    config_keys = ("stats.dla_contrast",)
 
     def build(self):
+        self.contrast = contrast_token(getattr(self.cfg, "dla_contrast", None), self.context.tokenizer)
         return {"heads": HeadAttribution(self.n_layers, self.n_heads), "check": Decomposition()}
 
     def update(self, batch: Any) -> None:
@@ -36,7 +57,8 @@ class DLAFinding(Finding):
         w_target = readout.w_u[targets]  # (N, d_model): only the target tokens' rows, never (pos, vocab)
         sigma = batch.sigma[valid]
         record = batch.record.tensors
-        baseline = readout_directions(w_target, readout.gain, readout.centred, sigma, readout.w_u.mean(0))
+        w_base = readout.w_u.mean(0) if self.contrast is None else readout.w_u[self.contrast]
+        baseline = readout_directions(w_target, readout.gain, readout.centred, sigma, w_base)
         self.accumulators["heads"].update(head_attribution(record["result"], valid, baseline))
         raw = readout_directions(w_target, readout.gain, readout.centred, sigma)
         summed = head_attribution(record["result"], valid, raw).sum((0, 1))

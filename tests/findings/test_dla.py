@@ -96,6 +96,42 @@ def test_trace_dla_of_the_successor_model_with_the_mean_or_a_contrast_token_as_b
     assert torch.isnan(contrast[2])
 
 
+class _DigitTokenizer:
+    """Each character of a text is the token of that digit (the successor model's vocabulary is 0..3)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [int(c) for c in text]}
+
+    def convert_ids_to_tokens(self, ids):
+        return [str(i) for i in ids]
+
+
+def test_the_finding_with_a_contrast_token_measures_against_that_tokens_logit():
+    from types import SimpleNamespace
+
+    from attnsim.findings.base import FindingContext
+
+    model, info = _successor_model()
+    finding = DLAFinding(2, 2, 3, SimpleNamespace(dla_contrast="0"), FindingContext(tokenizer=_DigitTokenizer()))
+    summary = _fold(finding, ResidualModule(model, info, DLAFinding.residual), torch.tensor([[0, 1, 2]]))
+    norm_in = 2.0 / math.sqrt(4 * (0.25 + EPS))
+    sigma = [math.sqrt((1 + norm_in**2) / 4 + EPS), math.sqrt(((1 + norm_in / 2) ** 2 + (norm_in / 2) ** 2) / 4 + EPS)]
+    # against token 0 (as trace_dla with contrast=0): norm_in / σ_0 at position 0, norm_in / 2 / σ_1 at position 1
+    expected = (norm_in / sigma[0] + norm_in / 2 / sigma[1]) / 2
+    assert abs(float(summary.scalars["dla_mean"][1, 0]) - expected) < 1e-5
+    assert summary.metrics["decomposition_error"] < 1e-6  # the check reads raw logits, whatever the baseline
+
+
+def test_a_contrast_text_of_two_tokens_is_refused_with_the_tokens():
+    from types import SimpleNamespace
+
+    from attnsim.errors import ConfigError
+    from attnsim.findings.base import FindingContext
+
+    with pytest.raises(ConfigError, match=r"'stats.dla_contrast' is '01'.*2 tokens \['0', '1'\].*exactly one token"):
+        DLAFinding(2, 2, 3, SimpleNamespace(dla_contrast="01"), FindingContext(tokenizer=_DigitTokenizer())).build()
+
+
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_every_component_sums_to_the_models_logit(family, tmp_path):
     from transformers import AutoModelForCausalLM
