@@ -44,12 +44,21 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _checked_config(experiment: str, overrides: List[str], **checks: Any) -> Any:
+    """The config of ``experiment`` with ``overrides``, and every refusal that needs no model
+    (:func:`attnsim.workflows.preflight.preflight`, given ``checks``), before torch, Lightning, transformers and MLflow load."""
     from attnsim.config import load_config
     from attnsim.findings.registry import FINDINGS
+    from attnsim.workflows.preflight import preflight
 
+    cfg = load_config(experiment, overrides, known_findings=FINDINGS)
+    preflight(cfg, **checks)
+    return cfg
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     configured = time.perf_counter()
-    cfg = load_config(args.experiment, _with_uri(args.overrides, args.uri), known_findings=FINDINGS)  # config errors come before the heavy imports
+    cfg = _checked_config(args.experiment, _with_uri(args.overrides, args.uri))  # config errors and missing paths come before the heavy imports
     imported = time.perf_counter()
     from attnsim.workflows.startup import freeze_at_exit, import_libraries, process_settings
 
@@ -120,10 +129,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_explore(args: argparse.Namespace) -> int:
-    from attnsim.config import load_config
-    from attnsim.findings.registry import FINDINGS
-
-    load_config("attention_maps", args.overrides, known_findings=FINDINGS)  # config errors before the heavy imports
+    _checked_config("attention_maps", args.overrides, store=False)  # config errors and missing paths before the heavy imports
     from attnsim.explore.server import check_port
 
     check_port(args.port, args.host)  # a port in use is said before the model loads
@@ -154,13 +160,15 @@ def _cmd_explore(args: argparse.Namespace) -> int:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from attnsim.tracking.links import open_hint
-    from attnsim.workflows.finetune import finetune
-
     experiment, overrides = args.experiment, list(args.overrides)
     if "=" in experiment:  # `attnsim finetune trainer.max_steps=10`: no experiment named
         experiment, overrides = DEFAULT_FINETUNE, [experiment] + overrides
     overrides = _with_uri(overrides, args.uri)
+    _checked_config(experiment, overrides)
+    quiet_libraries(args.verbose)
+    from attnsim.tracking.links import open_hint
+    from attnsim.workflows.finetune import finetune
+
     result = finetune(experiment, overrides)
     accuracy = result.metrics.get("val/accuracy")
     print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)")
@@ -176,12 +184,14 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    overrides = _with_uri(list(args.overrides) + list(getattr(args, "trailing_overrides", []) or []), args.uri)
+    _checked_config(args.experiment, overrides, checkpoints=args.checkpoints, base=args.base)
+    quiet_libraries(args.verbose)
     import pandas as pd
 
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.sweep import sweep
 
-    overrides = _with_uri(list(args.overrides) + list(getattr(args, "trailing_overrides", []) or []), args.uri)
     result = sweep(args.experiment, args.checkpoints, overrides, args.base, args.jobs)
     measured = int((result.runs["status"] == "measured").sum())
     unreadable = int(result.runs["status"].str.startswith("unreadable").sum())
@@ -478,7 +488,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.command in READING_MODULES:
         _start_reading(args)
-    if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore"):  # `run` quiets them after its config checks
+    if args.command not in ("list", "show", "run", "ui", "server", "cache", "explore", "sweep", "finetune"):  # these quiet them after their config checks
         quiet_libraries(args.verbose, heavy=args.command not in ("report", "compare", "runs"))
     from attnsim.tracking.store import command_line
 

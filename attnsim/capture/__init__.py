@@ -1,19 +1,36 @@
-"""Model loading and hooks that capture per-head outputs and attention probabilities."""
+"""Model loading and hooks that capture per-head outputs and attention probabilities.
 
-from attnsim.capture.architectures import ARCHITECTURES, Architecture, architecture_for
-from attnsim.capture.hooks import BatchCapture, HeadCapture, capture_heads
-from attnsim.capture.load import ModelInfo, inspect_model, load_model, load_tokenizer, resolve_model_path
+The names below are imported on first use (PEP 562), so that importing a light submodule
+(:mod:`attnsim.capture.gguf`, :mod:`attnsim.capture.locate`) loads neither torch nor transformers:
+the command line's checks of ``model.path`` run before the heavy imports
+(:mod:`attnsim.workflows.preflight`).
+"""
 
-__all__ = [
-    "ARCHITECTURES",
-    "Architecture",
-    "architecture_for",
-    "BatchCapture",
-    "HeadCapture",
-    "capture_heads",
-    "ModelInfo",
-    "inspect_model",
-    "load_model",
-    "load_tokenizer",
-    "resolve_model_path",
-]
+import importlib as _importlib
+
+_LAZY = {
+    "ARCHITECTURES": "attnsim.capture.architectures",
+    "Architecture": "attnsim.capture.architectures",
+    "architecture_for": "attnsim.capture.architectures",
+    "BatchCapture": "attnsim.capture.hooks",
+    "HeadCapture": "attnsim.capture.hooks",
+    "capture_heads": "attnsim.capture.hooks",
+    "ModelInfo": "attnsim.capture.load",
+    "inspect_model": "attnsim.capture.load",
+    "load_model": "attnsim.capture.load",
+    "load_tokenizer": "attnsim.capture.load",
+    "resolve_model_path": "attnsim.capture.load",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(_importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'attnsim.capture' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = list(_LAZY)

@@ -356,11 +356,22 @@ def resolve_gguf(path: str) -> Tuple[Path, str]:
         ModelError: the file is missing, not GGUF, damaged, or of an unsupported architecture or type.
     """
     named = NAMED_MODELS.get(path)
+    source = gguf_source(path)
+    summary = check_gguf(source)
+    return converted_model(source), (named.display if named else summary.name or source.stem)
+
+
+def gguf_source(path: str) -> Path:
+    """The GGUF file of ``model.path`` (a named GGUF model's file in its package, or a ``.gguf`` path), checked to exist.
+
+    Raises:
+        ModelError: the named model's package is missing, or the file does not exist.
+    """
+    named = NAMED_MODELS.get(path)
     source = package_file(named) if named else Path(path).expanduser()
     if not source.is_file():
         raise ModelError(f"GGUF file '{path}' does not exist. Give the path of a .gguf file, a model folder, or a named model ({', '.join(NAMED_MODELS)}).")
-    summary = check_gguf(source)
-    return converted_model(source), (named.display if named else summary.name or source.stem)
+    return source
 
 
 def is_gguf(path: str) -> bool:

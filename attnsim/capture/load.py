@@ -12,6 +12,7 @@ import torch
 
 from attnsim.capture.architectures import Architecture, ModelKind, architecture_for
 from attnsim.capture.gguf import NAMED_MODELS, is_gguf, package_file, resolve_gguf
+from attnsim.capture.locate import BUILD, looks_like_path, model_folder, not_found
 from attnsim.capture.weights import UNUSED_BY_CAPTURE, check_weight_files, newly_initialised
 from attnsim.errors import ConfigError, ModelError, WeightsError
 from attnsim.keys import Tag
@@ -19,7 +20,6 @@ from attnsim.keys import Tag
 log = logging.getLogger(__name__)
 
 BUNDLED = "bundled"
-BUILD = "build"  # model.path: a model built from the config fields in model.build (random weights)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -83,16 +83,8 @@ def resolve_model_path(path: str) -> str:
         return str(resolve_gguf(path)[0])
     if path in NAMED_MODELS:
         return str(package_file(NAMED_MODELS[path]))
-    local = Path(path).expanduser()
-    if local.exists():
-        if not local.is_dir():
-            raise ModelError(f"Model path '{path}' is a file; give the directory that holds config.json and the weights (save_pretrained format).")
-        if not (local / "config.json").is_file():
-            raise ModelError(
-                f"Directory '{path}' is not a Hugging Face model: it has no config.json. Give a directory written by save_pretrained, or a cached hub id."
-            )
-        return str(local.resolve())
-    return path
+    folder = model_folder(path)
+    return str(folder) if folder is not None else path
 
 
 _TOKENIZER_FILES = (
@@ -180,26 +172,12 @@ def inspect_model(path: str, seq_len: int, build: Optional[Dict[str, Any]] = Non
                 "Write it again with the model (model.save_pretrained(FOLDER)), or fix the field it names."
             ) from exc
         return _inspected(path, resolved, config, seq_len)
-    if "/" in path and not Path(path).expanduser().exists() and (path.startswith(("/", ".", "~")) or Path(path).expanduser().parent.exists()):
-        raise ModelError(
-            f"Model path '{path}' does not exist. Give a model folder (save_pretrained format), a .gguf file, or a named model ({', '.join(NAMED_MODELS)})."
-        )
+    if looks_like_path(path):
+        raise not_found(path)
     try:
         config = AutoConfig.from_pretrained(resolved, local_files_only=True)
     except (OSError, ValueError) as exc:
-        import difflib
-
-        close = difflib.get_close_matches(path, list(NAMED_MODELS), n=1, cutoff=0.6)
-        if close or ("/" not in path and not path.endswith(".gguf")):
-            hint = f"Did you mean model.path={close[0]}? " if close else ""
-            raise ModelError(
-                f"Model '{path}' is not a named model, a model folder or a model in the Hugging Face cache. {hint}"
-                f"Named models: {', '.join(NAMED_MODELS)}; or give a folder (save_pretrained format), a .gguf file, or the id of a model already downloaded."
-            ) from exc
-        raise ModelError(
-            f"Model '{path}' is neither a local model directory nor a model in the Hugging Face cache "
-            f"({str(exc).splitlines()[0]}). Give an existing directory (save_pretrained format) or download the model first."
-        ) from exc
+        raise not_found(path, str(exc).splitlines()[0]) from exc
     return _inspected(path, resolved, config, seq_len)
 
 

@@ -38,7 +38,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-from attnsim.capture.architectures import Architecture, layer_modules, projection_weight
+from attnsim.capture.architectures import Architecture, architecture_for, layer_modules, projection_weight
 from attnsim.capture.hooks import capture_heads, check_shapes, no_cache, output_projections
 from attnsim.capture.record import Trace, check_names
 from attnsim.errors import ConfigError, ModelError
@@ -292,35 +292,50 @@ def trace(
     """
     names = check_names(names)
     texts = _texts(text_or_texts)
-    if isinstance(model, nn.Module):
-        if tokenizer is None and not isinstance(texts, torch.Tensor):
-            raise ConfigError(
-                "attnsim.trace of texts through a loaded model needs its tokenizer: trace(texts, model=model, tokenizer=tokenizer); or give token ids."
-            )
-        from attnsim.capture.architectures import architecture_for
-        from attnsim.capture.load import model_shape
-
-        arch = architecture_for(model.config.model_type)
-        n_layers, n_heads, d_head, d_model, _ = model_shape(model.config)
-        info = None
-    else:
-        info, model, tokenizer = _loaded(str(model), "pattern" in names)
-        seq_len = min(seq_len, info.max_length or seq_len)
-        arch, n_layers, n_heads, d_head, d_model = info.arch, info.n_layers, info.n_heads, info.d_head, info.d_model
-    if arch.seq2seq:
-        from attnsim.capture.seq2seq import decoder_shape
-
-        n_layers, n_heads, d_head = decoder_shape(model.config)
+    info, model, tokenizer, meta, seq_len = _model_of(model, tokenizer, texts, "pattern" in names, seq_len)
+    arch = architecture_for(model.config.model_type)
     inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in _inputs(tokenizer, texts, arch, model.config, seq_len).items()}
-    tensors, outputs = capture_record(model, arch, n_heads, inputs, names)
+    tensors, outputs = capture_record(model, arch, meta["n_heads"], inputs, names)
     if arch.vision:  # images: token i is position i (the extra tokens, e.g. [CLS], then the patches row by row)
         length = next(iter(tensors.values()))[0].shape[2 if "pattern" in tensors else 1]
         tokens = torch.arange(length).expand(inputs["pixel_values"].shape[0], length)
         inputs["attention_mask"] = torch.ones_like(tokens)
     else:
         tokens = inputs["input_ids"]
+    logits = getattr(outputs, "logits", None)
+    str_tokens = [tokenizer.convert_ids_to_tokens(row) if tokenizer is not None and not arch.vision else [str(i) for i in row] for row in tokens.tolist()]
+    return Trace(tensors, tokens, str_tokens, inputs["attention_mask"], logits.detach() if logits is not None else None, meta)
+
+
+def _model_of(model: Any, tokenizer: Any, texts: Any, attention: bool, seq_len: int) -> tuple:
+    """``(info, model, tokenizer, meta, seq_len)`` of :func:`trace`'s ``model`` argument: a loaded Hugging Face model as
+    given (``info`` None; its tokenizer required for texts), or a ``model.path`` loaded once (:func:`_loaded`), with
+    ``seq_len`` cut to its positions. ``meta``: the record's model name, type, kind and shape (the decoder's, for an
+    encoder–decoder).
+
+    Raises:
+        ConfigError: texts through a loaded model without its tokenizer.
+        ModelError: a model attnsim cannot load or capture.
+    """
+    from attnsim.capture.load import model_shape
+
+    if isinstance(model, nn.Module):
+        if tokenizer is None and not isinstance(texts, torch.Tensor):
+            raise ConfigError(
+                "attnsim.trace of texts through a loaded model needs its tokenizer: trace(texts, model=model, tokenizer=tokenizer); or give token ids."
+            )
+        info, name = None, str(getattr(model.config, "_name_or_path", "") or model.config.model_type)
+    else:
+        info, model, tokenizer = _loaded(str(model), attention)
+        seq_len, name = min(seq_len, info.max_length or seq_len), info.name
+    arch = architecture_for(model.config.model_type)
+    n_layers, n_heads, d_head, d_model, _ = model_shape(model.config)
+    if arch.seq2seq:
+        from attnsim.capture.seq2seq import decoder_shape
+
+        n_layers, n_heads, d_head = decoder_shape(model.config)
     meta = {
-        "model": info.name if info is not None else str(getattr(model.config, "_name_or_path", "") or model.config.model_type),
+        "model": name,
         "model_type": model.config.model_type,
         "kind": str(arch.kind),
         "n_layers": n_layers,
@@ -328,9 +343,7 @@ def trace(
         "d_head": d_head,
         "d_model": d_model,
     }
-    logits = getattr(outputs, "logits", None)
-    str_tokens = [tokenizer.convert_ids_to_tokens(row) if tokenizer is not None and not arch.vision else [str(i) for i in row] for row in tokens.tolist()]
-    return Trace(tensors, tokens, str_tokens, inputs["attention_mask"], logits.detach() if logits is not None else None, meta)
+    return info, model, tokenizer, meta, seq_len
 
 
 __all__ = ["attention_bias", "capture_record", "residual_hooks", "trace"]

@@ -37,11 +37,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from attnsim.data.layout import PatchLabeler, TokenLayout, token_layout
+from attnsim.data.locate import IMAGE_EXTENSIONS, image_files, locate_corpus
 from attnsim.data.module import Batch, shard_sampler
 from attnsim.errors import CorpusError
 
 SAMPLES = ("astronaut", "camera", "chelsea", "coffee", "coins", "hubble_deep_field", "immunohistochemistry", "moon", "rocket")
-EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+EXTENSIONS = IMAGE_EXTENSIONS
 _MEAN = 0.5
 _STD = 0.5
 
@@ -146,15 +147,10 @@ def file_images(path: Path) -> List[Tuple[str, Callable[[], np.ndarray]]]:
     Raises:
         CorpusError: the path does not exist, or the directory holds no image file.
     """
-    if not path.exists():
-        raise CorpusError(
-            f"Image path '{path}' does not exist. Set corpus.path to an image file or a directory of images, or leave it empty for scikit-image's sample photographs."
-        )
+    locate_corpus("images", str(path))
     if path.is_file():
         return [(path.name, _reader(path))]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSIONS)
-    if not files:
-        raise CorpusError(f"Directory {path} holds no images ({', '.join(EXTENSIONS)}). Put image files there or point corpus.path at one image.")
+    files = image_files(path)
     return [(str(f.relative_to(path)), _reader(f)) for f in files]
 
 

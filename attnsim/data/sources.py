@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from attnsim.data.locate import locate_corpus, text_files
 from attnsim.errors import CorpusError
 
 log = logging.getLogger(__name__)
@@ -341,7 +342,7 @@ def text_documents(path: Path, encoding: Optional[str] = None) -> Iterator[Docum
         _report([(path.name, decoded)], f"'{path}'")
         yield Document(path.name, decoded.text)
         return
-    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+    files = text_files(path)
     if not files:
         raise CorpusError(f"Directory {path} holds no .txt files. Put one document per .txt file there, or point corpus.path at a text file.")
     binary, decoded_files = [], []
@@ -438,17 +439,8 @@ def read_documents(
     if source == "bbc":
         docs = bbc_documents(categories)
     else:
-        if not path:
-            raise CorpusError(f"corpus.source={source} needs corpus.path (a file or directory).")
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise CorpusError(f"Corpus path '{path}' does not exist. Set corpus.path to an existing file or directory.")
-        if source == "text":
-            docs = text_documents(p, encoding)
-        elif source == "jsonl":
-            if p.is_dir():
-                raise CorpusError(f"Corpus path '{path}' is a directory; corpus.source=jsonl needs one .jsonl file.")
-            docs = jsonl_documents(p, text_field, encoding)
-        else:
+        if source not in ("text", "jsonl"):
             raise CorpusError(f"Unknown corpus source '{source}'; use bbc, text or jsonl.")
+        p = locate_corpus(source, path)
+        docs = text_documents(p, encoding) if source == "text" else jsonl_documents(p, text_field, encoding)
     return [Document(d.doc_id, clean_text(d.text), d.label) for d in docs]

@@ -30,6 +30,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from attnsim.data.corpus import TextItems
+from attnsim.data.locate import locate_corpus
 from attnsim.data.module import shard_sampler
 from attnsim.data.sources import BinaryFile, _read, check_encoding, clean_text, jsonl_records
 from attnsim.data.windows import text_span, token_labels
@@ -63,15 +64,7 @@ def read_pairs(path: Optional[str] = None, encoding: Optional[str] = None) -> Li
     """
     if encoding is not None:
         check_encoding(encoding)
-    p = bundled_pairs_path() if path is None else Path(path).expanduser()
-    if not p.exists():
-        raise CorpusError(
-            f'Corpus path \'{path}\' does not exist. Set corpus.path to a JSON Lines file of sentence pairs (one {{"source": ..., "target": ...}} object per line), or null for the bundled example.'
-        )
-    if p.is_dir():
-        raise CorpusError(
-            f"Corpus path '{path}' is a directory; corpus.source=translation needs one JSON Lines file with 'source' and 'target' fields on each line."
-        )
+    p = locate_corpus("translation", path) or bundled_pairs_path()
     try:
         decoded = _read(p, encoding)
     except BinaryFile:

@@ -138,6 +138,25 @@ def _why_no_answer(exc: BaseException) -> str:
     return "nothing came back" if "timed out" in text else text[:200]
 
 
+def probe_port(uri: str, timeout_s: float = 5.0) -> None:
+    """Refuse an MLflow tracking server (``http://``, ``https://``) where nothing accepts a TCP connection within
+    ``timeout_s`` seconds. Standard library only: the command line asks it before MLflow is imported
+    (:func:`attnsim.tracking.store.check_store`); :func:`probe_server` asks it first, then asks the server.
+
+    Raises:
+        TrackingError: naming the URI, why the connection failed, and how to start a server or point elsewhere.
+    """
+    parsed = urlparse(uri)
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise TrackingError(
+            f"The MLflow tracking server {uri} cannot be reached ({exc}). Start it (`attnsim server`, or `mlflow server --host 127.0.0.1`), "
+            "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
+        ) from exc
+
+
 def probe_server(uri: str, timeout_s: float = 5.0) -> bool:
     """Refuse an MLflow tracking server (``http://``, ``https://``) that cannot serve a run, within about ``timeout_s``
     seconds: nothing listens, or the calls of :data:`SERVER_PROBES` (one request each, no retries, sharing
@@ -155,15 +174,7 @@ def probe_server(uri: str, timeout_s: float = 5.0) -> bool:
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
-    parsed = urlparse(uri)
-    try:
-        with socket.create_connection((parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise TrackingError(
-            f"The MLflow tracking server {uri} cannot be reached ({exc}). Start it (`attnsim server`, or `mlflow server --host 127.0.0.1`), "
-            "or point --uri, tracking.uri or MLFLOW_TRACKING_URI at a reachable store."
-        ) from exc
+    probe_port(uri, timeout_s)
     creds, deadline, experiment, answered = get_default_host_creds(uri), time.monotonic() + timeout_s, "0", []
     for endpoint, body in SERVER_PROBES:
         wait = max(deadline - time.monotonic(), 1.0)

@@ -63,7 +63,7 @@ from attnsim.tracking.params import (  # noqa: F401 - the params, tags and descr
     run_note,
     started,
 )
-from attnsim.tracking.reach import hide_password, probe_database, probe_server  # noqa: F401 - hide_password: imported from here by its users
+from attnsim.tracking.reach import hide_password, probe_database, probe_port, probe_server  # noqa: F401 - hide_password: imported from here by its users
 from attnsim.tracking.sink import RunSink, fit_tags, format_failure  # noqa: F401 - format_failure: its old home
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
@@ -108,6 +108,51 @@ def missing_sqlite_store(uri: str) -> Optional[str]:
         f"There is no tracking store at {path.resolve()} (from {uri}{read_as}): nothing has been logged there. "
         "Give the store that `attnsim run` printed (--uri or MLFLOW_TRACKING_URI), or run an experiment first (attnsim run csm)."
     )
+
+
+def check_uri_form(uri: str) -> None:
+    """Refuse a tracking URI that MLflow 3 cannot log to, from its text alone (no MLflow, nothing created).
+
+    Raises:
+        TrackingError: a bare path (``mlruns/mlflow.db``: the message writes it as ``sqlite:///ABSOLUTE``), an MLflow
+            file store (``file:`` or a folder: MLflow 3 refuses them), or an ``sqlite:///`` store whose folder cannot
+            be created (a file stands in its way, or the nearest existing folder is not writable).
+    """
+    scheme = urlparse(uri).scheme
+    if scheme == "" and uri.endswith(SQLITE_SUFFIXES):
+        absolute = Path(uri).expanduser().resolve()
+        raise TrackingError(
+            f"Tracking store '{uri}' is a path, not a URI: write an SQLite store as sqlite:///{absolute} "
+            f"(--uri sqlite:///{absolute}, tracking.uri=sqlite:///{absolute} in a run, or MLFLOW_TRACKING_URI)."
+        )
+    if scheme in ("", "file"):
+        raise TrackingError(
+            f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Use an SQLite database "
+            f"(e.g. tracking.uri=sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}) or an MLflow server (http://host:port)."
+        )
+    if uri.startswith("sqlite:///"):
+        folder = _sqlite_path(uri).parent.resolve()
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            why = "is a file" if not existing.is_dir() else "is not writable"
+            raise TrackingError(f"Cannot create the folder {folder} of the SQLite tracking store {uri}: {existing} {why}. Give a writable path.")
+
+
+def check_store(uri: Optional[str] = None) -> str:
+    """The tracking URI in force (:func:`resolve_uri`), checked without MLflow and without creating anything: its
+    form (:func:`check_uri_form`), and that a database server (:func:`~attnsim.tracking.reach.probe_database`) or an
+    MLflow server (:func:`~attnsim.tracking.reach.probe_port`) listens, each within about 5 s. Whether a server
+    answers as MLflow is asked later, with MLflow (:meth:`Tracker.check`).
+
+    Raises:
+        TrackingError: naming the store (password hidden), what is wrong and the fix.
+    """
+    uri = resolve_uri(uri)
+    check_uri_form(uri)
+    probe_database(uri)
+    if urlparse(uri).scheme in ("http", "https"):
+        probe_port(uri)
+    return uri
 
 
 def existing_tracker(uri: Optional[str] = None) -> "Tracker":
@@ -289,18 +334,7 @@ class Tracker:
         from mlflow import MlflowClient
 
         self.uri = resolve_uri(uri)
-        scheme = urlparse(self.uri).scheme
-        if scheme == "" and self.uri.endswith(SQLITE_SUFFIXES):
-            absolute = Path(self.uri).expanduser().resolve()
-            raise TrackingError(
-                f"Tracking store '{self.uri}' is a path, not a URI: write an SQLite store as sqlite:///{absolute} "
-                f"(--uri sqlite:///{absolute}, tracking.uri=sqlite:///{absolute} in a run, or MLFLOW_TRACKING_URI)."
-            )
-        if scheme in ("", "file"):
-            raise TrackingError(
-                f"Tracking store '{self.uri}' is an MLflow file store, which MLflow 3 refuses. Use an SQLite database "
-                f"(e.g. tracking.uri=sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}) or an MLflow server (http://host:port)."
-            )
+        check_uri_form(self.uri)
         if self.uri.startswith("sqlite:///"):
             folder = Path(self.uri[len("sqlite:///") :]).parent
             try:

@@ -120,6 +120,27 @@ class SweepResult:
     unreadable: int = 0
 
 
+def checkpoint_folder(source: str) -> Optional[Path]:
+    """The folder ``--checkpoints`` names, checked to hold checkpoints (:func:`~attnsim.training.checkpoints.list_checkpoints`);
+    None for a fine-tuning run's id, which only the tracking store can resolve. Reads no weights and imports nothing heavy.
+
+    Raises:
+        SweepError: ``source`` is neither an existing path nor an MLflow run id (32 hexadecimal digits).
+        CheckpointError: the folder holds no checkpoint, or two claim one step.
+    """
+    from attnsim.training.checkpoints import list_checkpoints
+
+    path = Path(source).expanduser()
+    if path.exists():
+        list_checkpoints(path)
+        return path
+    if not re.fullmatch(r"[0-9a-f]{32}", source):
+        raise SweepError(
+            f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id."
+        )
+    return None
+
+
 def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
     """Checkpoints of ``source``: a checkpoint directory (or one checkpoint), or a fine-tuning run id.
 
@@ -136,11 +157,7 @@ def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
     from attnsim.training.checkpoints import list_checkpoints
 
     path = Path(source).expanduser()
-    if not path.exists():
-        if not re.fullmatch(r"[0-9a-f]{32}", source):
-            raise SweepError(
-                f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id."
-            )
+    if checkpoint_folder(source) is None:
         try:
             run = tracker.client.get_run(source)
         except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids

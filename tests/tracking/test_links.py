@@ -95,7 +95,7 @@ def test_attnsim_sweep_prints_the_parent_run_link(monkeypatch, capsys):
         pd.DataFrame({"csm/mean": [0.5]}, index=pd.Index([0], name="step")),
     )
     monkeypatch.setattr(sweep_module, "sweep", lambda *args, **kwargs: result)
-    assert main(["sweep", "csm", "--checkpoints", "somewhere"]) == 0
+    assert main(["sweep", "csm", "--checkpoints", "a" * 32]) == 0
     assert _printed_links(capsys) == [f"http://127.0.0.1:5000/#/experiments/4/runs/{RUN_ID}{CLASSIC}"]
 
 
