@@ -4,8 +4,7 @@
 command line calls it before torch, Lightning, transformers and MLflow load
 (:mod:`attnsim.workflows.preflight`), and :func:`attnsim.capture.load.inspect_model` gives the same
 messages (:func:`model_folder`, :func:`not_found`) when it is called directly. The module imports
-only the standard library, :mod:`attnsim.capture.gguf` and :mod:`attnsim.capture.weights` (both as
-light); a Hugging Face id is looked up with ``huggingface_hub`` (no torch).
+only the standard library and :mod:`attnsim.capture.gguf` (as light); a Hugging Face id is looked up with ``huggingface_hub`` (no torch).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Optional
 
 from attnsim.capture.gguf import NAMED_MODELS, gguf_source, is_gguf, package_file
-from attnsim.capture.weights import check_weight_files
 from attnsim.errors import ModelError
 
 BUILD = "build"
@@ -84,15 +82,14 @@ def locate_model(path: str) -> None:
     """Check that ``model.path`` names a model that can be read here, without loading anything heavy.
 
     Accepted: ``build``; a named model (:data:`~attnsim.capture.gguf.NAMED_MODELS`) whose package is
-    installed; an existing ``.gguf`` file; a model folder with ``config.json`` and every weight file
-    its index names (:func:`~attnsim.capture.weights.check_weight_files`); the id of a model in the
-    Hugging Face cache. What the files hold (a GGUF's tensors, the config's fields) is checked when
-    the model is inspected (:func:`attnsim.capture.load.inspect_model`).
+    installed; an existing ``.gguf`` file; a folder with ``config.json``; the id of a model in the
+    Hugging Face cache. What the files hold (a GGUF's tensors, the config's model type, the weight
+    files) is checked when the model is inspected (:func:`attnsim.capture.load.inspect_model`): an
+    unsupported architecture is named before missing weights.
 
     Raises:
         ModelError: a named model's package is missing, the path does not exist, is a folder without
             ``config.json``, or the name is neither a named model nor cached (the closest named model is suggested).
-        WeightsError: a model folder lacks its weight files.
     """
     if path == BUILD:
         return
@@ -102,9 +99,5 @@ def locate_model(path: str) -> None:
     if path in NAMED_MODELS:
         package_file(NAMED_MODELS[path])
         return
-    folder = model_folder(path)
-    if folder is not None:
-        check_weight_files(str(folder))
-        return
-    if looks_like_path(path) or not in_hub_cache(path):
+    if model_folder(path) is None and (looks_like_path(path) or not in_hub_cache(path)):
         raise not_found(path)

@@ -6,7 +6,7 @@ to be refused. :func:`preflight` runs right after the config is read (``attnsim 
 ``finetune``, ``explore``) and checks, in order:
 
 - ``model.path`` (:func:`attnsim.capture.locate.locate_model`): a named model's package, a ``.gguf``
-  file, a model folder with ``config.json`` and its weight files, or an id in the Hugging Face cache;
+  file, a model folder with ``config.json``, or an id in the Hugging Face cache;
 - ``corpus.path`` (:func:`attnsim.data.locate.locate_corpus`): exists, is a file or folder of the kind
   the source reads, and is not empty;
 - ``--checkpoints`` of a sweep (:func:`attnsim.workflows.sweep.checkpoint_folder`) and its ``--base``;
@@ -36,7 +36,7 @@ def preflight(cfg: Any, checkpoints: Optional[str] = None, base: Optional[str] =
         store: check the tracking store too (False for the explorer, which reads a store only for ``--run``).
 
     Raises:
-        ModelError, WeightsError: ``model.path`` or ``--base`` names no model that can be read here.
+        ModelError: ``model.path`` or ``--base`` names no model that can be read here.
         CorpusError: ``corpus.path`` is missing, of the wrong kind, or empty.
         SweepError, CheckpointError: ``--checkpoints`` is neither a folder of checkpoints nor a run id.
         TrackingError: the tracking store cannot be used.

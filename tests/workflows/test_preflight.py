@@ -42,19 +42,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def folder_without_weights(root):
-    folder = root / "no-weights"
-    folder.mkdir()
-    (folder / "config.json").write_text('{"model_type": "bert"}')
-    return folder
-
-
 CASES = {
     "misspelt named model": (["run", "csm", "model.path=smollm"], "Did you mean model.path=smollm2?"),
     "unknown name": (["run", "csm", "model.path=not-a-model-anywhere"], "is not a named model, a model folder or a model in the Hugging Face cache"),
     "missing model folder": (["run", "csm", "model.path=./models/gone"], "Model path './models/gone' does not exist"),
     "folder without config.json": (["run", "csm", "model.path=empty"], "Directory 'empty' is not a Hugging Face model: it has no config.json"),
-    "folder without weights": (["run", "csm", "model.path=no-weights"], "no-weights"),
     "missing gguf file": (["run", "csm", "model.path=gone.gguf"], "GGUF file 'gone.gguf' does not exist"),
     "empty corpus folder": (["run", "csm", "corpus.source=text", "corpus.path=empty"], "holds no .txt files"),
     "missing corpus path": (["run", "csm", "corpus.source=text", "corpus.path=gone.txt"], "Corpus path 'gone.txt' does not exist"),
@@ -81,7 +73,6 @@ def test_refused_before_the_heavy_imports_with_nothing_created(case, tmp_path):
         pytest.importorskip("psycopg")  # without its driver the store is refused for that reason instead (tested in tests/tracking)
     (tmp_path / "empty").mkdir()
     (tmp_path / "blank.txt").write_bytes(b"")
-    folder_without_weights(tmp_path)
     port = free_port()
     argv = [a.format(port=port) for a in argv]
     before = sorted(p.name for p in tmp_path.iterdir())

@@ -299,6 +299,30 @@ def _tie_decided(x, k, kth, error):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=True)
+def _choose_row(a, dest, wide, token, partial, k, stride, sample, cand_v, cand_i, index_row, margin, error):  # pragma: no cover - compiled
+    # the k largest valid pairs of one head's row of float32 products `dest` (of vectors `a`) into index_row[:k]:
+    # (kth, below, status, tied) as csm_walk_rows's kth_out, next_out, status_out and tied_out give them; a choice
+    # whose k-th and (k+1)-th values lie within `margin` is made again among float64 products (`wide`, scratch)
+    n = dest.shape[0]
+    if partial:  # invalid pairs rank last in the choice
+        _mark_invalid(dest, token, np.float32(-np.inf))
+    ok, kth, below = _select(dest, k, stride, sample, cand_v, cand_i, index_row)
+    if not ok:  # NaN: no choice here
+        index_row[:k] = n
+        return np.float32(np.nan), np.float32(np.nan), 2, 0
+    status = 0
+    if not np.float64(kth) - np.float64(below) > margin:  # too close to call in float32
+        _wide_upper_products(a, wide)
+        if partial:
+            _mark_invalid(wide, token, np.float32(-np.inf))
+        again, _, _ = _select(wide, k, stride, sample, cand_v, cand_i, index_row)
+        status = 1 if again else 2
+        if not again:
+            index_row[:k] = n
+    return kth, below, status, _tie_decided(dest, k, kth, error)
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
 def csm_walk_rows(
     vectors,
     tokens,
@@ -357,25 +381,13 @@ def csm_walk_rows(
                 kth_out[w, h] = np.inf
                 next_out[w, h] = -np.inf
             else:
-                if partial:  # invalid pairs rank last in the choice
-                    _mark_invalid(dest, token, np.float32(-np.inf))
-                ok, kth, below = _select(dest, k, stride, sample, cand_v, cand_i, index_out[w, h])
-                if not ok:  # NaN: no choice here
-                    index_out[w, h, :k] = n
-                    kth, below = np.float32(np.nan), np.float32(np.nan)
-                    status_out[w, h] = 2
-                elif not np.float64(kth) - np.float64(below) > margins[w] * error:  # too close to call in float32
-                    _wide_upper_products(a, wide)
-                    if partial:
-                        _mark_invalid(wide, token, np.float32(-np.inf))
-                    again, _, _ = _select(wide, k, stride, sample, cand_v, cand_i, index_out[w, h])
-                    status_out[w, h] = 1 if again else 2
-                    if not again:
-                        index_out[w, h, :k] = n
+                kth, below, status, tied = _choose_row(
+                    a, dest, wide, token, partial, k, stride, sample, cand_v, cand_i, index_out[w, h], margins[w] * error, error
+                )
                 kth_out[w, h] = kth
                 next_out[w, h] = below
-                if ok:
-                    tied_out[w, h] = _tie_decided(dest, k, kth, error)
+                status_out[w, h] = status
+                tied_out[w, h] = tied
             if partial:  # and add nothing to any sum
                 _mark_invalid(dest, token, np.float32(0))
             squares_out[w, h] = _pair_sums(dest, weights[w], class_out[w, h], totals[h], add_total)
