@@ -531,6 +531,35 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argpars
     return args
 
 
+def interrupted_message(command: str, killed: List[str]) -> str:
+    """What Ctrl-C (or SIGTERM) prints: which runs ended KILLED, or that none had been created.
+
+    The text starts with a newline, so that it begins on its own line even when it interrupts a progress bar's
+    line (the bar, on stdout, leaves its line open; a terminal shows both streams on it).
+
+    Args:
+        command: the subcommand interrupted (``run``, ``sweep``, ``finetune`` name their runs).
+        killed: the ids of the runs ended KILLED (``attnsim.tracking.store.KILLED_RUNS``).
+    """
+    if command in ("run", "sweep", "finetune") and killed:
+        which = f"the run {killed[0]} was" if len(killed) == 1 else f"the runs {', '.join(killed)} were"
+        text = f"interrupted: {which} ended as KILLED with what it had measured logged (tag attnsim.partial)"
+    elif command in ("run", "sweep", "finetune"):
+        text = "interrupted before any run was created: nothing was logged"
+    else:
+        text = "interrupted"
+    return "\n" + text
+
+
+def say_interrupted(command: str, killed: List[str]) -> None:
+    """Print :func:`interrupted_message` to stderr, after what stdout holds (a progress bar's open line) is written."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed or its reader gone: the message still goes to stderr
+        pass
+    print(interrupted_message(command, killed), file=sys.stderr, flush=True)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     started = time.perf_counter()  # the start of `attnsim run`'s zz_run/time_total
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -558,14 +587,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     except KeyboardInterrupt:
         store = sys.modules.get("attnsim.tracking.store")
-        killed = list(getattr(store, "KILLED_RUNS", []))
-        if args.command in ("run", "sweep", "finetune") and killed:
-            which = f"the run {killed[0]} was" if len(killed) == 1 else f"the runs {', '.join(killed)} were"
-            print(f"interrupted: {which} ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)
-        elif args.command in ("run", "sweep", "finetune"):
-            print("interrupted before any run was created: nothing was logged", file=sys.stderr)
-        else:
-            print("interrupted", file=sys.stderr)
+        say_interrupted(args.command, list(getattr(store, "KILLED_RUNS", [])))
         signals = list(getattr(store, "RECEIVED_SIGNALS", []))
         return 128 + signals[-1] if signals else 130  # SIGTERM: 143, as a shell reports it; Ctrl-C: 130
 
