@@ -166,21 +166,34 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     overrides = _with_uri(overrides, args.uri)
     _checked_config(experiment, overrides)
     quiet_libraries(args.verbose)
-    from attnsim.tracking.links import open_hint
     from attnsim.workflows.finetune import finetune
 
     result = finetune(experiment, overrides)
-    accuracy = result.metrics.get("val/accuracy")
-    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)")
-    print(f"trained on {result.summary()}")
-    if accuracy is not None:
-        print(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
-    print(f"checkpoint directory: {result.checkpoint_dir}")
-    print("checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints))
-    print(f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}")
-    print(f"tracking store: {result.tracking_uri}")
-    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
+    print("\n" + format_finetune(result))
     return 0
+
+
+def format_finetune(result: Any) -> str:
+    """What ``attnsim finetune`` prints when the fit has ended: the run, what it trained on, the validation accuracy,
+    the checkpoints, the sweep command and where the run is (lines joined by ``\\n``).
+
+    Args:
+        result: a :class:`attnsim.workflows.finetune.FinetuneResult`.
+    """
+    from attnsim.tracking.links import open_hint
+
+    accuracy = result.metrics.get("val/accuracy")
+    lines = [f"run id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)", f"trained on {result.summary()}"]
+    if accuracy is not None:
+        lines.append(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
+    lines += [
+        f"checkpoint directory: {result.checkpoint_dir}",
+        "checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints),
+        f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}",
+        f"tracking store: {result.tracking_uri}",
+        open_hint(result.tracking_uri, result.experiment_id, result.run_id),
+    ]
+    return "\n".join(lines)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
