@@ -11,6 +11,8 @@ Python API (README, "Python API"); each call returns a documented result object:
 - :func:`attnsim.finetune` ``(experiment="finetune_bbc", overrides=None)`` -> :class:`FinetuneResult`
 - :func:`attnsim.sweep` ``(experiment, checkpoints, overrides=None, base=None)`` -> :class:`SweepResult`
 - :func:`attnsim.compare` ``(run_ids=None, experiment=None, parent=None, ...)`` -> pandas DataFrame
+- :func:`attnsim.list_runs` ``(uri=None, experiment=None, limit=20)`` -> list of dicts (``attnsim runs``)
+- :func:`attnsim.describe_run` ``(run_id, uri=None)`` -> :class:`RunDescription` (``attnsim runs RUN_ID``)
 - :func:`attnsim.view` ``(text, model="bundled", run=None, ...)`` -> :class:`attnsim.explore.notebook.View` (inline explorer)
 - :func:`attnsim.trace` ``(text_or_texts, model="bundled", names=None)`` -> :class:`attnsim.capture.record.Trace` (one forward
   pass, every layer's ``pattern``, ``z``, ``result``, ``attn_out``, ``mlp_out``, ``resid_pre/mid/post``, in TransformerLens's names)
@@ -38,6 +40,9 @@ _LAZY = {
     "sweep": "attnsim.workflows.sweep",
     "SweepResult": "attnsim.workflows.sweep",
     "compare": "attnsim.analysis.compare",
+    "list_runs": "attnsim.analysis.listing",
+    "describe_run": "attnsim.analysis.listing",
+    "RunDescription": "attnsim.analysis.listing",
     "AttnsimError": "attnsim.errors",
     "view": "attnsim.explore.notebook",
     "trace": "attnsim.capture.trace",
@@ -47,7 +52,7 @@ _LAZY = {
 
 # the API's calls: the libraries' chatter is hidden before they first load (attnsim.quiet; ATTNSIM_VERBOSE=1 keeps it)
 _HEAVY_CALLS = ("run", "finetune", "sweep", "view", "trace")
-_LIGHT_CALLS = ("report", "compare")
+_LIGHT_CALLS = ("report", "compare", "list_runs", "describe_run")
 
 
 def __getattr__(name: str):

@@ -166,48 +166,114 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     overrides = _with_uri(overrides, args.uri)
     _checked_config(experiment, overrides)
     quiet_libraries(args.verbose)
-    from attnsim.tracking.links import open_hint
     from attnsim.workflows.finetune import finetune
 
     result = finetune(experiment, overrides)
-    accuracy = result.metrics.get("val/accuracy")
-    print(f"\nrun id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)")
-    print(f"trained on {result.summary()}")
-    if accuracy is not None:
-        print(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
-    print(f"checkpoint directory: {result.checkpoint_dir}")
-    print("checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints))
-    print(f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}")
-    print(f"tracking store: {result.tracking_uri}")
-    print(open_hint(result.tracking_uri, result.experiment_id, result.run_id))
+    print("\n" + format_finetune(result))
     return 0
+
+
+def format_finetune(result: Any) -> str:
+    """What ``attnsim finetune`` prints when the fit has ended: the run, what it trained on, the validation accuracy,
+    the checkpoints, the sweep command and where the run is (lines joined by ``\\n``).
+
+    Args:
+        result: a :class:`attnsim.workflows.finetune.FinetuneResult`.
+    """
+    from attnsim.tracking.links import open_hint
+
+    accuracy = result.metrics.get("val/accuracy")
+    lines = [f"run id: {result.run_id}  (experiment id {result.experiment_id}, {result.seconds:.0f} s)", f"trained on {result.summary()}"]
+    if accuracy is not None:
+        lines.append(f"validation accuracy: {accuracy:.3f}  (loss {result.metrics.get('val/loss', float('nan')):.3f})")
+    lines += [
+        f"checkpoint directory: {result.checkpoint_dir}",
+        "checkpoints: " + ", ".join(f"step {step}" for step, _ in result.checkpoints),
+        f"sweep them: attnsim sweep csm --checkpoints {result.checkpoint_dir}",
+        f"tracking store: {result.tracking_uri}",
+        open_hint(result.tracking_uri, result.experiment_id, result.run_id),
+    ]
+    return "\n".join(lines)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     overrides = _with_uri(list(args.overrides) + list(getattr(args, "trailing_overrides", []) or []), args.uri)
     _checked_config(args.experiment, overrides, checkpoints=args.checkpoints, base=args.base)
     quiet_libraries(args.verbose)
-    import pandas as pd
-
     from attnsim.tracking.links import open_hint
     from attnsim.workflows.sweep import sweep
 
     result = sweep(args.experiment, args.checkpoints, overrides, args.base, args.jobs)
-    measured = int((result.runs["status"] == "measured").sum())
-    unreadable = int(result.runs["status"].str.startswith("unreadable").sum())
-    at_once = f", up to {args.jobs} at once" if args.jobs > 1 else ""
-    bad = f", {unreadable} unreadable (skipped; see the status column)" if unreadable else ""
-    print(
-        f"\nsweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id}; {len(result.runs)} children: {measured} measured now{at_once}, {len(result.runs) - measured - unreadable} already finished{bad})"
-    )
-    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
-        print(result.runs.to_string(index=False))
-        print("\nmodel means by global step (the parent's metric curves):")
-        print(result.metrics.to_string(float_format=lambda v: f"{v:.4g}"))
-    print(f"\nper layer side by side: attnsim compare --parent {result.parent_run_id}")
+    print("\n" + format_sweep(result, args.jobs))
     print(f"tracking store: {result.tracking_uri}")
     print(open_hint(result.tracking_uri, result.experiment_id, result.parent_run_id))
-    return EXIT_UNREADABLE if unreadable else 0
+    return EXIT_UNREADABLE if int(result.runs["status"].str.startswith("unreadable").sum()) else 0
+
+
+SWEEP_WIDTH = 100
+"""The widest line :func:`format_sweep` prints (characters)."""
+
+_CHECKPOINT_WIDTH = 28  # the most characters of a checkpoint's folder name in the sweep's table
+
+
+def _shortened(text: str, width: int) -> str:
+    """``text``, its middle replaced by ``...`` when it is longer than ``width`` characters (both ends stay readable)."""
+    if len(text) <= width:
+        return text
+    head = (width - 3 + 1) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+
+
+def format_sweep(result: Any, jobs: int = 1, width: int = SWEEP_WIDTH) -> str:
+    """What ``attnsim sweep`` prints about a finished sweep, every line at most ``width`` characters.
+
+    The summary (parent run, children measured now, already finished, unreadable), the runs table (step, the
+    checkpoint's folder name, shortened in the middle past 28 characters, the child's run id, the status wrapped
+    onto indented lines), the model means by global step (pandas' column blocks of ``width``), and the command that
+    compares the children. Full checkpoint paths and reasons stay in the parent's ``sweep/runs.csv``.
+
+    Args:
+        result: a :class:`attnsim.workflows.sweep.SweepResult` (``runs``: step, checkpoint, run_id, status;
+            ``metrics``: index step, one column per statistic).
+        jobs: the children measured at once (``--jobs``), said when above 1.
+        width: the widest line, in characters (at least 72: a step, a folder name, a 32-character run id and a status).
+
+    Returns:
+        The text, lines joined by ``\\n``; the first line starts ``sweep parent run: RUN_ID``.
+    """
+    import textwrap
+    from pathlib import PurePath
+
+    runs = result.runs
+    measured = int((runs["status"] == "measured").sum())
+    unreadable = int(runs["status"].str.startswith("unreadable").sum())
+    at_once = f", up to {jobs} at once" if jobs > 1 else ""
+    bad = f", {unreadable} unreadable (skipped; see the status column)" if unreadable else ""
+    counts = f"{len(runs)} children: {measured} measured now{at_once}, {len(runs) - measured - unreadable} already finished{bad}"
+    wrap = dict(width=width, break_long_words=False, break_on_hyphens=False)
+    lines = [f"sweep parent run: {result.parent_run_id}  (experiment id {result.experiment_id})", *textwrap.wrap(counts, **wrap)]
+    lines += ["", *textwrap.wrap("checkpoint: the folder's name; full paths and reasons: the parent's artifact sweep/runs.csv", **wrap)]
+    header = ["step", "checkpoint", "run id", "status"]
+    cells = [
+        [str(row.step), _shortened(PurePath(str(row.checkpoint)).name or str(row.checkpoint), _CHECKPOINT_WIDTH), str(row.run_id or "")]
+        for row in runs.itertuples()
+    ]
+    widths = [max(len(c[i]) for c in [header[:3], *cells]) for i in range(3)]
+    indent = sum(widths) + 2 * len(widths)
+    status_width = max(width - indent, 20)
+
+    def line(first: List[str], status: str) -> List[str]:
+        aligned = [first[0].rjust(widths[0]), first[1].ljust(widths[1]), first[2].ljust(widths[2])]
+        parts = textwrap.wrap(status, width=status_width, break_on_hyphens=False) or [""]
+        return [("  ".join(aligned) + "  " + parts[0]).rstrip()] + [" " * indent + part for part in parts[1:]]
+
+    lines += line(header[:3], header[3])
+    for cell, status in zip(cells, runs["status"]):
+        lines += line(cell, str(status))
+    lines += ["", "model means by global step (the parent's metric curves):"]
+    lines += result.metrics.to_string(float_format=lambda v: f"{v:.4g}", line_width=width).splitlines()
+    lines += ["", f"per layer side by side: attnsim compare --parent {result.parent_run_id}"]
+    return "\n".join(lines)
 
 
 EXIT_UNREADABLE = 3  # `attnsim sweep`: the sweep finished, but some checkpoints could not be read and were skipped
@@ -478,6 +544,35 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argpars
     return args
 
 
+def interrupted_message(command: str, killed: List[str]) -> str:
+    """What Ctrl-C (or SIGTERM) prints: which runs ended KILLED, or that none had been created.
+
+    The text starts with a newline, so that it begins on its own line even when it interrupts a progress bar's
+    line (the bar, on stdout, leaves its line open; a terminal shows both streams on it).
+
+    Args:
+        command: the subcommand interrupted (``run``, ``sweep``, ``finetune`` name their runs).
+        killed: the ids of the runs ended KILLED (``attnsim.tracking.store.KILLED_RUNS``).
+    """
+    if command in ("run", "sweep", "finetune") and killed:
+        which = f"the run {killed[0]} was" if len(killed) == 1 else f"the runs {', '.join(killed)} were"
+        text = f"interrupted: {which} ended as KILLED with what it had measured logged (tag attnsim.partial)"
+    elif command in ("run", "sweep", "finetune"):
+        text = "interrupted before any run was created: nothing was logged"
+    else:
+        text = "interrupted"
+    return "\n" + text
+
+
+def say_interrupted(command: str, killed: List[str]) -> None:
+    """Print :func:`interrupted_message` to stderr, after what stdout holds (a progress bar's open line) is written."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed or its reader gone: the message still goes to stderr
+        pass
+    print(interrupted_message(command, killed), file=sys.stderr, flush=True)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     started = time.perf_counter()  # the start of `attnsim run`'s zz_run/time_total
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -505,14 +600,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     except KeyboardInterrupt:
         store = sys.modules.get("attnsim.tracking.store")
-        killed = list(getattr(store, "KILLED_RUNS", []))
-        if args.command in ("run", "sweep", "finetune") and killed:
-            which = f"the run {killed[0]} was" if len(killed) == 1 else f"the runs {', '.join(killed)} were"
-            print(f"interrupted: {which} ended as KILLED with what it had measured logged (tag attnsim.partial)", file=sys.stderr)
-        elif args.command in ("run", "sweep", "finetune"):
-            print("interrupted before any run was created: nothing was logged", file=sys.stderr)
-        else:
-            print("interrupted", file=sys.stderr)
+        say_interrupted(args.command, list(getattr(store, "KILLED_RUNS", [])))
         signals = list(getattr(store, "RECEIVED_SIGNALS", []))
         return 128 + signals[-1] if signals else 130  # SIGTERM: 143, as a shell reports it; Ctrl-C: 130
 

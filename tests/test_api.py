@@ -30,6 +30,9 @@ def test_names_resolve_to_the_documented_objects():
 
     assert (attnsim.run, attnsim.RunResult, attnsim.ReportResult) == (run, RunResult, ReportResult)
     assert attnsim.report.report is report
+    from attnsim.analysis.listing import RunDescription, describe_run, list_runs
+
+    assert (attnsim.list_runs, attnsim.describe_run, attnsim.RunDescription) == (list_runs, describe_run, RunDescription)
     assert (attnsim.finetune, attnsim.FinetuneResult, attnsim.sweep, attnsim.SweepResult, attnsim.compare) == (
         finetune,
         FinetuneResult,

@@ -20,8 +20,9 @@ from attnsim.analysis.runs import statistics
 from attnsim.errors import TrackingError
 from attnsim.keys import RunKind, Tag
 
-LIST_COLUMNS = ("run_id", "experiment", "kind", "status", "model", "windows", "seq_len", "capture_path", "start", "run_name")
-"""The columns of :func:`list_runs`, in order: ``start`` is the run's start in UTC (``YYYY-MM-DD HH:MM:SS``)."""
+LIST_COLUMNS = ("run_id", "experiment", "kind", "status", "model", "corpus", "windows", "seq_len", "capture_path", "start", "run_name")
+"""The columns of :func:`list_runs`, in order: ``corpus`` is :func:`corpus_of`'s, ``start`` the run's start in UTC
+(``YYYY-MM-DD HH:MM:SS``)."""
 
 MAX_RUNS = 50_000
 """The most runs one listing returns: MLflow's largest ``max_results`` of a run search."""
@@ -58,6 +59,17 @@ def measured_windows(run: Any) -> str:
     return planned
 
 
+def corpus_of(run: Any) -> str:
+    """What a run measured: its tag ``attnsim.corpus`` (``bbc``, ``text:/path/to/dir``, ``repeated_tokens:20x3``; see
+    :func:`attnsim.workflows.common.corpus_label`), followed by `` (limit N)`` when its param ``corpus.limit`` is set;
+    empty when the run has neither."""
+    corpus = run.data.tags.get(Tag.CORPUS.value, "")
+    limit = run.data.params.get("corpus.limit", "")
+    if limit in ("", "None", "null"):
+        return corpus
+    return f"{corpus} (limit {limit})" if corpus else f"(limit {limit})"
+
+
 def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit: int = 20) -> List[Dict[str, str]]:
     """The newest runs of a tracking store, newest first.
 
@@ -68,7 +80,8 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
         limit: at most this many runs (1 to :data:`MAX_RUNS`).
 
     Returns:
-        One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag). ``windows``
+        One dict per run with the keys of :data:`LIST_COLUMNS` (strings; empty where a run lacks the tag). ``corpus`` is
+        the corpus and its limit (:func:`corpus_of`), so that runs of one model on two corpora differ. ``windows``
         is ``measured/planned`` for a run that did not finish (partial, FAILED, KILLED, RUNNING), and ``status``
         ``RUNNING (process gone)`` for a RUNNING run whose process on this machine has ended.
 
@@ -107,6 +120,7 @@ def list_runs(uri: Optional[str] = None, experiment: Optional[str] = None, limit
                 "kind": RunKind.of(tags).value,
                 "status": _status(run),
                 "model": tags.get(Tag.MODEL.value, ""),
+                "corpus": corpus_of(run),
                 "windows": measured_windows(run),
                 "seq_len": tags.get(Tag.SEQ_LEN.value, ""),
                 "capture_path": tags.get(Tag.CAPTURE_PATH.value, ""),
@@ -243,4 +257,4 @@ def format_run(run: RunDescription) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LIST_COLUMNS", "MAX_RUNS", "measured_windows", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]
+__all__ = ["LIST_COLUMNS", "MAX_RUNS", "corpus_of", "measured_windows", "RunDescription", "describe_run", "format_run", "format_runs", "list_runs"]

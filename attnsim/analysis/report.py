@@ -220,6 +220,13 @@ def render_html(markdown: str, title: str = "attnsim reproduction report") -> st
     return f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n<style>{HTML_STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n'
 
 
+FLAGGED_NOTE = f"* {NOT_SEPARATED}: the random-weights control of the same architecture in this report earns the same verdict"
+""":func:`glance_text`'s note under a table with a flagged (``*``) verdict."""
+
+NONE_MEASURED_NOTE = "the paper's claims 1-7: not measured by these runs (they come from `paper` or its findings)"
+""":func:`glance_text`'s last line when the runs measured none of the paper's claims."""
+
+
 def glance_text(runs: Sequence[LoggedRun]) -> str:
     """The verdicts at a glance as a fixed-width text table for the terminal (``*`` marks a verdict the control also earns)."""
     assessment = Assessment.of(runs)
@@ -236,11 +243,9 @@ def glance_text(runs: Sequence[LoggedRun]) -> str:
     rows += _decoder_rows(runs) + _intervention_rows(runs)
     if len(rows) == 1:
         rows.append(["(no claim measured)"] + ["not measured"] * len(runs))
-    widths = [max(len(row[col]) for row in rows) for col in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines = aligned_table(rows)
     if assessment.any_flagged:
-        lines += ["", f"* {NOT_SEPARATED}: the random-weights control of the same architecture in this report earns the same verdict"]
+        lines += ["", FLAGGED_NOTE]
     controls = assessment.control_lines()
     if controls:
         lines += [""] + controls
@@ -252,8 +257,17 @@ def glance_text(runs: Sequence[LoggedRun]) -> str:
     if unmeasured and len(unmeasured) < len(CLAIMS):
         lines += ["", f"paper claims {', '.join(map(str, unmeasured))}: not measured by these runs"]
     elif unmeasured:
-        lines += ["", "the paper's claims 1-7: not measured by these runs (they come from `paper` or its findings)"]
+        lines += ["", NONE_MEASURED_NOTE]
     return "\n".join(lines) + "\n"
+
+
+def aligned_table(rows: Sequence[Sequence[str]]) -> List[str]:
+    """``rows`` (the header first) as :func:`glance_text`'s lines: cells left-aligned two spaces apart, each column as
+    wide as its widest cell, a line of dashes under the header, no trailing spaces."""
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
 
 
 def _head_section(runs: Sequence[LoggedRun]) -> str:

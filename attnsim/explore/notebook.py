@@ -74,8 +74,10 @@ def view(
         text: the text (cut after ``corpus.seq_len`` tokens, default 256; the view says what was cut).
         model: any ``model.path`` attnsim supports (``bundled``, ``smollm2``, a folder, a .gguf file).
         run: a logged run of the same model whose per-head corpus statistics stand beside the maps.
-        layer, head: the head drawn first (0-indexed).
-        off: heads switched off, (layer, head) pairs; ``mode`` ``zero`` or ``mean`` (default ``interventions.mode``).
+        layer: the layer of the head drawn first (0-indexed).
+        head: the head drawn first, in ``layer`` (0-indexed).
+        off: heads switched off, (layer, head) pairs.
+        mode: how ``off`` heads are switched off, ``zero`` or ``mean`` (default ``interventions.mode``).
         overrides: more config overrides (``corpus.seq_len=128``, ``stats.normalise=cosine``).
         uri: the tracking store of ``run``.
 

@@ -98,6 +98,12 @@ def server_command(backend_uri: str, artifacts: Path, host: str = DEFAULT_HOST, 
     ]
 
 
+def starting_line(command: List[str]) -> str:
+    """The line ``attnsim server`` prints as it starts the server: ``starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``
+    and the command (:func:`server_command`, the URI's password hidden), quoted as a shell needs it."""
+    return "starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(command)
+
+
 class TrackingServer(UiServer):
     """``mlflow server`` on a PostgreSQL backend, in a process group of its own: :meth:`start`, :meth:`wait_ready`, always :meth:`stop`."""
 
@@ -155,7 +161,7 @@ def serve(
     run_until_stopped(  # with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false (ui.server_env)
         server,
         say,
-        starting="starting: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(shown),
+        starting=starting_line(shown),
         ready=lambda seconds: (
             f"ready after {seconds:.1f} s on {server.url}; log to it with --uri {server.url} or MLFLOW_TRACKING_URI={server.url}  (Ctrl-C stops it)"
         ),

@@ -40,11 +40,12 @@ def test_runs_are_listed_newest_first_with_what_each_measured(store):
     assert [r["run_id"] for r in rows] == [ids["c"], ids["b"], ids["a"]]
     assert list(rows[0]) == list(LIST_COLUMNS)
     a = rows[2]
-    assert (a["experiment"], a["kind"], a["status"], a["model"], a["windows"], a["seq_len"], a["capture_path"], a["run_name"]) == (
+    assert (a["experiment"], a["kind"], a["status"], a["model"], a["corpus"], a["windows"], a["seq_len"], a["capture_path"], a["run_name"]) == (
         "first",
         "measure",
         "FAILED",
         "model-a",
+        "bbc",  # the tag attnsim.corpus; no corpus.limit param logged
         "8/8",  # a run that did not finish: measured/planned windows (zz_run/windows of the tag's)
         "128",
         "dense",
@@ -55,6 +56,32 @@ def test_runs_are_listed_newest_first_with_what_each_measured(store):
     assert [r["run_id"] for r in list_runs(uri, limit=1)] == [ids["c"]]
     table = format_runs(rows).splitlines()
     assert table[0].split()[:3] == ["run", "id", "experiment"] and len(table) == 4 and table[1].startswith(ids["c"])
+
+
+def test_runs_on_different_corpora_show_their_corpus_and_limit(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    runs = {}
+    for name, corpus, limit in (("bbc", "bbc", "64"), ("stories", "text:/data/examples/stories", "None"), ("repeated", "repeated_tokens:20x3", "32")):
+        runs[name] = fake_compare_run(tracker, name, {"mean": [1.0, 2.0]}, corpus=corpus, experiment="csm")
+        tracker.client.set_tag(runs[name], "attnsim.model", "all-MiniLM-L6-v2")  # one model: only the corpus tells them apart
+        tracker.client.log_param(runs[name], "corpus.limit", limit)  # None: corpus.limit=null, every window
+        time.sleep(0.01)
+    rows = list_runs(uri)
+    assert [(r["run_id"], r["corpus"]) for r in rows] == [
+        (runs["repeated"], "repeated_tokens:20x3 (limit 32)"),
+        (runs["stories"], "text:/data/examples/stories"),
+        (runs["bbc"], "bbc (limit 64)"),
+    ]
+    header, *lines = format_runs(rows).splitlines()
+    assert header.split()[:7] == ["run", "id", "experiment", "kind", "status", "model", "corpus"] and len(lines) == 3
+    cells = [re.split(r"\s{2,}", line) for line in lines]
+    assert [c[5] for c in cells] == ["repeated_tokens:20x3 (limit 32)", "text:/data/examples/stories", "bbc (limit 64)"]
+    assert [c[4] for c in cells] == ["all-MiniLM-L6-v2"] * 3
+    # without the run id, start time and name, the rows differ by their corpus alone
+    bare = [[cell for i, cell in enumerate(c) if i not in (0, len(c) - 2, len(c) - 1)] for c in cells]
+    assert [b[:4] + b[5:] for b in bare] == [["csm", "measure", "FINISHED", "all-MiniLM-L6-v2", "8", "128", "dense"]] * 3
+    assert len({b[4] for b in bare}) == 3
 
 
 def test_one_run_is_described_with_its_tags_params_and_model_means(store):
