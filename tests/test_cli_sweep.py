@@ -1,4 +1,4 @@
-"""`attnsim sweep`'s printed summary (attnsim.cli.format_sweep): every line fits 100 columns, the key values are in it."""
+"""`attnsim sweep`'s printed summary (attnsim.printed.format_sweep): every line fits 100 columns, the key values are in it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from attnsim.cli import SWEEP_WIDTH, _shortened, format_sweep
+from attnsim.printed import SWEEP_WIDTH, _shortened, format_sweep
 
 PARENT = "0f3c5e9a1b2d4c6e8f0a1b2c3d4e5f60"
 CHILDREN = ["a1" * 16, "b2" * 16, "c3" * 16, ""]

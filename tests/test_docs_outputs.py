@@ -2,7 +2,7 @@
 
 Each ``text`` block of docs/tutorials/ that shows a command's output is checked against the function that formats
 that output: ``attnsim report``'s verdicts at a glance (:func:`attnsim.analysis.report.glance_text`), the end of
-``attnsim finetune`` (:func:`attnsim.cli.format_finetune`) and the line ``attnsim server`` starts with
+``attnsim finetune`` (:func:`attnsim.printed.format_finetune`) and the line ``attnsim server`` starts with
 (:func:`attnsim.tracking.server.starting_line`). The numbers in them come from the runs the tutorials describe;
 what is checked is everything else: the lines, their labels and order, the column layout, the notes.
 """
@@ -88,7 +88,7 @@ def test_the_tutorials_verdict_tables_have_report_s_form():
 
 
 def test_the_tutorials_finetune_output_is_what_finetune_prints(monkeypatch):
-    from attnsim.cli import format_finetune
+    from attnsim.printed import format_finetune
     from attnsim.tracking import links
     from attnsim.workflows.finetune import FinetuneResult
 

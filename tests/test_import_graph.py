@@ -35,7 +35,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("tracking", ("attnsim.tracking",)),
     # the live explorer sits beside the workflows: it loads a model, captures one window and reads logged runs
     ("workflows", ("attnsim.workflows", "attnsim.analysis", "attnsim.report", "attnsim.explore")),
-    ("cli", ("attnsim.cli",)),
+    # the command line, and the text it prints about finished workflows
+    ("cli", ("attnsim.cli", "attnsim.printed")),
 ]
 
 # Imports against the flow that are tolerated: none. Nothing may be added.
