@@ -158,7 +158,7 @@ def instrument() -> None:
         _stage[0] = f"b{batch[0]}:between"
 
     module.release_view = release_tagged
-    original = run._predict
+    original = run.predict_loop
 
     def predict(*args, **kwargs):
         _stage[0] = "predict"
@@ -167,7 +167,7 @@ def instrument() -> None:
         finally:
             _stage[0] = "after predict"
 
-    run._predict = predict
+    run.predict_loop = predict
 
 
 def main() -> int:

@@ -87,7 +87,8 @@ from attnsim.findings.examples import ExampleRecorder  # noqa: E402
 from attnsim.stats.pairs.kernels import path_name as statistics_path  # noqa: E402
 from attnsim.tracking.store import Tracker  # noqa: E402
 from attnsim.workflows.kinds.base import make_capture_module, plain_module  # noqa: E402
-from attnsim.workflows.run import build_findings, log_results, make_trainer, prepare  # noqa: E402
+from attnsim.workflows.loop import make_trainer  # noqa: E402
+from attnsim.workflows.run import build_findings, log_results, prepare  # noqa: E402
 
 # b/a targets on the AMD EPYC machine, by model: MiniLM at 512 windows, SmolLM2 at 128 tokens. csm at 0.92 is MiniLM's
 # ceiling there (benchmarks/operations.py: the plain forward plus capture, the CSM product and the high pairs, each at

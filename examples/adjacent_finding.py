@@ -68,6 +68,7 @@ class AdjacentFinding(Finding):
     name = "adjacent"
     description = "share of high-CSM pairs that are adjacent tokens (j - i = 1), beside chance"
     statistics = SCALARS  # every key the finding logs (adjacent/adjacent_share[/LNN[/HNN]]); the default summarise() reads them
+    blockwise = True  # it reads only the view's published members, so the blockwise path (long windows) runs it too
 
     def build(self):
         return {"adjacent": AdjacentAccumulator(self.n_layers, self.n_heads)}

@@ -69,7 +69,7 @@ def restore_rank():
 
 
 def _ddp_trainer(overrides=()):
-    from attnsim.workflows.run import make_trainer
+    from attnsim.workflows.loop import make_trainer
 
     cfg = load_config("csm", ["trainer.devices=2", "trainer.strategy=ddp", "trainer.progress_bar=false", *overrides])
     return make_trainer(cfg, [])
@@ -78,7 +78,7 @@ def _ddp_trainer(overrides=()):
 def test_make_trainer_passes_strategy_and_keeps_attnsim_sampler(monkeypatch, restore_rank):
     from pytorch_lightning.strategies import DDPStrategy
 
-    from attnsim.workflows.run import global_rank
+    from attnsim.workflows.loop import global_rank
 
     for key in ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         monkeypatch.delenv(key, raising=False)
@@ -92,7 +92,7 @@ def test_make_trainer_passes_strategy_and_keeps_attnsim_sampler(monkeypatch, res
 
 
 def test_global_rank_under_torchrun(monkeypatch, restore_rank):
-    from attnsim.workflows.run import global_rank
+    from attnsim.workflows.loop import global_rank
 
     monkeypatch.delenv("NODE_RANK", raising=False)
     for key, value in {
@@ -133,7 +133,7 @@ def test_settings_lightning_refuses_are_one_config_error(override, reason):
     """What only Lightning can judge (a strategy or precision name) comes back as one
     ConfigError naming the trainer keys and Lightning's reason, not Lightning's traceback; the CLI prints it before any
     run exists."""
-    from attnsim.workflows.run import make_trainer
+    from attnsim.workflows.loop import make_trainer
 
     with pytest.raises(
         ConfigError, match=rf"Lightning refused the trainer settings \(trainer.accelerator=cpu, trainer.devices=1, trainer.num_nodes=1, {reason}"
@@ -142,7 +142,7 @@ def test_settings_lightning_refuses_are_one_config_error(override, reason):
 
 
 def test_fewer_batches_than_processes_is_refused(monkeypatch, restore_rank):
-    from attnsim.workflows.run import check_shards, global_rank
+    from attnsim.workflows.loop import check_shards, global_rank
 
     for key in ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE"):
         monkeypatch.delenv(key, raising=False)

@@ -87,7 +87,7 @@ def test_windows_total_and_done_follow_the_sampler_and_batch_limit():
 def test_runner_and_finetune_use_the_counting_bar(tiny_bert, text_dir, tracking_uri, tmp_path, capsys):
     from attnsim.config import load_config
     from attnsim.workflows.finetune import finetune
-    from attnsim.workflows.run import make_trainer
+    from attnsim.workflows.loop import make_trainer
     from tests.helpers.runs import tiny_fit
 
     cfg = load_config("csm", ["trainer.batch_size=2"])

@@ -401,7 +401,7 @@ def test_ctrl_c_says_which_run_it_ended_or_that_none_existed(tiny_bert, text_dir
     assert main(common) == 130
     assert "interrupted before any run was created: nothing was logged" in capsys.readouterr().err
     monkeypatch.setattr(runner, "prepare", prepare)
-    monkeypatch.setattr(runner, "_predict", interrupt)  # inside the run
+    monkeypatch.setattr(runner, "predict_loop", interrupt)  # inside the run
     assert main(common) == 130
     client, runs = runs_of(tracking_uri)
     assert [r.info.status for r in runs] == ["KILLED"]

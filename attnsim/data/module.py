@@ -133,7 +133,7 @@ def shard_sampler(length: int, trainer: Optional[pl.Trainer], batch_size: int = 
     """:class:`ShardSampler` for ``trainer``'s process (the whole corpus without a trainer or with one process).
 
     The Trainer must be built with ``use_distributed_sampler=False`` (as
-    :func:`attnsim.workflows.run.make_trainer` does) so that Lightning keeps this sampler.
+    :func:`attnsim.workflows.loop.make_trainer` does) so that Lightning keeps this sampler.
     """
     if trainer is None:
         return ShardSampler(length, batch_size=batch_size)

@@ -44,12 +44,12 @@ from attnsim.workflows.common import (
     dataset_name,
     log_datasets,
     open_tracker,
-    run_lightning,
     run_tags,
     seed_and_threads,
 )
 from attnsim.workflows.figures import log_figures
 from attnsim.workflows.kinds import MeasurementKind, choose_kind
+from attnsim.workflows.loop import check_shards, distributed, global_rank, make_trainer, name_progress_bar, predict_loop
 from attnsim.workflows.startup import freeze_if_exiting_soon
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,6 @@ __all__ = [
     "run",
     "build_findings",
     "build_module",
-    "make_trainer",
-    "global_rank",
-    "check_shards",
     "log_results",
     "headline_metrics",
 ]
@@ -213,11 +210,6 @@ def build_findings(prepared: Prepared) -> List[Finding]:
     return [finding(info.n_layers, info.n_heads, seq_len, cfg.stats, context) for finding in prepared.finding_types]
 
 
-def _distributed() -> bool:
-    """Whether this process is one rank of a torch.distributed process group (a DDP run)."""
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
 def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     """Load the model and wrap it in the LightningModule of the run's kind (:meth:`~attnsim.workflows.kinds.MeasurementKind.load`).
 
@@ -230,50 +222,6 @@ def build_module(prepared: Prepared, findings: List[Finding]) -> tuple:
     """
     module, model_tags = prepared.kind.load(prepared, findings)
     return module, model_tags, not prepared.kind.inference_mode
-
-
-def make_trainer(cfg: DictConfig, callbacks: List[pl.Callback], inference_mode: bool = True, description: Optional[str] = None) -> pl.Trainer:
-    """A Lightning Trainer for predict: no logger, no checkpoints, progress bar as configured.
-
-    The progress bar (``trainer.progress_bar``) is :class:`~attnsim.progress.AttnsimProgressBar`,
-    named ``description`` (the run name), counting windows.
-
-    ``inference_mode=False`` (gradient maps) runs predict under ``no_grad`` instead, so that
-    ``predict_step`` can enable gradients.
-
-    ``trainer.devices``, ``trainer.num_nodes`` and ``trainer.strategy`` pass to Lightning. The
-    distributed sampler is off (``use_distributed_sampler=False``): the datamodules shard the windows
-    themselves without repeating any (:class:`~attnsim.data.module.ShardSampler`).
-
-    Raises:
-        ConfigError: Lightning refused ``trainer.accelerator``, ``devices``, ``num_nodes``, ``strategy`` or
-            ``precision`` (an unknown strategy or precision, a device count this machine lacks), with its reason.
-    """
-    from pytorch_lightning.utilities.exceptions import MisconfigurationException
-
-    from attnsim.progress import AttnsimProgressBar
-
-    t = cfg.trainer
-    bar = [AttnsimProgressBar(description)] if t.progress_bar else []
-    try:
-        return pl.Trainer(
-            accelerator=t.accelerator,
-            devices=t.devices,
-            num_nodes=t.num_nodes,
-            strategy=t.strategy,
-            use_distributed_sampler=False,
-            precision=t.precision,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=t.progress_bar,
-            enable_model_summary=False,
-            callbacks=list(callbacks) + bar,
-            inference_mode=inference_mode,
-        )
-    except (MisconfigurationException, ValueError) as exc:
-        given = ", ".join(f"trainer.{key}={t[key]}" for key in ("accelerator", "devices", "num_nodes", "strategy", "precision"))
-        reason = " ".join(str(exc).split())
-        raise ConfigError(f"Lightning refused the trainer settings ({given}): {reason}") from None
 
 
 def log_results(sink: RunSink, cfg: DictConfig, findings: List[Finding], recorder: Optional[ExampleRecorder], partial: bool = False) -> tuple:
@@ -346,58 +294,6 @@ def _log_summary(sink: RunSink, cfg: DictConfig, name: str, summary: Summary) ->
     sink.log_metrics(tables.corpus_metrics(summary))
 
 
-def _predict(kind: MeasurementKind, trainer: pl.Trainer, module: pl.LightningModule, datamodule: pl.LightningDataModule) -> None:
-    # mean ablation predicts twice (its first pass sums each head's Z); every other run once
-    kind.predict(lambda: run_lightning(lambda: trainer.predict(module, datamodule=datamodule, return_predictions=False), trainer, "predict"), module)
-
-
-def _name_progress_bar(trainer: pl.Trainer, name: str) -> None:
-    from attnsim.progress import AttnsimProgressBar
-
-    for callback in trainer.callbacks:
-        if isinstance(callback, AttnsimProgressBar):
-            callback.description = name
-
-
-def check_shards(trainer: pl.Trainer, windows: int, batch_size: int) -> None:
-    """Refuse a distributed predict in which some process would get no batch (Lightning stops such a process).
-
-    Args:
-        trainer: from :func:`make_trainer`, after :func:`global_rank` (which sets its world size).
-        windows: windows in the corpus.
-        batch_size: ``trainer.batch_size``.
-
-    Raises:
-        ConfigError: fewer batches (``ceil(windows / batch_size)``) than processes (devices × nodes).
-    """
-    batches = -(-windows // batch_size)
-    world = int(trainer.world_size)
-    if world > batches:
-        fix = (
-            f"trainer.batch_size={windows // world} or smaller, or fewer devices"
-            if windows >= world
-            else f"at least {world} windows (corpus.limit) or at most {max(windows, 1)} processes"
-        )
-        raise ConfigError(
-            f"The corpus has {windows} windows, {batches} batches of trainer.batch_size={batch_size}, but the run has {world} processes "
-            f"(trainer.devices × trainer.num_nodes), and every process needs at least one batch. Use {fix}."
-        )
-
-
-def global_rank(trainer: pl.Trainer) -> int:
-    """This process's global rank under ``trainer``'s strategy, known before predict launches anything.
-
-    Lightning sets the ranks when predict starts; a distributed strategy's ranks come from its
-    cluster environment (the launcher's ``NODE_RANK``/``LOCAL_RANK``, torchrun's ``RANK``, SLURM's
-    ``SLURM_PROCID``), so they are set here the same way (and ``rank_zero_only.rank`` with them).
-    A single-process strategy is rank 0.
-    """
-    strategy = trainer.strategy
-    if getattr(strategy, "cluster_environment", None) is not None and hasattr(strategy, "set_world_ranks"):
-        strategy.set_world_ranks()
-    return int(strategy.global_rank)
-
-
 def execute(
     prepared: Prepared,
     parent_run_id: Optional[str] = None,
@@ -429,13 +325,79 @@ def execute(
         started, timings = time.perf_counter(), {}
     else:
         timings = {**(timings or {}), **prepared.timings}  # every stage: logged as zz_run/time_<stage>
+    parts = _assemble(prepared, timings, extra_tags, run_name)
+    if parts.rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
+        predict_loop(prepared.kind, parts.trainer, parts.module, parts.datamodule)
+        reduce_findings(parts.findings)  # a collective: every rank, after its windows
+        _raise_failed(parts.findings)
+        return RunResult(
+            "",
+            "",
+            prepared.tracker.uri,
+            {},
+            len(prepared.corpus),
+            timings,
+            status="NOT_LOGGED",
+            run_name=parts.name,
+            experiment=cfg.tracking.experiment,
+            rank=parts.rank,
+        )
+    opened = time.perf_counter()
+    with prepared.tracker.run(cfg.tracking.experiment, parts.name, parts.tags, parent_run_id, step, description=cfg.description) as sink:
+        _log_inputs(sink, prepared, parts.findings, parent_run_id, extra_params)
+        timings[Stage.OPEN_RUN.value] = time.perf_counter() - opened
+        timings.update(_predict_logging_partial(sink, prepared, parts))
+        freeze_if_exiting_soon()  # `attnsim run` only: the figures' garbage collections skip the model and windows
+        summaries, spent = log_results(sink, cfg, parts.findings, parts.recorder)
+        timings.update(spent)
+        if extra_metrics:  # after the statistics: MLflow's compare page plots the first metric a run logged
+            sink.log_metrics(extra_metrics)
+        sink.flush()
+        _describe(sink, prepared, summaries, parts.tags)
+        failed = [f for f in parts.findings if f.error is not None]
+        if failed:
+            sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
+        _raise_failed(parts.findings)
+        _log_timings(sink, started, timings)
+    ended = prepared.tracker.client.get_run(sink.run_id).info
+    return RunResult(
+        sink.run_id,
+        ended.experiment_id,
+        prepared.tracker.uri,
+        summaries,
+        len(prepared.corpus),
+        timings,
+        metrics=headline_metrics(summaries),
+        status=ended.status,
+        run_name=ended.run_name or parts.name,
+        experiment=cfg.tracking.experiment,
+    )
+
+
+@dataclass
+class _Parts:
+    """What :func:`execute` measures with: the findings (Lightning callbacks), the examples' recorder, the Trainer and this
+    process's rank, the Lightning module and data module, the run's tags and name."""
+
+    findings: List[Finding]
+    recorder: Optional[ExampleRecorder]
+    trainer: pl.Trainer
+    rank: int
+    module: pl.LightningModule
+    datamodule: pl.LightningDataModule
+    tags: Dict[str, str]
+    name: str
+
+
+def _assemble(prepared: Prepared, timings: Dict[str, float], extra_tags: Optional[Dict[str, str]], run_name: Optional[str]) -> _Parts:
+    """Build the findings, the Trainer (first: the rank and the shards are known before the model loads), the model's
+    module and the data module; name and tag the run. Adds ``load_model`` and ``setup`` to ``timings`` (seconds)."""
+    cfg, kind = prepared.cfg, prepared.kind
     setup = time.perf_counter()
     seed_and_threads(cfg.seed, cfg.trainer.threads)
     findings = build_findings(prepared)
-    kind = prepared.kind
     # encoder–decoder findings keep their own example pairs; interventions' batches are not the capture's
     recorder = ExampleRecorder(cfg.plots.examples, prepared.tokenizer, cfg.plots.max_tokens) if cfg.plots.examples and kind.examples else None
-    # the Trainer comes first, so that the process's rank and the shards are known before the model loads
     trainer = make_trainer(cfg, list(findings), inference_mode=kind.inference_mode)
     rank = global_rank(trainer)
     check_shards(trainer, len(prepared.corpus), cfg.trainer.batch_size)
@@ -451,73 +413,72 @@ def execute(
     tags[Tag.KIND.value] = RunKind.MEASURE.value
     tags.update(extra_tags or {})
     name = run_name or cfg.tracking.run_name or default_run_name(cfg.name, tags)
-    _name_progress_bar(trainer, name)
+    name_progress_bar(trainer, name)
     timings[Stage.SETUP.value] += time.perf_counter() - setup
-    opened = time.perf_counter()
-    if rank != 0:  # DDP: rank 0 creates, logs and ends the one run; this process only measures its windows
-        _predict(kind, trainer, module, datamodule)
-        reduce_findings(findings)  # a collective: every rank, after its windows
-        failed = [f for f in findings if f.error is not None]
-        if failed:
-            raise failed[0].error  # type: ignore[misc]
-        return RunResult(
-            "", "", prepared.tracker.uri, {}, len(prepared.corpus), timings, status="NOT_LOGGED", run_name=name, experiment=cfg.tracking.experiment, rank=rank
-        )
-    with prepared.tracker.run(cfg.tracking.experiment, name, tags, parent_run_id, step, description=cfg.description) as sink:
-        sink.check_keys(name for f in findings for name in f.metric_names())
-        params = measure_params(cfg)
-        if parent_run_id:  # a sweep child: its checkpoint's path is its tag attnsim.checkpoint, no compare axis (MLflow cuts it to 10 characters)
-            params.pop("model.path", None)
-        sink.log_params({**params, **(extra_params or {})})
-        sink.log_text(to_yaml(cfg), "config.yaml")
-        log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
-        start = time.perf_counter()
-        timings[Stage.OPEN_RUN.value] = start - opened
+    return _Parts(findings, recorder, trainer, rank, module, datamodule, tags, name)
+
+
+def _log_inputs(sink: RunSink, prepared: Prepared, findings: List[Finding], parent_run_id: Optional[str], extra_params: Optional[Dict[str, str]]) -> None:
+    """Before predict: the metric keys checked, the params, the config as ``config.yaml`` and the corpus as the run's dataset input."""
+    cfg = prepared.cfg
+    sink.check_keys(name for f in findings for name in f.metric_names())
+    params = measure_params(cfg)
+    if parent_run_id:  # a sweep child: its checkpoint's path is its tag attnsim.checkpoint, no compare axis (MLflow cuts it to 10 characters)
+        params.pop("model.path", None)
+    sink.log_params({**params, **(extra_params or {})})
+    sink.log_text(to_yaml(cfg), "config.yaml")
+    log_datasets(sink, [DatasetInput(dataset_name(cfg), prepared.corpus, corpus_source(cfg), "predict")])
+
+
+def _predict_logging_partial(sink: RunSink, prepared: Prepared, parts: _Parts) -> Dict[str, float]:
+    """Predict and reduce the findings' states (DDP: across ranks); the stage timings (``predict``, and ``reduce`` under DDP).
+
+    Raises:
+        BaseException: whatever stopped predict (Ctrl-C and SIGTERM too), after the statistics measured so far were
+            logged with the tag ``attnsim.partial``.
+    """
+    start = time.perf_counter()
+    spent = {}
+    try:
+        predict_loop(prepared.kind, parts.trainer, parts.module, parts.datamodule)
+        predicted = time.perf_counter()
+        reduce_findings(parts.findings)  # DDP: sum the states of every rank (each window counted once)
+        if distributed():
+            spent["reduce"] = time.perf_counter() - predicted  # logged as zz_run/time_reduce
+    except BaseException:
+        sink.set_tags({Tag.PARTIAL.value: "true"})
         try:
-            _predict(kind, trainer, module, datamodule)
-            predicted = time.perf_counter()
-            reduce_findings(findings)  # DDP: sum the states of every rank (each window counted once)
-            if _distributed():
-                timings["reduce"] = time.perf_counter() - predicted  # logged as zz_run/time_reduce
-        except BaseException:
-            sink.set_tags({Tag.PARTIAL.value: "true"})
-            try:
-                log_results(sink, cfg, findings, recorder, partial=True)
-            except Exception:  # noqa: BLE001 - the original error matters more
-                log.exception("could not log the partial statistics")
-            raise
-        timings["predict"] = predicted - start
-        freeze_if_exiting_soon()  # `attnsim run` only: the figures' garbage collections skip the model and windows
-        summaries, spent = log_results(sink, cfg, findings, recorder)
-        timings.update(spent)
-        if extra_metrics:  # after the statistics: MLflow's compare page plots the first metric a run logged
-            sink.log_metrics(extra_metrics)
-        sink.flush()
-        try:  # the way to the mosaics, tables and explorer, first on the run's page; the run's numbers are all logged
-            sink.set_tags({NOTE_TAG: describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))})
-        except Exception:  # noqa: BLE001 - a description is not worth failing a run for
-            log.warning("could not write the description of run %s; it keeps how it was started", sink.run_id, exc_info=True)
-        failed = [f for f in findings if f.error is not None]
-        if failed:
-            sink.set_tags({Tag.PARTIAL.value: "true", Tag.FAILED_FINDINGS.value: ",".join(f.name for f in failed)})
-            raise failed[0].error  # type: ignore[misc]
-        total = time.perf_counter() - started
-        timings[Stage.UNATTRIBUTED.value] = max(0.0, total - sum(timings.values()))
-        timings[Stage.TOTAL.value] = total
-        sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
-    ended = prepared.tracker.client.get_run(sink.run_id).info
-    return RunResult(
-        sink.run_id,
-        ended.experiment_id,
-        prepared.tracker.uri,
-        summaries,
-        len(prepared.corpus),
-        timings,
-        metrics=headline_metrics(summaries),
-        status=ended.status,
-        run_name=ended.run_name or name,
-        experiment=cfg.tracking.experiment,
-    )
+            log_results(sink, prepared.cfg, parts.findings, parts.recorder, partial=True)
+        except Exception:  # noqa: BLE001 - the original error matters more
+            log.exception("could not log the partial statistics")
+        raise
+    spent["predict"] = predicted - start
+    return spent
+
+
+def _describe(sink: RunSink, prepared: Prepared, summaries: Dict[str, Summary], tags: Dict[str, str]) -> None:
+    """The run's description (MLflow's note): the way to its mosaics, tables and explorer; a failure is only logged."""
+    cfg = prepared.cfg
+    try:
+        sink.set_tags({NOTE_TAG: describe_run(prepared.tracker.client, sink, summaries, cfg.stats.per_head, cfg.stats.per_layer, tags.get(NOTE_TAG, ""))})
+    except Exception:  # noqa: BLE001 - a description is not worth failing a run for
+        log.warning("could not write the description of run %s; it keeps how it was started", sink.run_id, exc_info=True)
+
+
+def _log_timings(sink: RunSink, started: float, timings: Dict[str, float]) -> None:
+    """Log every stage's seconds as ``zz_run/time_<stage>``, with the run's total since ``started`` and what no stage
+    accounts for (``unattributed``); both are added to ``timings``."""
+    total = time.perf_counter() - started
+    timings[Stage.UNATTRIBUTED.value] = max(0.0, total - sum(timings.values()))
+    timings[Stage.TOTAL.value] = total
+    sink.log_metrics({run_key(f"time_{k}"): v for k, v in timings.items()})  # seconds
+
+
+def _raise_failed(findings: List[Finding]) -> None:
+    """Raise the error of the first finding that failed during predict (each keeps its own, :attr:`Finding.error`)."""
+    failed = [f for f in findings if f.error is not None]
+    if failed:
+        raise failed[0].error  # type: ignore[misc]
 
 
 def default_run_name(experiment: str, tags: Dict[str, str]) -> str:

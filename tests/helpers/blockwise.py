@@ -8,7 +8,13 @@ import torch
 
 from attnsim.capture.queries import register
 
-PAPER = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
+
+def blockwise_findings() -> list:
+    """Every registered finding with a blockwise form (``Finding.blockwise``), in registry order: the invariant tests
+    (dense = blockwise, merge order, padding) run each, so that a new statistic is in them without an edit here."""
+    from attnsim.findings.registry import FINDINGS
+
+    return [name for name in FINDINGS if FINDINGS[name].blockwise]
 
 
 def bert_pair(vocab: int):
@@ -46,7 +52,8 @@ def capture_batch(model, batch, path):
         return forward_with_capture(model, architecture_for("bert"), 4, inputs, attention=path == "dense", queries=path == "blockwise")[1]
 
 
-def paper_findings(seq_len: int, tokenizer):
+def blockwise_finding_objects(seq_len: int, tokenizer):
+    """One of each :func:`blockwise_findings` for 2 layers x 4 heads at ``seq_len`` tokens, with the default stats config."""
     from omegaconf import OmegaConf
 
     from attnsim.config import StatsConfig
@@ -55,4 +62,24 @@ def paper_findings(seq_len: int, tokenizer):
 
     stats = OmegaConf.structured(StatsConfig)
     context = FindingContext(tokenizer=tokenizer, vocab_size=len(tokenizer))
-    return [FINDINGS[name](2, 4, seq_len, stats, context) for name in PAPER], stats
+    return [FINDINGS[name](2, 4, seq_len, stats, context) for name in blockwise_findings()], stats
+
+
+def dense_and_blockwise(capture, batch, seq_len: int, tokenizer) -> list:
+    """The dense view (T x T maps recomputed whole from the recorded queries and keys) and the blockwise
+    view of one capture, each folded into a fresh set of :func:`blockwise_finding_objects`: ``[(findings, view)]``,
+    dense first."""
+    from attnsim.capture.hooks import BatchCapture
+    from attnsim.findings.base import view_factory
+    from attnsim.stats.pairs.scores import attention_rows
+
+    maps = tuple(attention_rows(qk, 0, seq_len) for qk in capture.query_keys)  # L x (B, H, T, T)
+    out = []
+    for path, raw in (("dense", BatchCapture(capture.z_layers, maps, "z")), ("blockwise", BatchCapture(capture.z_layers, None, "z", capture.query_keys))):
+        findings, stats = blockwise_finding_objects(seq_len, tokenizer)
+        view = view_factory(findings, stats, path, block_rows=96)(raw, batch)
+        for finding in findings:
+            finding.update(view)
+            assert finding.error is None, (path, finding.name, finding.error)
+        out.append((findings, view))
+    return out

@@ -26,7 +26,7 @@ def sweep_runs(uri: str):
 
 
 def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoints, tracking_uri, monkeypatch):
-    original = attnsim.workflows.run._predict
+    original = attnsim.workflows.run.predict_loop
     calls = []
 
     def interrupted_on_second_child(kind, trainer, module, datamodule):
@@ -35,7 +35,7 @@ def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoin
             raise KeyboardInterrupt("simulated Ctrl-C during the second child")
         return original(kind, trainer, module, datamodule)
 
-    monkeypatch.setattr(attnsim.workflows.run, "_predict", interrupted_on_second_child)
+    monkeypatch.setattr(attnsim.workflows.run, "predict_loop", interrupted_on_second_child)
     with pytest.raises(KeyboardInterrupt):
         attnsim.sweep("csm", str(checkpoints), SWEEP)
     client, (parent,), children = sweep_runs(tracking_uri)
@@ -44,7 +44,7 @@ def test_interrupted_sweep_resumes_without_repeating_finished_children(checkpoin
     first = children[0].info.run_id
     assert [m.step for m in client.get_metric_history(parent.info.run_id, "csm/mean")] == [0]
 
-    monkeypatch.setattr(attnsim.workflows.run, "_predict", original)
+    monkeypatch.setattr(attnsim.workflows.run, "predict_loop", original)
     result = attnsim.sweep("csm", str(checkpoints), SWEEP)
     client, parents, children = sweep_runs(tracking_uri)
     assert [p.info.run_id for p in parents] == [parent.info.run_id] == [result.parent_run_id]

@@ -14,25 +14,7 @@ from attnsim.errors import ModelError
 from attnsim.stats.pairs import exact_top
 from attnsim.stats.pairs.blocks import BlockPairView, StreamingTop, _diagonal_sums, decode_pairs
 from attnsim.stats.pairs.scores import attention_rows
-from tests.helpers.blockwise import bert_pair, capture_batch, paper_findings, windows_batch
-
-
-def _views(capture, batch, seq_len, tokenizer):
-    """The dense view (T x T maps recomputed whole from the recorded queries and keys) and the blockwise
-    view of one capture, each folded into a fresh set of `paper` findings."""
-    from attnsim.capture.hooks import BatchCapture
-    from attnsim.findings.base import view_factory
-
-    maps = tuple(attention_rows(qk, 0, seq_len) for qk in capture.query_keys)  # L x (B, H, T, T)
-    out = []
-    for path, raw in (("dense", BatchCapture(capture.z_layers, maps, "z")), ("blockwise", BatchCapture(capture.z_layers, None, "z", capture.query_keys))):
-        findings, stats = paper_findings(seq_len, tokenizer)
-        view = view_factory(findings, stats, path, block_rows=96)(raw, batch)
-        for finding in findings:
-            finding.update(view)
-            assert finding.error is None, (path, finding.name, finding.error)
-        out.append((findings, view))
-    return out
+from tests.helpers.blockwise import bert_pair, blockwise_finding_objects, blockwise_findings, capture_batch, dense_and_blockwise, windows_batch
 
 
 @pytest.mark.parametrize("seq_len", [256, 512])
@@ -48,7 +30,7 @@ def test_blockwise_equals_dense(tokenizer, seq_len):
     real = batch["attention_mask"].bool()[:, None, :, None]
     for layer, maps in enumerate(capture_batch(eager, batch, "dense").attention_layers):
         assert float(((attention_rows(capture.query_keys[layer], 0, seq_len) - maps).abs() * real).max()) < 1e-5
-    (dense, dense_view), (blocks, block_view) = _views(capture, batch, seq_len, tokenizer)
+    (dense, dense_view), (blocks, block_view) = dense_and_blockwise(capture, batch, seq_len, tokenizer)
     assert isinstance(block_view, BlockPairView) and not isinstance(dense_view, BlockPairView)
     assert torch.equal(dense_view.high_index, block_view.high_index.long())
     assert torch.equal(dense_view.attention_index, block_view.attention_index.long())
@@ -182,8 +164,8 @@ def test_findings_without_a_blockwise_form_run_dense_under_auto_and_are_refused_
     from attnsim.findings.registry import FINDINGS
     from attnsim.workflows.run import run, without_blockwise
 
-    paper = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
-    assert without_blockwise([FINDINGS[name] for name in paper]) == []
+    assert set(blockwise_findings()) >= {"csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"}
+    assert without_blockwise([FINDINGS[name] for name in blockwise_findings()]) == []
     assert without_blockwise([FINDINGS[name] for name in ("csm", "rollout", "attention_maps", "induction")]) == ["rollout", "attention_maps", "induction"]
     text = ModelInfo("x", "x", "llama", 4, 8, 32, 256, 8192, architecture_for("llama"), SimpleNamespace(model_type="llama"))
     assert choose_capture_path("auto", 4096, 512, text, True, without_blockwise=["induction"]) == "dense"
@@ -246,7 +228,7 @@ def test_causal_decoder_blockwise_equals_dense():
     maps = tuple(attention_rows(qk, 0, seq_len) for qk in capture.query_keys)
     results = []
     for path, raw in (("dense", BatchCapture(capture.z_layers, maps, "z")), ("blockwise", BatchCapture(capture.z_layers, None, "z", capture.query_keys))):
-        findings, stats = paper_findings(seq_len, _VocabTokenizer())
+        findings, stats = blockwise_finding_objects(seq_len, _VocabTokenizer())
         view = view_factory(findings, stats, path, block_rows=24)(raw, batch)
         for finding in findings:
             finding.update(view)

@@ -10,11 +10,11 @@ import torch
 
 from attnsim.stats.pairs.fused import RecomputedPairView, window_probabilities
 from attnsim.stats.pairs.scores import attention_rows
-from tests.helpers.blockwise import bert_pair, capture_batch, paper_findings, windows_batch
+from tests.helpers.blockwise import bert_pair, blockwise_finding_objects, capture_batch, windows_batch
 
 
 def _fold(view_builder, raw, batch, seq_len, tokenizer):  # noqa: F811
-    findings, stats = paper_findings(seq_len, tokenizer)
+    findings, stats = blockwise_finding_objects(seq_len, tokenizer)
     view = view_builder(findings, stats)(raw, batch)
     for finding in findings:
         finding.update(view)

@@ -10,11 +10,10 @@ import torch
 
 from attnsim.stats.pairs import exact_top, kernels
 from attnsim.stats.pairs.geometry import product_error
+from tests.helpers.blockwise import blockwise_findings
 from tests.helpers.models import BUNDLED
 
 pytestmark = pytest.mark.skipif(not kernels.compiled_available(), reason="numba is not installed")
-
-PAPER = ["csm", "distance", "sentences", "anchors", "repetition", "attention_regions", "separators", "noise"]
 
 
 def _kth_and_next(values: torch.Tensor, k: int):
@@ -250,7 +249,7 @@ def _fold(minilm_batch, monkeypatch, compiled: bool):
     tokenizer, batch, capture = minilm_batch
     stats = OmegaConf.structured(StatsConfig)
     context = FindingContext(tokenizer=tokenizer, vocab_size=len(tokenizer))
-    findings = [FINDINGS[name](6, 12, 128, stats, context) for name in PAPER]
+    findings = [FINDINGS[name](6, 12, 128, stats, context) for name in blockwise_findings()]
     view = view_factory(findings, stats)(capture, batch)
     assert view._narrow_csm is compiled  # the dense walk's own machinery
     for finding in findings:

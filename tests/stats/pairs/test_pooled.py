@@ -17,7 +17,7 @@ from attnsim.findings.base import view_factory
 from attnsim.findings.examples import ExampleRecorder
 from attnsim.stats.pairs.blocks import BlockPairView
 from attnsim.stats.pairs.scores import attention_rows
-from tests.helpers.blockwise import bert_pair, capture_batch, paper_findings, windows_batch
+from tests.helpers.blockwise import bert_pair, blockwise_finding_objects, capture_batch, windows_batch
 
 SEQ_LEN, MAX_TOKENS, BLOCK_ROWS = 256, 64, 96
 
@@ -42,7 +42,7 @@ def both_paths(tokenizer):  # noqa: F811
     maps = tuple(attention_rows(qk, 0, SEQ_LEN) for qk in capture.query_keys)
     out = {}
     for path, raw in (("dense", BatchCapture(capture.z_layers, maps, "z")), ("blockwise", BatchCapture(capture.z_layers, None, "z", capture.query_keys))):
-        findings, stats = paper_findings(SEQ_LEN, tokenizer)
+        findings, stats = blockwise_finding_objects(SEQ_LEN, tokenizer)
         out[path] = view_factory(findings, stats, path, block_rows=BLOCK_ROWS)(raw, batch)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(BlockPairView, "draws_examples", property(lambda self: False))  # as above 512 tokens
@@ -200,7 +200,7 @@ def test_region_figures_outline_the_same_pooled_cells_on_both_paths(both_paths, 
     dense, pooled, block_view = both_paths
     findings = {}
     for path in ("dense", "blockwise"):
-        finding = next(f for f in paper_findings(SEQ_LEN, tokenizer)[0] if isinstance(f, AttentionRegionsFinding))
+        finding = next(f for f in blockwise_finding_objects(SEQ_LEN, tokenizer)[0] if isinstance(f, AttentionRegionsFinding))
         finding.max_examples = 3  # plots.examples (the test's finding context keeps none)
         if path == "blockwise":
             with monkeypatch.context() as patch:
@@ -208,7 +208,7 @@ def test_region_figures_outline_the_same_pooled_cells_on_both_paths(both_paths, 
                 finding.update(block_view)
         else:
             capture_maps = tuple(attention_rows(qk, 0, SEQ_LEN) for qk in block_view.query_keys)
-            stats = paper_findings(SEQ_LEN, tokenizer)[1]
+            stats = blockwise_finding_objects(SEQ_LEN, tokenizer)[1]
             finding.update(
                 view_factory([finding], stats, "dense", block_rows=BLOCK_ROWS)(BatchCapture(block_view._vector_layers, capture_maps, "z"), block_view.batch)
             )
