@@ -392,6 +392,11 @@ def dense_memory(
     return max(forward, statistics) + vectors
 
 
+def _size(count: int) -> str:
+    """Bytes as GiB to one decimal from 1 GiB, else as whole MiB."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
+
+
 def check_dense_fits(
     info: ModelInfo,
     seq_len: int,
@@ -437,7 +442,7 @@ def check_dense_fits(
         )
         held = f"{maps}the statistics' pair tables and CSM walk of a batch of {batch} windows x {seq_len} tokens"
     raise ConfigError(
-        f"capture.path={path} keeps {held} ({counted}), about {need / 2**30:.1f} GiB, but this machine has {have / 2**30:.1f} GiB available. "
+        f"capture.path={path} keeps {held} ({counted}), about {_size(need)}, but this machine has {_size(have)} available. "
         f"Use capture.path=blockwise (the same statistics one block of rows at a time), or {smaller}."
     )
 

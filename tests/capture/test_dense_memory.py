@@ -120,17 +120,17 @@ def test_the_estimate_counts_the_batch_actually_run(tiny_bert, monkeypatch):
     """A corpus of one window with trainer.batch_size=32 runs batches of one: it is estimated, and refused, at batch 1."""
     info = inspect_model(str(tiny_bert), 128)
     one, full = dense_memory(info, 128, 1), dense_memory(info, 128, 32)
-    assert full > 15 * one  # the maps and tables of 32 windows
+    assert (round(one / 2**20), round(full / 2**20)) == (2, 42)  # MiB: the maps and tables of 1 and of 32 windows
     monkeypatch.setattr(load, "available_memory", lambda: 2 * one)
     check_dense_fits(info, 128, 32, "dense", True, windows=1)  # batch 1: fits
     with pytest.raises(ConfigError) as refused:
         check_dense_fits(info, 128, 32, "dense", True)  # windows not known: the batch size is run
-    assert f"about {full / 2**30:.1f} GiB" in str(refused.value) and "32 windows" in str(refused.value)
+    assert f"about {full / 2**20:.0f} MiB" in str(refused.value) and "32 windows" in str(refused.value)
     monkeypatch.setattr(load, "available_memory", lambda: one // 2)
     with pytest.raises(ConfigError) as refused:
         check_dense_fits(info, 128, 32, "dense", True, windows=1)
     message = str(refused.value)
-    assert f"about {one / 2**30:.1f} GiB" in message and f"{one // 2 / 2**30:.1f} GiB available" in message
+    assert f"about {one / 2**20:.0f} MiB" in message and f"{one // 2 / 2**20:.0f} MiB available" in message
     assert "2 layers x 4 heads x 1 windows x 128² tokens" in message and "a batch of 1: the corpus has 1 window" in message
     assert "shorten corpus.seq_len" in message  # no batch size fits
 
@@ -139,3 +139,24 @@ def test_the_walk_chunk_of_the_estimate_is_the_views():
     from attnsim.stats.pairs.view import CHUNK_ELEMENTS_CPU
 
     assert load.WALK_CHUNK_ELEMENTS == CHUNK_ELEMENTS_CPU
+
+
+def test_a_run_of_one_window_is_checked_at_batch_1_once_its_windows_are_counted(tiny_bert, tracking_uri, monkeypatch):
+    """``attnsim run`` with corpus.limit=1 and trainer.batch_size=32: :func:`~attnsim.workflows.run.prepare` checks the
+    batch of one it will run, not 32, before any model loads or run exists."""
+    import attnsim.workflows.run as runner
+    from attnsim.config import load_config
+    from tests.helpers.runs import runs_of
+
+    cfg = load_config("paper", [f"model.path={tiny_bert}", "corpus.limit=1", "corpus.seq_len=128", "trainer.batch_size=32", "capture.path=dense"])
+    info = inspect_model(str(tiny_bert), 128)
+    one, full = dense_memory(info, 128, 1), dense_memory(info, 128, 32)
+    monkeypatch.setattr(load, "available_memory", lambda: 2 * one)  # room for one window, far from 32
+    assert len(runner.prepare(cfg).corpus) == 1  # accepted: the batch run is one window
+    monkeypatch.setattr(load, "available_memory", lambda: one - 1)
+    with pytest.raises(ConfigError) as refused:
+        runner.prepare(cfg)
+    message = str(refused.value)
+    assert f"about {one / 2**20:.0f} MiB" in message and f"{full / 2**20:.0f} MiB" not in message
+    assert "x 1 windows x 128² tokens" in message and "the corpus has 1 window, fewer than trainer.batch_size=32" in message
+    assert runs_of(tracking_uri)[1] == []
