@@ -89,8 +89,9 @@ def test_the_estimate_is_at_most_30_percent_above_the_measured_peak_and_never_be
     allocation of 128 KiB or more (every T x T or pair-space tensor) on its own and unmap it when freed, so that memory
     freed by a run is given back rather than kept in the heap and reused, which would hide part of a later peak. A
     warm-up run at 64 tokens comes first: lazy imports and numba's compilation would otherwise count, about 180 MB.
-    ``resource.getrusage``'s ``ru_maxrss`` cannot be reset, and torch's profiler does not see the allocations freed
-    before it stops, so neither gives a run's own peak.
+    ``resource.getrusage``'s ``ru_maxrss`` cannot be reset (the warm-up's peak would hide the runs'), and torch's
+    profiler (``profile_memory``) counts torch's own allocations only, not the NumPy arrays of the compiled walk, and
+    slows the run several times.
     """
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "MALLOC_MMAP_THRESHOLD_": "131072"}
     lengths = ",".join(map(str, LENGTHS))
