@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 import attnsim
 from attnsim.capture.load import check_weight_files, inspect_model
 from attnsim.cli import main
-from attnsim.errors import ModelError
+from attnsim.errors import ConfigError, ModelError
 from tests.helpers.runs import SWEEP, runs_of, tiny_fit
 
 
@@ -63,14 +63,18 @@ def test_a_dense_run_that_cannot_fit_is_refused_before_loading(tiny_bert, tracki
     from attnsim.capture import load
 
     info = inspect_model(str(tiny_bert), 128)
-    assert load.dense_memory(info, 128, 8) == (2 + 1) * 8 * 4 * 128 * 128 * 4  # (layers + 1) x batch x heads x T² x 4 bytes
+    square, pairs = 8 * 4 * 128 * 128 * 4, 128 * 127 // 2  # one layer's (batch, heads, T, T) float32 maps; P
+    statistics = 2 * square + pairs * (56 + 62 * 8) + 8 * 2 * 4 * pairs * 8 + 2 * 4 * pairs * 4  # maps, tables, walk of 8 windows, sums
+    assert load.dense_memory(info, 128, 8) == max(2 * square + 3 * square, statistics) + 2 * 2 * 8 * 4 * 128 * 8 * 4  # + Z and its copy
     monkeypatch.setattr(load, "available_memory", lambda: 2 * load.dense_memory(info, 128, 1))  # room for two windows
     assert main(["run", "paper", f"model.path={tiny_bert}", "corpus.limit=8", "trainer.batch_size=8", "capture.path=dense"]) == 2
     err = capsys.readouterr().err
     assert "capture.path=dense keeps every layer's attention maps" in err and "Use capture.path=blockwise" in err and "trainer.batch_size to at most 2" in err
     assert runs_of(tracking_uri)[1] == []
     load.check_dense_fits(info, 128, 8, "blockwise", True)  # the blockwise path keeps no T x T maps: nothing to refuse
-    load.check_dense_fits(info, 128, 8, "dense", False)  # Z only (csm): no attention maps
+    with pytest.raises(ConfigError, match="the statistics' pair tables and CSM walk of a batch of 8 windows"):
+        load.check_dense_fits(info, 128, 8, "dense", False)  # Z only (csm): no attention maps, but the pair tables of 8 windows
+    load.check_dense_fits(info, 128, 8, "dense", False, windows=1)  # a corpus of one window: batches of one
 
 
 def test_weights_of_another_model_are_refused_not_started_at_random(broken, tracking_uri, capsys):

@@ -334,34 +334,115 @@ def available_memory() -> Optional[int]:
     return None
 
 
-def dense_memory(info: ModelInfo, seq_len: int, batch_size: int, streamed: bool = False) -> int:
-    """Bytes the dense path's attention maps of one batch take at once: every layer's (batch, head, T, T) float32
-    probabilities, which eager attention returns together, and one layer's scores beside them while it computes;
+WALK_CHUNK_ELEMENTS = 1 << 21
+"""Elements of the (chunk, layer, head, T, T) tensors the dense view's CPU walk takes at once: the statistics' own
+:data:`attnsim.stats.pairs.view.CHUNK_ELEMENTS_CPU` (capture sits below stats and cannot import it; a test keeps them equal)."""
+
+
+def dense_memory(
+    info: ModelInfo,
+    seq_len: int,
+    batch_size: int,
+    streamed: bool = False,
+    attention: bool = True,
+    whole_maps: bool = False,
+    compiled: bool = True,
+) -> int:
+    """Bytes a dense capture of one batch of ``batch_size`` windows of ``seq_len`` tokens holds at its peak, beyond the model.
+
+    With B windows, L layers, H heads, T tokens, P = T(T-1)/2 pairs, d_head D (float32 throughout), the peak is the
+    larger of the forward pass and the statistics' walk of the batch:
+
+    - forward pass (``attention``): every layer's (B, H, T, T) probabilities, which eager attention returns together
+      (4·L·B·H·T²), and beside the last layer's, its scores, masked scores and softmax temporaries (3 x 4·B·H·T²);
+    - statistics: the maps still held (4·L·B·H·T² with ``attention``), the pair-space tables of the batch's view
+      (:mod:`attnsim.stats.pairs.view`: the (2, P) pair indices, flat indices, distances and pair ends, 56 bytes a pair;
+      per window the (P, 5) class masks, their row-major copy, the count tables, the valid pairs and class bits,
+      62 bytes a pair), the CSM walk's chunk of windows (:data:`WALK_CHUNK_ELEMENTS` elements of every layer's maps,
+      at least one window): per (layer, head) matrix its P float32 pair values and the kernel's outputs beside them,
+      8 bytes a pair (``compiled``; the fallback path, ``ATTNSIM_COMPILED=0``, forms the (T, T) float64 CSM, its pair
+      values and their float64 deviations: 36 bytes a pair), the CSM summed by pair over the batch (L·H·P float32),
+      above 128 tokens its rows widened to float64 as they are pooled into cells of tokens (about 4M values at a time,
+      :func:`~attnsim.stats.pairs.geometry.pool_pairs`), and with ``whole_maps`` (a finding with no blockwise form reads the batch's stacked maps) a stacked copy, its
+      float64 copy and a float64 (L, H, T, T) corpus sum (4·L·B·H·T² + 8·L·B·H·T² + 8·L·H·T²);
+    - both: the per-head outputs (B, H, T, D) of every layer and the walk's copy of them (2 x 4·L·B·H·T·D).
+
+    Measured on CPU (``tests/capture/test_dense_memory.py``: a BERT and a Llama of 2 layers and 8 heads, the ``paper``
+    findings, one window of 512 to 2,048 tokens): the peak resident memory above the loaded model is 81 % to 96 % of
+    this estimate; SmolLM2-135M (30 layers, 9 heads) at 2,048 tokens, one window: 9.9 GiB, 89 % of its 11.1 GiB.
+
     ``streamed``: at most one layer's maps and its scores (each chunk of windows' maps of a layer is folded and freed
-    before the next chunk runs; on an accelerator the chunk is the batch)."""
-    per_layer = batch_size * info.n_heads * seq_len * seq_len * 4
-    return (2 if streamed else info.n_layers + 1) * per_layer
+    before the next chunk runs; on an accelerator the chunk is the batch): 2 x 4·B·H·T².
+    """
+    T, B, L, H = seq_len, batch_size, info.n_layers, info.n_heads
+    square = B * H * T * T * 4  # one layer's (B, H, T, T) float32 maps
+    if streamed:
+        return 2 * square
+    pairs = T * (T - 1) // 2
+    maps = L * square if attention else 0
+    vectors = 2 * L * B * H * T * (info.d_head or 1) * 4
+    forward = maps + (3 * square if attention else 0)
+    chunk = min(B, max(1, WALK_CHUNK_ELEMENTS // max(1, L * H * T * T)))
+    walk = chunk * L * H * pairs * (8 if compiled else 36)
+    statistics = maps + pairs * (56 + 62 * B) + walk + L * H * pairs * 4
+    if T > 128:  # the CSM sums by pair pooled into cells of tokens, rows widened to float64 about 4M values at a time
+        statistics += (min(L * H, max(1, (1 << 22) // max(1, pairs))) + 1) * pairs * 8  # and each pair's cell (int64)
+    if whole_maps:
+        statistics += 3 * L * square + L * H * T * T * 8
+    return max(forward, statistics) + vectors
 
 
-def check_dense_fits(info: ModelInfo, seq_len: int, batch_size: int, path: str, needs_attention: bool) -> None:
-    """Refuse a dense capture with attention maps that cannot fit in this machine's available memory, before the model loads.
+def _size(count: int) -> str:
+    """Bytes as GiB to one decimal from 1 GiB, else as whole MiB."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
+
+
+def check_dense_fits(
+    info: ModelInfo,
+    seq_len: int,
+    batch_size: int,
+    path: str,
+    needs_attention: bool,
+    windows: Optional[int] = None,
+    whole_maps: bool = False,
+    compiled: bool = True,
+) -> None:
+    """Refuse a dense capture whose batch cannot fit in this machine's available memory, before the model loads.
+
+    The batch run is the smaller of ``batch_size`` (``trainer.batch_size``) and ``windows`` (the corpus's window count,
+    where known): a corpus of one window runs batches of one whatever the batch size. The estimate is
+    :func:`dense_memory` (``needs_attention``, ``whole_maps`` and ``compiled`` as there).
 
     Raises:
-        ConfigError: naming the estimate, the memory available and the fixes (``capture.path=blockwise``, a batch size that fits).
+        ConfigError: naming the estimate, the batch it counts, the memory available and the fixes
+            (``capture.path=blockwise``, a batch size that fits, a shorter ``corpus.seq_len``).
     """
-    if path not in ("dense", "streamed") or not needs_attention or info.arch.vision:
+    if path not in ("dense", "streamed") or info.arch.vision:
         return
     streamed = path == "streamed"
-    need, have = dense_memory(info, seq_len, batch_size, streamed), available_memory()
+    if streamed and not needs_attention:
+        return
+    batch = max(1, min(batch_size, windows) if windows is not None else batch_size)
+    estimate = lambda size: dense_memory(info, seq_len, size, streamed, needs_attention, whole_maps, compiled)  # noqa: E731
+    need, have = estimate(batch), available_memory()
     if have is None or need <= have:
         return
-    fits = have // max(1, dense_memory(info, seq_len, 1, streamed))
+    fits = max((size for size in range(1, batch) if estimate(size) <= have), default=0)
     smaller = f"lower trainer.batch_size to at most {fits}" if fits >= 1 else "shorten corpus.seq_len"
-    held = "one layer's attention maps of a batch and its scores" if streamed else "every layer's attention maps of a batch at once"
-    layers = "2 x" if streamed else f"{info.n_layers} layers x"
+    counted = f"a batch of {batch}: trainer.batch_size={batch_size}"
+    if windows is not None and windows < batch_size:
+        counted = f"a batch of {batch}: the corpus has {windows} window{'' if windows == 1 else 's'}, fewer than trainer.batch_size={batch_size}"
+    if streamed:
+        held = f"one layer's attention maps of a batch and its scores: 2 x {info.n_heads} heads x {batch} windows x {seq_len}² tokens in float32"
+    else:
+        maps = (
+            f"every layer's attention maps ({info.n_layers} layers x {info.n_heads} heads x {batch} windows x {seq_len}² tokens in float32) and "
+            if needs_attention
+            else ""
+        )
+        held = f"{maps}the statistics' pair tables and CSM walk of a batch of {batch} windows x {seq_len} tokens"
     raise ConfigError(
-        f"capture.path={path} keeps {held}: {layers} {info.n_heads} heads x "
-        f"{batch_size} windows x {seq_len}² tokens in float32, about {need / 2**30:.1f} GiB, but this machine has {have / 2**30:.1f} GiB available. "
+        f"capture.path={path} keeps {held} ({counted}), about {_size(need)}, but this machine has {_size(have)} available. "
         f"Use capture.path=blockwise (the same statistics one block of rows at a time), or {smaller}."
     )
 

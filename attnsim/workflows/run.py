@@ -177,13 +177,21 @@ def prepare(cfg: DictConfig) -> Prepared:
         cfg.stats.high_rule,
         list(needs.without_blockwise),
     )
-    check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention)  # before any weights or run
+
+    def check_fits(windows: int) -> None:  # before any weights or run, with the batch actually run (a corpus may hold fewer windows)
+        check_dense_fits(info, cfg.corpus.seq_len, cfg.trainer.batch_size, path, needs.attention, windows, bool(needs.without_blockwise), compiled_requested())
+
     tokenizer, corpus = kind.inputs(cfg, info)
+    counted = corpus is not None  # the windows are counted: checked before the tracking store is opened
+    if counted:
+        check_fits(len(corpus))
     windows = time.perf_counter()
     tracker = open_tracker(cfg.tracking.uri, cfg.tracking.experiment)
     tracked = time.perf_counter()
     # an intervention's inputs (prompt pairs, heads of an earlier run) count with the windows
     setup, corpus = kind.prepare(cfg, info, tokenizer, corpus, tracker, finding_types)
+    if not counted and corpus is not None:  # a corpus made by the kind's prepare (an intervention's prompt pairs)
+        check_fits(len(corpus))
     timings = {Stage.WINDOWS.value: windows - start + time.perf_counter() - tracked, Stage.TRACKER.value: tracked - windows}
     return Prepared(cfg, tracker, info, tokenizer, corpus, finding_types, setup, timings, kind)
 

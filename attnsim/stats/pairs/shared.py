@@ -117,7 +117,7 @@ class PairSums(ChunkReducer):
 
     def finish(self, view: Any) -> None:
         """The sums by distance, and by cells of tokens for long windows, from the sums by pair."""
-        self.distance_sum = self.by_pair @ view._distance_onehot  # (L, H, P) @ (P, T)
+        self.distance_sum = view._by_distance(self.by_pair)  # (L, H, T), no (P, T) one-hot
         self.pool_sum = self.pool_count = None
         cell = pool_cell(view.seq_len)
         if cell > 1:

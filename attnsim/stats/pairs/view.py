@@ -47,7 +47,6 @@ import torch
 
 from attnsim.stats.pairs.geometry import (
     context_similarity,
-    distance_onehot,
     pair_classes,
     pair_distance,
     pair_indices,
@@ -411,13 +410,19 @@ class PairView:
         """(batch, P) bool, valid pairs."""
         return valid_pairs(self.tokens, self._pairs)
 
-    @cached_property
-    def _distance_onehot(self) -> torch.Tensor:
-        """(P, T) float32, one-hot of each pair's distance: sums over pairs by distance are ``x @ distance_onehot``.
+    def _by_distance(self, by_pair: torch.Tensor) -> torch.Tensor:
+        """(L, H, P) float32 values by pair -> (L, H, T) float32 their sums at each distance (index 0 unused).
 
-        A pair without a distance (-1, see :attr:`_distance`) has an all-zero row: it enters no distance statistic.
+        Added pair by pair into each pair's distance column in float64, one layer at a time, and rounded once: no
+        (P, T) one-hot (4·P·T bytes, 17 GB at T = 2048) is made. A pair without a distance (-1, see :attr:`_distance`)
+        goes to a column past the last, dropped: it enters no distance statistic.
         """
-        return distance_onehot(self._distance, self.seq_len)
+        column = torch.where(self._distance >= 0, self._distance, self.seq_len)
+        out = by_pair.new_zeros(*by_pair.shape[:-1], self.seq_len)
+        for layer in range(by_pair.shape[0]):
+            sums = by_pair.new_zeros(*by_pair.shape[1:-1], self.seq_len + 1, dtype=torch.float64)
+            out[layer] = sums.index_add_(-1, column, by_pair[layer].double())[..., : self.seq_len]
+        return out
 
     @cached_property
     def _pair_weights(self) -> torch.Tensor:
