@@ -66,7 +66,10 @@ def test_a_statistic_added_by_the_recipe_reaches_the_reference_and_the_invariant
     spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    assert "adjacent/adjacent_share" in gen.metrics_markdown() and gen.undocumented_statistics() == ["adjacent/adjacent_share", "adjacent/adjacent_share_chance"]
+    assert "adjacent/adjacent_share" in gen.metrics_markdown() and gen.undocumented_statistics() == [
+        "adjacent/adjacent_share",
+        "adjacent/adjacent_share_chance",
+    ]
     _, recorded = bert_pair(len(tokenizer))
     batch = windows_batch(tokenizer, 128, 3)
     (dense, _), (blocks, _) = dense_and_blockwise(capture_batch(recorded, batch, "blockwise"), batch, 128, tokenizer)

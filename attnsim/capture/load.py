@@ -479,34 +479,9 @@ def choose_capture_path(
     if requested == "dense":
         return "dense"
     if requested == "streamed":
-        if info.arch.vision or needs_gradients:
-            what = "images" if info.arch.vision else "gradient findings"
-            raise ConfigError(
-                f"capture.path=streamed works on text windows without gradient findings ({what} need every layer's maps). Set capture.path=dense or auto."
-            )
-        if without_blockwise:
-            raise ConfigError(
-                f"capture.path=streamed: the finding(s) {', '.join(without_blockwise)} have no streamed form (the streamed path serves the findings that "
-                "fold attention window by window, as the `paper` findings do; these read whole maps or run passes of their own). "
-                "Set capture.path=dense or auto, or run those findings apart."
-            )
-        if not needs_attention:
-            log.warning(
-                "capture.path=streamed: no finding reads attention, so there is nothing to stream; the dense path runs (SDPA) and the run is tagged dense"
-            )
-            return "dense"
-        return "streamed"
+        return _streamed(info, needs_attention, needs_gradients, without_blockwise)
     if requested == "recomputed":  # the dense view without eager maps: SDPA, queries and keys recorded
-        if info.arch.vision or needs_gradients:
-            raise ConfigError(
-                "capture.path=recomputed works on text windows without gradient findings (images and gradient maps need eager attention). "
-                "Set capture.path=dense or auto."
-            )
-        if needs_attention:
-            from attnsim.capture.queries import check_recomputable
-
-            check_recomputable(info.config)
-        return "recomputed"
+        return _recomputed(info, needs_attention, needs_gradients)
     if requested == "auto":
         if info.arch.vision or needs_gradients:
             return "dense"
@@ -520,17 +495,72 @@ def choose_capture_path(
                 "has" if len(without_blockwise) == 1 else "have",
             )
             return "dense"
-    elif info.arch.vision or needs_gradients:
+    else:
+        _check_blockwise_findings(info, needs_gradients, without_blockwise)
+    _check_blockwise_scores(info, seq_len, requested, needs_attention, high_rule)
+    return "blockwise"
+
+
+def _streamed(info: ModelInfo, needs_attention: bool, needs_gradients: bool, without_blockwise: Sequence[str]) -> str:
+    """``capture.path=streamed`` checked (:func:`choose_capture_path`): ``streamed``, or ``dense`` when no finding reads attention.
+
+    Raises:
+        ConfigError: images, gradient findings, or findings without a streamed form.
+    """
+    if info.arch.vision or needs_gradients:
+        what = "images" if info.arch.vision else "gradient findings"
+        raise ConfigError(
+            f"capture.path=streamed works on text windows without gradient findings ({what} need every layer's maps). Set capture.path=dense or auto."
+        )
+    if without_blockwise:
+        raise ConfigError(
+            f"capture.path=streamed: the finding(s) {', '.join(without_blockwise)} have no streamed form (the streamed path serves the findings that "
+            "fold attention window by window, as the `paper` findings do; these read whole maps or run passes of their own). "
+            "Set capture.path=dense or auto, or run those findings apart."
+        )
+    if not needs_attention:
+        log.warning("capture.path=streamed: no finding reads attention, so there is nothing to stream; the dense path runs (SDPA) and the run is tagged dense")
+        return "dense"
+    return "streamed"
+
+
+def _recomputed(info: ModelInfo, needs_attention: bool, needs_gradients: bool) -> str:
+    """``capture.path=recomputed`` checked (:func:`choose_capture_path`).
+
+    Raises:
+        ConfigError: images or gradient findings.
+        ModelError: attention findings on a model whose scores the recomputation cannot reproduce.
+    """
+    if info.arch.vision or needs_gradients:
+        raise ConfigError(
+            "capture.path=recomputed works on text windows without gradient findings (images and gradient maps need eager attention). "
+            "Set capture.path=dense or auto."
+        )
+    if needs_attention:
+        from attnsim.capture.queries import check_recomputable
+
+        check_recomputable(info.config)
+    return "recomputed"
+
+
+def _check_blockwise_findings(info: ModelInfo, needs_gradients: bool, without_blockwise: Sequence[str]) -> None:
+    """Refuse an explicit ``capture.path=blockwise`` for images, gradient findings or findings without a blockwise form (ConfigError)."""
+    if info.arch.vision or needs_gradients:
         raise ConfigError(
             "capture.path=blockwise works on text windows without gradient findings (images and gradient maps need the dense path). "
             "Set capture.path=dense or auto."
         )
-    elif without_blockwise:
+    if without_blockwise:
         raise ConfigError(
             f"capture.path=blockwise: the finding(s) {', '.join(without_blockwise)} have no blockwise form (the blockwise path serves the "
             "`paper` findings: csm, distance, sentences, anchors, repetition, attention_regions, separators, noise). "
             "Set capture.path=auto or dense, or run those findings apart."
         )
+
+
+def _check_blockwise_scores(info: ModelInfo, seq_len: int, requested: str, needs_attention: bool, high_rule: str) -> None:
+    """Refuse the blockwise path with ``stats.high_rule=zscore`` (ConfigError), or with attention findings on a model whose
+    scores the recomputation cannot reproduce (ModelError, :func:`~attnsim.capture.queries.check_recomputable`)."""
     if high_rule == "zscore":
         raise ConfigError(
             f"Windows of {seq_len} tokens use the blockwise path (capture.path={requested}), which selects high pairs by stats.high_rule=top_fraction only. "
@@ -540,4 +570,3 @@ def choose_capture_path(
         from attnsim.capture.queries import check_recomputable
 
         check_recomputable(info.config)
-    return "blockwise"
