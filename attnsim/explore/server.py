@@ -5,6 +5,8 @@ Routes:
 - ``GET /``: the page (:func:`attnsim.explore.page.page`), its view from the URL's hash.
 - ``POST /api/analyse`` ``{"text", "layer", "head", "off": [[layer, head], ...], "mode"}``: one text's maps and
   numbers (:meth:`attnsim.explore.session.Explorer.analyse`). Bad input is HTTP 400 ``{"error": message}``.
+  A body larger than :func:`body_limit` (256 KiB at the default 256 tokens) is HTTP 413 with the limit, answered
+  before the body is read in full.
 - ``GET /api/context?run=RUN_ID``: a logged run's per-head corpus statistics (:func:`attnsim.explore.context.corpus_context`);
   an empty ``run`` clears it. An unknown or foreign run is HTTP 400 with the reason.
 - ``GET /api/info``: the model's name, shape and kind.
@@ -21,7 +23,77 @@ from typing import Any, Callable, List, Optional
 from attnsim.errors import AttnsimError
 
 HOST = "127.0.0.1"
+BYTES_PER_CHAR = 12  # the most JSON bytes one character of text takes: an escaped astral character, "\ud83d\ude00"
+BODY_SLACK = 64 * 1024  # the request's other fields (layer, head, the heads switched off) and JSON punctuation
 log = logging.getLogger(__name__)
+
+
+def body_limit(max_chars: int) -> int:
+    """The largest request body (bytes) the server reads: a text of ``max_chars`` characters
+    (:attr:`attnsim.explore.session.Explorer.max_chars`, the most it tokenises) written as JSON at
+    :data:`BYTES_PER_CHAR` bytes a character, plus :data:`BODY_SLACK` for the other fields.
+
+    At the default 256 tokens (16,384 characters) it is 256 KiB; a larger body is refused with HTTP 413
+    instead of being read, parsed and tokenised.
+    """
+    return int(max_chars) * BYTES_PER_CHAR + BODY_SLACK
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than ``limit`` bytes is answered HTTP 413 ``{"error": ...}`` naming the
+    limit, before the body is read in full.
+
+    A ``Content-Length`` above the limit is refused before any of the body is read; a body without one (chunked) is
+    read up to the limit and refused as soon as it passes it. A body within the limit is handed to ``app`` as it came.
+    The refusal closes the connection (``Connection: close``), so the rest of the body is never read.
+    """
+
+    def __init__(self, app: Any, limit: int, hint: str = ""):
+        self.app, self.limit, self.hint = app, int(limit), hint
+
+    async def refuse(self, send: Callable) -> None:
+        """Send the 413 answer."""
+        import json
+
+        body = json.dumps({"error": f"The request body is larger than the explorer reads ({self.limit:,} bytes at most). {self.hint}".strip()}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = None
+            if declared is not None and declared > self.limit:
+                await self.refuse(send)
+                return
+        # read the body (at most limit + one message), counting; refuse as soon as it passes the limit
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: the app sees it as it would have
+                chunks = None
+                first = message
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self.refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replay = [first] if chunks is None else [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replayed() -> dict:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
 
 
 class ExploreServerError(AttnsimError):
@@ -140,6 +212,12 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         return {"context": app.state.context}
 
     _add_error_handlers(app)
+    limit = body_limit(explorer.max_chars)
+    app.add_middleware(
+        BodyLimit,
+        limit=limit,
+        hint=f"It reads at most {explorer.max_tokens} tokens, from a text's first {explorer.max_chars:,} characters: send at most that much text.",
+    )
     return app
 
 
@@ -181,4 +259,4 @@ def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], Non
     return 0
 
 
-__all__ = ["HOST", "ExploreServerError", "check_port", "create_app", "serve"]
+__all__ = ["HOST", "BodyLimit", "ExploreServerError", "body_limit", "check_port", "create_app", "serve"]

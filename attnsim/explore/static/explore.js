@@ -314,8 +314,16 @@
         Object.keys(ablPanels).forEach(function (k) { am[k] = am[k] || decode(data.ablation.maps[k], "f4"); drawMap(ablPanels[k], am[k], data.tokens, k + " (heads off)"); });
       }
       drawNumbers(); drawPredictions();
-      notice.textContent = (contextError ? contextError + " " : "") + (data.cut ? "The text has " + data.text_tokens + " tokens; the model reads " + (data.text_tokens - data.cut) + " here (at most " + data.max_tokens + " with its special tokens): the last " + data.cut + " were cut." : "");
+      notice.textContent = (contextError ? contextError + " " : "") + cutNotice(data);
       writeHash();
+    }
+
+    // the text cut: after max_tokens tokens, and (a long paste) after max_chars characters, which are all it tokenises
+    function cutNotice(d) {
+      var read = d.chars - d.chars_cut, unread = boot.live ? Math.max(d.chars_cut, state.text.length - read) : d.chars_cut;
+      if ((d.cut_at === null || d.cut_at === undefined) && unread <= 0) return "";
+      var says = d.cut_at !== null && d.cut_at !== undefined ? "The text is cut at token " + d.cut_at + ": the model reads at most " + d.max_tokens + " tokens with its special tokens" : "The text is cut";
+      return says + (unread > 0 ? "; only its first " + read + " characters were read (" + unread + " more characters left out)." : ", and its last " + d.cut + " tokens were left out.");
     }
 
     // notebook view: one head's maps from the embedded bytes (scaled within each map: exact to 1/255 of its range)
@@ -340,8 +348,16 @@
       return out;
     }
 
+    // at most the characters the server tokenises (a 50 MB paste is not sent), never half of a surrogate pair
+    function sendable(text) {
+      var n = info.max_chars;
+      if (!boot.live || !n || text.length <= n) return text;
+      var code = text.charCodeAt(n - 1);
+      return text.slice(0, code >= 0xd800 && code <= 0xdbff ? n - 1 : n);
+    }
+
     function request() {
-      var mine = ++seq, body = { text: state.text, layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode };
+      var mine = ++seq, body = { text: sendable(state.text), layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode };
       var keys = state.off.slice();
       var started = performance.now();
       root.setAttribute("data-state", "busy");
