@@ -3,21 +3,26 @@
 Routes:
 
 - ``GET /``: the page (:func:`attnsim.explore.page.page`), its view from the URL's hash.
-- ``POST /api/analyse`` ``{"text", "layer", "head", "off": [[layer, head], ...], "mode"}``: one text's maps and
+- ``POST /api/analyse`` ``{"text", "layer", "head", "off": [[layer, head], ...], "mode", "page", "seq"}``: one text's maps and
   numbers (:meth:`attnsim.explore.session.Explorer.analyse`). Bad input is HTTP 400 ``{"error": message}``.
   A body larger than :func:`body_limit` (256 KiB at the default 256 tokens) is HTTP 413 with the limit, answered
-  before the body is read in full.
+  before the body is read in full. ``page`` (an id of the page) and ``seq`` (its request number) mark superseded
+  work: a request of a page that sent a higher ``seq`` since is answered HTTP 409 ``{"error", "superseded": true}``
+  without its forward pass (:class:`Newest`); a request whose client disconnected stops before its forward pass.
 - ``GET /api/context?run=RUN_ID``: a logged run's per-head corpus statistics (:func:`attnsim.explore.context.corpus_context`);
   an empty ``run`` clears it. An unknown or foreign run is HTTP 400 with the reason.
 - ``GET /api/info``: the model's name, shape and kind.
 
 The endpoints are plain functions, which FastAPI runs in its thread pool; the model is used under the
-explorer's lock, so two tabs typing at once each get their own text's answer. The server keeps running
+explorer's lock, so two tabs typing at once each get their own text's answer (the page itself keeps at most one
+request in flight and sends its newest text when the answer arrives). The server keeps running
 whatever a request holds.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the request model from the endpoint's annotation object
 import logging
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, List, Optional
 
 from attnsim.errors import AttnsimError
@@ -26,6 +31,35 @@ HOST = "127.0.0.1"
 BYTES_PER_CHAR = 12  # the most JSON bytes one character of text takes: an escaped astral character, "\ud83d\ude00"
 BODY_SLACK = 64 * 1024  # the request's other fields (layer, head, the heads switched off) and JSON punctuation
 log = logging.getLogger(__name__)
+
+
+class Newest:
+    """The highest request number (``seq``) seen from each page, so that older requests still waiting are dropped.
+
+    Thread-safe; it remembers the ``pages`` pages seen last (a page forgotten only loses the dropping of its stale
+    requests, never an answer). Requests without a page id are never stale.
+    """
+
+    def __init__(self, pages: int = 1024):
+        self.pages = int(pages)
+        self._seen: "OrderedDict[str, int]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def note(self, page: str, seq: int) -> None:
+        """Record that ``page`` sent request ``seq`` (on arrival, before it waits for the model)."""
+        if not page:
+            return
+        with self._lock:
+            self._seen[page] = max(int(seq), self._seen.get(page, int(seq)))
+            self._seen.move_to_end(page)
+            while len(self._seen) > self.pages:
+                self._seen.popitem(last=False)
+
+    def newer(self, page: str, seq: int) -> Optional[int]:
+        """The newer request number of ``page`` that supersedes ``seq``, or None while ``seq`` is its newest."""
+        with self._lock:
+            newest = self._seen.get(page) if page else None
+        return newest if newest is not None and newest > seq else None
 
 
 def body_limit(max_chars: int) -> int:
@@ -157,12 +191,14 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         uri: the tracking store that ``/api/context`` reads.
         text: the text the page opens with when its URL holds none.
     """
-    from fastapi import FastAPI
-    from fastapi.responses import HTMLResponse
+    import anyio.from_thread
+    from fastapi import FastAPI, Request
+    from fastapi.responses import HTMLResponse, JSONResponse
     from pydantic import BaseModel, Field
 
     from attnsim.explore.context import corpus_context
     from attnsim.explore.page import page
+    from attnsim.explore.session import Stopped
 
     class Analyse(BaseModel):
         text: str = ""
@@ -170,6 +206,8 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         head: int = 0
         off: List[List[int]] = Field(default_factory=list)
         mode: Optional[str] = None
+        page: str = ""  # the page's id, and its request number: a higher one supersedes this request
+        seq: int = 0
 
     app = FastAPI(title="attnsim explore", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.context = context
@@ -191,12 +229,27 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     def api_info() -> dict:
         return explorer.describe()
 
+    newest = Newest()
+    app.state.newest = newest
+
     @app.post("/api/analyse")
-    def api_analyse(request: Analyse):
+    def api_analyse(request: Analyse, http: Request):
         if any(len(pair) != 2 for pair in request.off):
             return _refused("Each head switched off is [layer, head]; got " + str(request.off) + ".")
+        newest.note(request.page, request.seq)
+
+        def stop() -> Optional[str]:  # asked in this worker thread before each forward pass
+            newer = newest.newer(request.page, request.seq)
+            if newer is not None:
+                return f"Request {request.seq} of this page was superseded by its request {newer} before its forward pass; it was not computed."
+            if anyio.from_thread.run(http.is_disconnected):
+                return "The client disconnected before the forward pass; the request was not computed."
+            return None
+
         try:
-            return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode)
+            return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode, stop=stop)
+        except Stopped as exc:
+            return JSONResponse({"error": str(exc), "superseded": True}, status_code=409)
         except AttnsimError as exc:
             return _refused(str(exc))
 
@@ -259,4 +312,4 @@ def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], Non
     return 0
 
 
-__all__ = ["HOST", "BodyLimit", "ExploreServerError", "body_limit", "check_port", "create_app", "serve"]
+__all__ = ["HOST", "BodyLimit", "ExploreServerError", "Newest", "body_limit", "check_port", "create_app", "serve"]

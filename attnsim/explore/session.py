@@ -15,7 +15,9 @@ forward pass through attnsim's capture (:func:`attnsim.capture.hooks.forward_wit
 - with heads switched off (zero or mean ablation through :func:`attnsim.capture.interventions.replace_heads`,
   the interventions' own hook), a second pass and the same quantities beside the clean ones.
 
-Model access is serialised by a lock: two callers (two browser tabs) each get the answer for their own text.
+Model access is serialised by a lock: two callers (two browser tabs) each get the answer for their own text. A caller
+may pass ``stop`` to :meth:`Explorer.analyse`: a request no longer wanted (superseded, its client gone) is dropped
+once the model is free, before its forward pass.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -45,6 +47,10 @@ Head = Tuple[int, int]
 
 class ExploreError(AttnsimError):
     """A request the explorer cannot answer (empty text, a head out of range, a bad mode); the message says the fix."""
+
+
+class Stopped(AttnsimError):
+    """A request dropped before its forward pass: a newer one from the same page replaced it, or its client went away."""
 
 
 def encode(array: np.ndarray, dtype: str) -> str:
@@ -310,7 +316,14 @@ class Explorer:
             )
 
     def analyse(
-        self, text: str, layer: int = 0, head: int = 0, off: Sequence[Head] = (), mode: Optional[str] = None, every_head: bool = False
+        self,
+        text: str,
+        layer: int = 0,
+        head: int = 0,
+        off: Sequence[Head] = (),
+        mode: Optional[str] = None,
+        every_head: bool = False,
+        stop: Optional[Callable[[], Optional[str]]] = None,
     ) -> Dict[str, Any]:
         """Everything the page draws for ``text`` and head (``layer``, ``head``), as JSON-ready values.
 
@@ -322,6 +335,8 @@ class Explorer:
             off: heads switched off, (layer, head) pairs.
             mode: ``zero`` or ``mean`` ablation (default ``interventions.mode``; ``resample`` needs a second window).
             every_head: also embed every head's attention and CSM, quantised (the notebook view, which has no server).
+            stop: asked, once the model is free and before each forward pass, whether this request is still wanted;
+                it returns why not (a newer request from the same page, a client gone) or None.
 
         Returns:
             A dict: ``tokens`` (T labels), ``text_tokens``, ``cut``, ``cut_at`` (text tokens read when the text was cut,
@@ -331,6 +346,7 @@ class Explorer:
 
         Raises:
             ExploreError: an empty text, a head out of range, a bad mode.
+            Stopped: ``stop`` said why, before a forward pass (nothing was computed after it).
         """
         started = time.perf_counter()
         self.check_head(layer, head)
@@ -342,7 +358,14 @@ class Explorer:
             self.check_head(a, b)
         window = self.window(text)
         key = tuple(window.batch["input_ids"][0].tolist())
+
+        def check() -> None:
+            reason = stop() if stop is not None else None
+            if reason:
+                raise Stopped(reason)
+
         with self.lock:
+            check()  # waited for the model: is this request still wanted?
             if self._clean is not None and self._clean[0] == key:  # the same text: a new head or ablation only
                 clean = self._clean[1]
                 forward_ms = 0.0
@@ -350,6 +373,8 @@ class Explorer:
                 clean = self.forward(window)
                 self._clean = (key, clean)
                 forward_ms = clean.seconds * 1e3
+            if off:
+                check()
             ablated = self.forward(window, off, mode) if off else None
             # under the lock too: the pass's cache (numbers, thumbnails, rollout) is filled once, by one caller
             out = self._payload(window, clean, layer, head)
@@ -533,4 +558,4 @@ class Explorer:
         return out
 
 
-__all__ = ["Explorer", "ExploreError", "Window", "Pass", "THUMB_CELLS", "TOP_K", "LOCAL_WIDTH"]
+__all__ = ["Explorer", "ExploreError", "Stopped", "Window", "Pass", "THUMB_CELLS", "TOP_K", "LOCAL_WIDTH"]

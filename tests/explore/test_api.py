@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -277,6 +278,67 @@ def test_two_clients_at_once_get_their_own_text(client):
     for t in texts:
         assert results[t]["tokens"] == alone[t]["tokens"]
         assert results[t]["maps"]["attention"] == alone[t]["maps"]["attention"]
+
+
+def test_requests_superseded_by_a_newer_one_of_the_same_page_are_not_computed(bert, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    app = create_app(bert)
+    client = TestClient(app)
+    forward, passes = bert.forward, []
+
+    def counted(window, *args, **kwargs):
+        passes.append(window.batch["input_ids"].shape[1])
+        return forward(window, *args, **kwargs)
+
+    monkeypatch.setattr(bert, "forward", counted)
+    results = {}
+
+    def ask(page, seq, words):
+        body = {"text": f"Request {seq} of page {page} says " + " ".join(["word"] * words), "layer": 0, "head": 0, "page": page, "seq": seq}
+        results[page, seq] = client.post("/api/analyse", json=body)
+
+    threads = [threading.Thread(target=ask, args=("a", seq, seq)) for seq in range(1, 6)]
+    threads.append(threading.Thread(target=ask, args=("b", 1, 9)))  # another page's request is its own
+    with bert.lock:  # the model busy: every request arrives and waits
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while app.state.newest.newer("a", 4) != 5 or app.state.newest.newer("b", 0) != 1:
+            assert time.monotonic() < deadline, "the requests did not arrive"
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    for seq in range(1, 5):
+        reply = results["a", seq]
+        assert reply.status_code == 409 and reply.json()["superseded"] is True, reply.text
+        assert f"Request {seq} of this page was superseded by its request 5" in reply.json()["error"]
+    assert results["a", 5].status_code == 200 and results["b", 1].status_code == 200
+    assert sorted(passes) == sorted([results["a", 5].json()["n_tokens"], results["b", 1].json()["n_tokens"]])  # two passes, no more
+    # a request without a page id is never superseded
+    assert client.post("/api/analyse", json={"text": "no page at all", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_a_client_gone_before_the_forward_pass_stops_its_work(bert, monkeypatch):
+    import asyncio
+    import json
+
+    monkeypatch.setattr(bert, "forward", lambda *a, **k: pytest.fail("a forward pass for a client that went away"))
+    app = create_app(bert)
+    body = json.dumps({"text": "nobody waits for this answer", "layer": 0, "head": 0}).encode()
+    messages = [{"type": "http.request", "body": body, "more_body": False}, {"type": "http.disconnect"}]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if len(messages) > 1 else messages[0]
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": "POST", "path": "/api/analyse", "headers": headers, "query_string": b"", "root_path": "", "scheme": "http"}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 409 and b"The client disconnected before the forward pass" in sent[1]["body"]
 
 
 def test_switching_a_head_off_equals_a_direct_ablation(gpt2):

@@ -46,6 +46,8 @@
       mode: hashState.mode || boot.initial.mode || info.mode, stat: hashState.stat || "", hover: -1,
     };
     var context = boot.context || null, contextError = boot.context_error || "", data = null, seq = 0, shown = 0, lastInput = 0, timer = null;
+    // at most one request in flight: edits made meanwhile are sent, as the newest state, when its answer arrives
+    var inflight = false, pending = false, pageId = Math.random().toString(36).slice(2) + Date.now().toString(36);
     root.classList.add("attnsim-explore");
     root.innerHTML = "";
     var head = el("div", { class: "ax-head" }, root);
@@ -98,7 +100,7 @@
     var rankCap = el("div", { class: "ax-cap" }, rankWrap);
     var rank = el("table", { class: "ax-rank", "data-role": "rank" }, rankWrap);
     var tip = el("div", { class: "ax-tip" }, root);
-    root.__explore = { state: state, get data() { return data; }, decode: decode, timings: [] };
+    root.__explore = { state: state, get data() { return data; }, decode: decode, timings: [], sent: 0, flying: 0, mostFlying: 0 };
 
     function clampInt(v, n, d) { v = parseInt(v, 10); return isNaN(v) ? d : v; }
     function parseHash() {
@@ -357,7 +359,8 @@
     }
 
     function request() {
-      var mine = ++seq, body = { text: sendable(state.text), layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode };
+      if (boot.live && inflight) { pending = true; root.setAttribute("data-state", "busy"); return; }
+      var mine = ++seq, body = { text: sendable(state.text), layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode, page: pageId, seq: mine };
       var keys = state.off.slice();
       var started = performance.now();
       root.setAttribute("data-state", "busy");
@@ -366,10 +369,11 @@
         catch (e) { say(e.message, true); }
         return;
       }
+      var ex = root.__explore; inflight = true; ex.sent++; ex.flying++; ex.mostFlying = Math.max(ex.mostFlying, ex.flying);
       fetch(boot.api + "api/analyse", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
         .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; }); })
         .then(function (res) {
-          if (mine < seq) return; // a later request is on its way: its answer is the one to draw
+          if (pending || mine < seq || res.json.superseded) return; // a newer state waits to be sent: its answer is the one to draw
           if (!res.ok) { say(res.json.error || ("The server refused the request (HTTP " + res.status + ")."), true); return; }
           var received = performance.now();
           data = res.json; shown = mine; draw();
@@ -379,7 +383,11 @@
           root.setAttribute("data-seq", String(mine));
           say(data.n_tokens + " tokens · server " + t.server_ms.toFixed(0) + " ms · fetched " + t.fetch_ms.toFixed(0) + " ms · drawn " + t.draw_ms.toFixed(0) + " ms");
         })
-        .catch(function (e) { if (mine === seq) say("The explorer server does not answer (" + e.message + "); is attnsim explore still running?", true); });
+        .catch(function (e) { if (mine === seq && !pending) say("The explorer server does not answer (" + e.message + "); is attnsim explore still running?", true); })
+        .then(function () {
+          inflight = false; ex.flying--;
+          if (pending) { pending = false; request(); }
+        });
     }
     function choose(l, h) {
       state.layer = (l + L) % L; state.head = (h + H) % H; state.hover = -1;
