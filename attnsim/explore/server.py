@@ -206,7 +206,7 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         head: int = 0
         off: List[List[int]] = Field(default_factory=list)
         mode: Optional[str] = None
-        page: str = ""  # the page's id, and its request number: a higher one supersedes this request
+        page: str = Field("", max_length=64)  # the page's id, and its request number: a higher one supersedes this request
         seq: int = 0
 
     app = FastAPI(title="attnsim explore", docs_url=None, redoc_url=None, openapi_url=None)

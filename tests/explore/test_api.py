@@ -118,6 +118,7 @@ def test_numbers_come_from_the_stats(client):
         ({"text": "hello", "layer": 0, "head": 0, "off": "1.2"}, 400, "off: "),  # wrong types: 400 with the field, not FastAPI's 422
         ({"text": 5, "layer": 0, "head": 0}, 400, "text: "),
         ({"text": "hello", "layer": "x", "head": 0}, 400, "layer: "),
+        ({"text": "hello", "layer": 0, "head": 0, "page": "p" * 65, "seq": 1}, 400, "page: String should have at most 64 characters"),
     ],
 )
 def test_bad_input_is_a_message_and_the_server_keeps_running(client, body, status, words):
