@@ -3,25 +3,131 @@
 Routes:
 
 - ``GET /``: the page (:func:`attnsim.explore.page.page`), its view from the URL's hash.
-- ``POST /api/analyse`` ``{"text", "layer", "head", "off": [[layer, head], ...], "mode"}``: one text's maps and
+- ``POST /api/analyse`` ``{"text", "layer", "head", "off": [[layer, head], ...], "mode", "page", "seq"}``: one text's maps and
   numbers (:meth:`attnsim.explore.session.Explorer.analyse`). Bad input is HTTP 400 ``{"error": message}``.
+  A body larger than :func:`body_limit` (256 KiB at the default 256 tokens) is HTTP 413 with the limit, answered
+  before the body is read in full. ``page`` (an id of the page) and ``seq`` (its request number) mark superseded
+  work: a request of a page that sent a higher ``seq`` since is answered HTTP 409 ``{"error", "superseded": true}``
+  without its forward pass (:class:`Newest`); a request whose client disconnected stops before its forward pass.
 - ``GET /api/context?run=RUN_ID``: a logged run's per-head corpus statistics (:func:`attnsim.explore.context.corpus_context`);
   an empty ``run`` clears it. An unknown or foreign run is HTTP 400 with the reason.
 - ``GET /api/info``: the model's name, shape and kind.
 
 The endpoints are plain functions, which FastAPI runs in its thread pool; the model is used under the
-explorer's lock, so two tabs typing at once each get their own text's answer. The server keeps running
+explorer's lock, so two tabs typing at once each get their own text's answer (the page itself keeps at most one
+request in flight and sends its newest text when the answer arrives). The server keeps running
 whatever a request holds.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the request model from the endpoint's annotation object
 import logging
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, List, Optional
 
 from attnsim.errors import AttnsimError
 
 HOST = "127.0.0.1"
+BYTES_PER_CHAR = 12  # the most JSON bytes one character of text takes: an escaped astral character, "\ud83d\ude00"
+BODY_SLACK = 64 * 1024  # the request's other fields (layer, head, the heads switched off) and JSON punctuation
 log = logging.getLogger(__name__)
+
+
+class Newest:
+    """The highest request number (``seq``) seen from each page, so that older requests still waiting are dropped.
+
+    Thread-safe; it remembers the ``pages`` pages seen last (a page forgotten only loses the dropping of its stale
+    requests, never an answer). Requests without a page id are never stale.
+    """
+
+    def __init__(self, pages: int = 1024):
+        self.pages = int(pages)
+        self._seen: "OrderedDict[str, int]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def note(self, page: str, seq: int) -> None:
+        """Record that ``page`` sent request ``seq`` (on arrival, before it waits for the model)."""
+        if not page:
+            return
+        with self._lock:
+            self._seen[page] = max(int(seq), self._seen.get(page, int(seq)))
+            self._seen.move_to_end(page)
+            while len(self._seen) > self.pages:
+                self._seen.popitem(last=False)
+
+    def newer(self, page: str, seq: int) -> Optional[int]:
+        """The newer request number of ``page`` that supersedes ``seq``, or None while ``seq`` is its newest."""
+        with self._lock:
+            newest = self._seen.get(page) if page else None
+        return newest if newest is not None and newest > seq else None
+
+
+def body_limit(max_chars: int) -> int:
+    """The largest request body (bytes) the server reads: a text of ``max_chars`` characters
+    (:attr:`attnsim.explore.session.Explorer.max_chars`, the most it tokenises) written as JSON at
+    :data:`BYTES_PER_CHAR` bytes a character, plus :data:`BODY_SLACK` for the other fields.
+
+    At the default 256 tokens (16,384 characters) it is 256 KiB; a larger body is refused with HTTP 413
+    instead of being read, parsed and tokenised.
+    """
+    return int(max_chars) * BYTES_PER_CHAR + BODY_SLACK
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than ``limit`` bytes is answered HTTP 413 ``{"error": ...}`` naming the
+    limit, before the body is read in full.
+
+    A ``Content-Length`` above the limit is refused before any of the body is read; a body without one (chunked) is
+    read up to the limit and refused as soon as it passes it. A body within the limit is handed to ``app`` as it came.
+    The refusal closes the connection (``Connection: close``), so the rest of the body is never read.
+    """
+
+    def __init__(self, app: Any, limit: int, hint: str = ""):
+        self.app, self.limit, self.hint = app, int(limit), hint
+
+    async def refuse(self, send: Callable) -> None:
+        """Send the 413 answer."""
+        import json
+
+        body = json.dumps({"error": f"The request body is larger than the explorer reads ({self.limit:,} bytes at most). {self.hint}".strip()}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = None
+            if declared is not None and declared > self.limit:
+                await self.refuse(send)
+                return
+        # read the body (at most limit + one message), counting; refuse as soon as it passes the limit
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: the app sees it as it would have
+                chunks = None
+                first = message
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self.refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replay = [first] if chunks is None else [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replayed() -> dict:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
 
 
 class ExploreServerError(AttnsimError):
@@ -85,12 +191,14 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         uri: the tracking store that ``/api/context`` reads.
         text: the text the page opens with when its URL holds none.
     """
-    from fastapi import FastAPI
-    from fastapi.responses import HTMLResponse
+    import anyio.from_thread
+    from fastapi import FastAPI, Request
+    from fastapi.responses import HTMLResponse, JSONResponse
     from pydantic import BaseModel, Field
 
     from attnsim.explore.context import corpus_context
     from attnsim.explore.page import page
+    from attnsim.explore.session import Stopped
 
     class Analyse(BaseModel):
         text: str = ""
@@ -98,6 +206,8 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         head: int = 0
         off: List[List[int]] = Field(default_factory=list)
         mode: Optional[str] = None
+        page: str = Field("", max_length=64)  # the page's id, and its request number: a higher one supersedes this request
+        seq: int = 0
 
     app = FastAPI(title="attnsim explore", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.context = context
@@ -119,12 +229,27 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     def api_info() -> dict:
         return explorer.describe()
 
+    newest = Newest()
+    app.state.newest = newest
+
     @app.post("/api/analyse")
-    def api_analyse(request: Analyse):
+    def api_analyse(request: Analyse, http: Request):
         if any(len(pair) != 2 for pair in request.off):
             return _refused("Each head switched off is [layer, head]; got " + str(request.off) + ".")
+        newest.note(request.page, request.seq)
+
+        def stop() -> Optional[str]:  # asked in this worker thread before each forward pass
+            newer = newest.newer(request.page, request.seq)
+            if newer is not None:
+                return f"Request {request.seq} of this page was superseded by its request {newer} before its forward pass; it was not computed."
+            if anyio.from_thread.run(http.is_disconnected):
+                return "The client disconnected before the forward pass; the request was not computed."
+            return None
+
         try:
-            return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode)
+            return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode, stop=stop)
+        except Stopped as exc:
+            return JSONResponse({"error": str(exc), "superseded": True}, status_code=409)
         except AttnsimError as exc:
             return _refused(str(exc))
 
@@ -140,6 +265,12 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         return {"context": app.state.context}
 
     _add_error_handlers(app)
+    limit = body_limit(explorer.max_chars)
+    app.add_middleware(
+        BodyLimit,
+        limit=limit,
+        hint=f"It reads at most {explorer.max_tokens} tokens, from a text's first {explorer.max_chars:,} characters: send at most that much text.",
+    )
     return app
 
 
@@ -181,4 +312,4 @@ def serve(app: Any, host: str = HOST, port: int = 8765, say: Callable[[str], Non
     return 0
 
 
-__all__ = ["HOST", "ExploreServerError", "check_port", "create_app", "serve"]
+__all__ = ["HOST", "BodyLimit", "ExploreServerError", "Newest", "body_limit", "check_port", "create_app", "serve"]

@@ -15,7 +15,9 @@ forward pass through attnsim's capture (:func:`attnsim.capture.hooks.forward_wit
 - with heads switched off (zero or mean ablation through :func:`attnsim.capture.interventions.replace_heads`,
   the interventions' own hook), a second pass and the same quantities beside the clean ones.
 
-Model access is serialised by a lock: two callers (two browser tabs) each get the answer for their own text.
+Model access is serialised by a lock: two callers (two browser tabs) each get the answer for their own text. A caller
+may pass ``stop`` to :meth:`Explorer.analyse`: a request no longer wanted (superseded, its client gone) is dropped
+once the model is free, before its forward pass.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -38,12 +40,17 @@ LOCAL_WIDTH = 4  # "share of mass within 4 tokens"
 EXPERIMENT = "attention_maps"  # the experiment whose config (model, corpus, stats, interventions) the explorer reads
 DEFAULT_TOKENS = 256  # the most tokens of one text (specials included) unless corpus.seq_len is given, at most the model's
 MEAN_WINDOWS = 32  # corpus windows whose per-position mean Z mean ablation uses (at most corpus.limit)
+CHARS_PER_TOKEN = 64  # a text is cut to max_tokens x this many characters before it is tokenised (English: 4-5 a token)
 
 Head = Tuple[int, int]
 
 
 class ExploreError(AttnsimError):
     """A request the explorer cannot answer (empty text, a head out of range, a bad mode); the message says the fix."""
+
+
+class Stopped(AttnsimError):
+    """A request dropped before its forward pass: a newer one from the same page replaced it, or its client went away."""
 
 
 def encode(array: np.ndarray, dtype: str) -> str:
@@ -64,19 +71,28 @@ class Window:
     Attributes:
         batch: a batch of one window (:func:`attnsim.data.module.collate_windows`), no padding.
         labels: T readable token labels.
-        tokens: tokens of the text (specials excluded), before any cut.
+        tokens: tokens of the text's first ``chars_read`` characters (specials excluded), before any cut.
         kept: text tokens kept (the rest were cut: the model or ``corpus.seq_len`` takes no more).
+        chars: the text's length in characters.
+        chars_read: characters tokenised (at most :attr:`Explorer.max_chars`; the rest were never read).
     """
 
     batch: Dict[str, Any]
     labels: List[str]
     tokens: int
     kept: int
+    chars: int = 0
+    chars_read: int = 0
 
     @property
     def cut(self) -> int:
-        """Text tokens left out at the end."""
+        """Text tokens left out at the end, among those tokenised (more when :attr:`chars_cut` > 0)."""
         return self.tokens - self.kept
+
+    @property
+    def chars_cut(self) -> int:
+        """Characters at the end of the text never tokenised (the character budget)."""
+        return self.chars - self.chars_read
 
 
 @dataclass
@@ -142,6 +158,9 @@ class Explorer:
         kind: ``causal_lm``, ``classifier``, ``masked_lm`` or ``encoder`` (:func:`~attnsim.capture.interventions.head_kind`).
         tokenizer: its fast tokenizer.
         max_tokens: the most tokens one window holds, specials included (``corpus.seq_len``, at most the model's).
+
+    A text is cut to :attr:`max_chars` characters before it is tokenised, so that a long paste costs no more than
+    the window the page shows.
     """
 
     cfg: Any
@@ -188,9 +207,17 @@ class Explorer:
         model, kind, _ = load_task_model(info, str(cfg.model.init), int(cfg.seed), "eager", str(cfg.model.dtype))
         return cls(cfg, info, model, kind, tokenizer, max_tokens, time.perf_counter() - started)
 
+    @property
+    def max_chars(self) -> int:
+        """Characters of a text that are tokenised: :attr:`max_tokens` x :data:`CHARS_PER_TOKEN` (the rest is never read)."""
+        return self.max_tokens * CHARS_PER_TOKEN
+
     # -- one text -------------------------------------------------------------------------------
     def window(self, text: str) -> Window:
         """The text as one window of at most :attr:`max_tokens` tokens (the tokenizer's specials around it).
+
+        Only the text's first :attr:`max_chars` characters are tokenised (the cost of a long paste is bounded);
+        :attr:`Window.chars_cut` says how many were left unread.
 
         Raises:
             ExploreError: the text is empty or only whitespace.
@@ -210,6 +237,8 @@ class Explorer:
                 f"The text holds a character that is not Unicode text (U+{ord(exc.object[exc.start]):04X} at character {exc.start}, "
                 "half of a surrogate pair); remove it or paste the text again."
             ) from exc
+        chars = len(text)
+        text = text[: self.max_chars]  # before tokenising: a 50 MB paste costs what the window shows
         prefix, suffix = special_template(self.tokenizer)
         ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         if not ids:
@@ -221,7 +250,7 @@ class Explorer:
         batch = collate_windows([(0, windows[0])], unk_token_id=self.tokenizer.unk_token_id)
         w = windows[0]
         labels = token_labels(self.tokenizer, w.input_ids, w.offsets, w.special_mask, w.text)
-        return Window(batch, labels, len(ids), kept)
+        return Window(batch, labels, len(ids), kept, chars, len(text))
 
     def forward(self, window: Window, off: Sequence[Head] = (), mode: str = "zero") -> Pass:
         """One forward pass with capture (and the heads of ``off`` switched off); call under :attr:`lock`.
@@ -287,24 +316,37 @@ class Explorer:
             )
 
     def analyse(
-        self, text: str, layer: int = 0, head: int = 0, off: Sequence[Head] = (), mode: Optional[str] = None, every_head: bool = False
+        self,
+        text: str,
+        layer: int = 0,
+        head: int = 0,
+        off: Sequence[Head] = (),
+        mode: Optional[str] = None,
+        every_head: bool = False,
+        stop: Optional[Callable[[], Optional[str]]] = None,
     ) -> Dict[str, Any]:
         """Everything the page draws for ``text`` and head (``layer``, ``head``), as JSON-ready values.
 
         Args:
-            text: the text; cut after :attr:`max_tokens` tokens (``cut`` says how many text tokens were left out).
+            text: the text; its first :attr:`max_chars` characters are tokenised, and it is cut after :attr:`max_tokens`
+                tokens (``cut_at`` says at which text token, ``cut`` how many tokenised ones were left out, ``chars_cut``
+                how many characters were never tokenised).
             layer, head: the chosen head (0-indexed).
             off: heads switched off, (layer, head) pairs.
             mode: ``zero`` or ``mean`` ablation (default ``interventions.mode``; ``resample`` needs a second window).
             every_head: also embed every head's attention and CSM, quantised (the notebook view, which has no server).
+            stop: asked, once the model is free and before each forward pass, whether this request is still wanted;
+                it returns why not (a newer request from the same page, a client gone) or None.
 
         Returns:
-            A dict: ``tokens`` (T labels), ``cut``, ``layer``, ``head``, ``thumbs`` (base64 uint8 (L, H, c, c) and per-head
+            A dict: ``tokens`` (T labels), ``text_tokens``, ``cut``, ``cut_at`` (text tokens read when the text was cut,
+            else None), ``chars``, ``chars_cut``, ``layer``, ``head``, ``thumbs`` (base64 uint8 (L, H, c, c) and per-head
             maxima), ``maps`` (base64 float32 T x T ``attention``, ``csm``, ``rollout``), ``numbers`` (every head's
             statistics, name -> L x H), ``predictions`` or ``classes``, ``ablation`` (with ``off``), ``timing`` (ms).
 
         Raises:
             ExploreError: an empty text, a head out of range, a bad mode.
+            Stopped: ``stop`` said why, before a forward pass (nothing was computed after it).
         """
         started = time.perf_counter()
         self.check_head(layer, head)
@@ -316,7 +358,14 @@ class Explorer:
             self.check_head(a, b)
         window = self.window(text)
         key = tuple(window.batch["input_ids"][0].tolist())
+
+        def check() -> None:
+            reason = stop() if stop is not None else None
+            if reason:
+                raise Stopped(reason)
+
         with self.lock:
+            check()  # waited for the model: is this request still wanted?
             if self._clean is not None and self._clean[0] == key:  # the same text: a new head or ablation only
                 clean = self._clean[1]
                 forward_ms = 0.0
@@ -324,6 +373,8 @@ class Explorer:
                 clean = self.forward(window)
                 self._clean = (key, clean)
                 forward_ms = clean.seconds * 1e3
+            if off:
+                check()
             ablated = self.forward(window, off, mode) if off else None
             # under the lock too: the pass's cache (numbers, thumbnails, rollout) is filled once, by one caller
             out = self._payload(window, clean, layer, head)
@@ -347,6 +398,7 @@ class Explorer:
             "kind": self.kind,
             "causal": bool(self.info.causal),
             "max_tokens": self.max_tokens,
+            "max_chars": self.max_chars,
             "mode": str(self.cfg.interventions.mode) if str(self.cfg.interventions.mode) in ("zero", "mean") else "zero",
             "normalise": str(self.cfg.stats.normalise),
             "classes": self._class_names(),
@@ -388,6 +440,9 @@ class Explorer:
             "n_tokens": len(window.labels),
             "text_tokens": window.tokens,
             "cut": window.cut,
+            "cut_at": window.kept if window.cut or window.chars_cut else None,
+            "chars": window.chars,
+            "chars_cut": window.chars_cut,
             "max_tokens": self.max_tokens,
             "layer": layer,
             "head": head,
@@ -503,4 +558,4 @@ class Explorer:
         return out
 
 
-__all__ = ["Explorer", "ExploreError", "Window", "Pass", "THUMB_CELLS", "TOP_K", "LOCAL_WIDTH"]
+__all__ = ["Explorer", "ExploreError", "Stopped", "Window", "Pass", "THUMB_CELLS", "TOP_K", "LOCAL_WIDTH"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,6 +44,14 @@ def client(bert):
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
     return Explorer.load([f"model.path={save_tiny(tmp_path_factory.mktemp('gpt2'), 'gpt2')}", "corpus.seq_len=64"])
+
+
+def rss() -> int:
+    """This process's resident memory (bytes), from /proc."""
+    import os
+
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def direct_capture(explorer: Explorer, text: str):
@@ -109,6 +118,7 @@ def test_numbers_come_from_the_stats(client):
         ({"text": "hello", "layer": 0, "head": 0, "off": "1.2"}, 400, "off: "),  # wrong types: 400 with the field, not FastAPI's 422
         ({"text": 5, "layer": 0, "head": 0}, 400, "text: "),
         ({"text": "hello", "layer": "x", "head": 0}, 400, "layer: "),
+        ({"text": "hello", "layer": 0, "head": 0, "page": "p" * 65, "seq": 1}, 400, "page: String should have at most 64 characters"),
     ],
 )
 def test_bad_input_is_a_message_and_the_server_keeps_running(client, body, status, words):
@@ -148,6 +158,103 @@ def test_the_notebook_path_refuses_a_text_that_is_no_string_and_malformed_heads(
 def test_a_long_text_says_what_was_cut(client):
     data = client.post("/api/analyse", json={"text": " ".join(["word"] * 100), "layer": 0, "head": 0}).json()
     assert data["n_tokens"] == 48 and data["text_tokens"] == 100 and data["cut"] == 100 - 46  # [CLS] + 46 + [SEP]
+    assert data["cut_at"] == 46 and data["chars_cut"] == 0 and data["chars"] == 499
+    short = client.post("/api/analyse", json={"text": "a short text", "layer": 0, "head": 0}).json()
+    assert short["cut"] == 0 and short["cut_at"] is None and short["chars_cut"] == 0
+
+
+def test_a_body_over_the_limit_is_413_naming_it_and_the_server_keeps_running(client, bert):
+    from attnsim.explore.server import body_limit
+
+    limit = body_limit(bert.max_chars)
+    assert limit == 48 * 64 * 12 + 64 * 1024  # seq_len 48: 3,072 characters at 12 JSON bytes each, and 64 KiB for the rest
+    body = b'{"text": "' + b"word " * (50 * 1024 * 1024 // 5) + b'"}'  # 50 MB
+    before, peak, done = rss(), [0], threading.Event()
+
+    def watch():  # the most memory the process holds while the request is answered
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            done.wait(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        reply = client.post("/api/analyse", content=body, headers={"content-type": "application/json"})
+    finally:
+        done.set()
+        watcher.join()
+    assert max(peak[0], rss()) - before < 100 * 1024 * 1024  # read in full and parsed, it grew by 300 MB
+    assert reply.status_code == 413 and f"({limit:,} bytes at most)" in reply.json()["error"], reply.text
+    assert "at most 48 tokens, from a text's first 3,072 characters" in reply.json()["error"]
+    assert reply.headers["connection"] == "close"
+    del body
+    assert client.post("/api/analyse", json={"text": "still here", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_the_body_limit_stops_reading_at_the_limit():
+    from attnsim.explore.server import BodyLimit
+
+    mib = b"x" * (1 << 20)
+
+    def fifty_mib():
+        for _ in range(50):
+            yield mib
+
+    called = []
+
+    async def app(scope, receive, send):
+        message = await receive()
+        called.append(len(message["body"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    import asyncio
+
+    def run(headers, chunks):
+        pulled, sent = [0], []
+
+        async def receive():
+            pulled[0] += 1
+            chunk = next(chunks, None)
+            return {"type": "http.request", "body": chunk or b"", "more_body": chunk is not None}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/api/analyse", "headers": headers}
+        asyncio.run(BodyLimit(app, 3 << 20)(scope, receive, send))
+        return sent[0]["status"], pulled[0]
+
+    # a declared Content-Length over the limit: refused before one byte of the body is read
+    assert run([(b"content-length", str(50 << 20).encode())], fifty_mib()) == (413, 0) and not called
+    # chunked (no length): read up to the limit (3 MiB), refused at the fourth MiB, the other 46 never pulled
+    assert run([(b"transfer-encoding", b"chunked")], fifty_mib()) == (413, 4) and not called
+    # within the limit: the app gets the whole body, as one message
+    assert run([], iter([mib, mib])) == (200, 3) and called == [2 << 20]
+
+
+def test_a_long_text_is_cut_to_the_character_budget_before_tokenising(client, bert, monkeypatch):
+    seen = []
+    tokenizer = bert.tokenizer
+
+    class Recorder:
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+        def __call__(self, text, *args, **kwargs):
+            seen.append(len(text))
+            return tokenizer(text, *args, **kwargs)
+
+    monkeypatch.setattr(bert, "tokenizer", Recorder())
+    words = " ".join(["river", "council", "station"] * 120_000)  # 2.1 MB of words
+    data = bert.analyse(words, 0, 0)  # the notebook path (no body limit): the text is cut all the same
+    assert bert.max_chars == 48 * 64 and seen and max(seen) == bert.max_chars
+    assert data["n_tokens"] == 48 and data["cut_at"] == 46 and data["chars"] == len(words) and data["chars_cut"] == len(words) - 48 * 64
+    assert data["text_tokens"] > 46 and data["cut"] == data["text_tokens"] - 46
+    seen.clear()
+    # through the server: a text longer than the budget but within the body limit is answered with the cut said
+    reply = client.post("/api/analyse", json={"text": words[:100_000], "layer": 0, "head": 0})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["cut_at"] == 46 and reply.json()["chars_cut"] == 100_000 - 48 * 64 and max(seen) == bert.max_chars
 
 
 def test_unknown_run_is_refused_on_the_page(client, tracking_uri):
@@ -172,6 +279,67 @@ def test_two_clients_at_once_get_their_own_text(client):
     for t in texts:
         assert results[t]["tokens"] == alone[t]["tokens"]
         assert results[t]["maps"]["attention"] == alone[t]["maps"]["attention"]
+
+
+def test_requests_superseded_by_a_newer_one_of_the_same_page_are_not_computed(bert, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    app = create_app(bert)
+    client = TestClient(app)
+    forward, passes = bert.forward, []
+
+    def counted(window, *args, **kwargs):
+        passes.append(window.batch["input_ids"].shape[1])
+        return forward(window, *args, **kwargs)
+
+    monkeypatch.setattr(bert, "forward", counted)
+    results = {}
+
+    def ask(page, seq, words):
+        body = {"text": f"Request {seq} of page {page} says " + " ".join(["word"] * words), "layer": 0, "head": 0, "page": page, "seq": seq}
+        results[page, seq] = client.post("/api/analyse", json=body)
+
+    threads = [threading.Thread(target=ask, args=("a", seq, seq)) for seq in range(1, 6)]
+    threads.append(threading.Thread(target=ask, args=("b", 1, 9)))  # another page's request is its own
+    with bert.lock:  # the model busy: every request arrives and waits
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while app.state.newest.newer("a", 4) != 5 or app.state.newest.newer("b", 0) != 1:
+            assert time.monotonic() < deadline, "the requests did not arrive"
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    for seq in range(1, 5):
+        reply = results["a", seq]
+        assert reply.status_code == 409 and reply.json()["superseded"] is True, reply.text
+        assert f"Request {seq} of this page was superseded by its request 5" in reply.json()["error"]
+    assert results["a", 5].status_code == 200 and results["b", 1].status_code == 200
+    assert sorted(passes) == sorted([results["a", 5].json()["n_tokens"], results["b", 1].json()["n_tokens"]])  # two passes, no more
+    # a request without a page id is never superseded
+    assert client.post("/api/analyse", json={"text": "no page at all", "layer": 0, "head": 0}).status_code == 200
+
+
+def test_a_client_gone_before_the_forward_pass_stops_its_work(bert, monkeypatch):
+    import asyncio
+    import json
+
+    monkeypatch.setattr(bert, "forward", lambda *a, **k: pytest.fail("a forward pass for a client that went away"))
+    app = create_app(bert)
+    body = json.dumps({"text": "nobody waits for this answer", "layer": 0, "head": 0}).encode()
+    messages = [{"type": "http.request", "body": body, "more_body": False}, {"type": "http.disconnect"}]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if len(messages) > 1 else messages[0]
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": "POST", "path": "/api/analyse", "headers": headers, "query_string": b"", "root_path": "", "scheme": "http"}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 409 and b"The client disconnected before the forward pass" in sent[1]["body"]
 
 
 def test_switching_a_head_off_equals_a_direct_ablation(gpt2):

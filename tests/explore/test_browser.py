@@ -127,6 +127,32 @@ def test_typing_changes_the_maps_which_equal_attnsim_capture(minilm, tmp_path):
         assert timings and timings[-1]["server_ms"] > 0
 
 
+def test_a_typing_burst_keeps_one_request_in_flight_and_draws_the_last_text(minilm, tmp_path, monkeypatch):
+    explorer, url = minilm
+    forward, passes = explorer.forward, []
+
+    def slow(window, *args, **kwargs):  # a slow model: requests would pile up behind it
+        passes.append(window.batch["input_ids"].shape[1])
+        time.sleep(0.3)
+        return forward(window, *args, **kwargs)
+
+    monkeypatch.setattr(explorer, "forward", slow)
+    with browser.Page(url + "#layer=0&head=0&text=A%20word", tmp_path / "profile") as page:
+        first = wait_drawn(page)
+        page.evaluate(f"(function(){{var b={ROOT_JS}.querySelector('textarea'); b.focus(); b.setSelectionRange(b.value.length, b.value.length)}})()")
+        before = page.evaluate(f"{ROOT_JS}.__explore.sent")
+        for letter in " stations":  # nine characters at 8 a second
+            page.type_text(letter)
+            time.sleep(0.125)
+        wait_drawn(page, first)
+        page.wait_for(f"{ROOT_JS}.__explore.flying === 0 && {ROOT_JS}.getAttribute('data-state') === 'ready'", 60)
+        sent = page.evaluate(f"{ROOT_JS}.__explore.sent") - before
+        assert page.evaluate(f"{ROOT_JS}.__explore.mostFlying") == 1
+        assert 1 <= sent < 9  # edits made while one request was in flight went out together, as the newest text
+        assert page.evaluate(f"{ROOT_JS}.__explore.data.tokens")[-2] == "stations"  # the last text is the one drawn
+        assert np.abs(page_maps(page) - captured(explorer, "A word stations", 0, 0)).max() <= 1e-6
+
+
 def test_bad_input_shows_a_message(minilm, tmp_path):
     _, url = minilm
     with browser.Page(url + "#layer=9&head=0&text=hello", tmp_path / "profile") as page:

@@ -46,6 +46,8 @@
       mode: hashState.mode || boot.initial.mode || info.mode, stat: hashState.stat || "", hover: -1,
     };
     var context = boot.context || null, contextError = boot.context_error || "", data = null, seq = 0, shown = 0, lastInput = 0, timer = null;
+    // at most one request in flight: edits made meanwhile are sent, as the newest state, when its answer arrives
+    var inflight = false, pending = false, pageId = Math.random().toString(36).slice(2) + Date.now().toString(36);
     root.classList.add("attnsim-explore");
     root.innerHTML = "";
     var head = el("div", { class: "ax-head" }, root);
@@ -98,7 +100,7 @@
     var rankCap = el("div", { class: "ax-cap" }, rankWrap);
     var rank = el("table", { class: "ax-rank", "data-role": "rank" }, rankWrap);
     var tip = el("div", { class: "ax-tip" }, root);
-    root.__explore = { state: state, get data() { return data; }, decode: decode, timings: [] };
+    root.__explore = { state: state, get data() { return data; }, decode: decode, timings: [], sent: 0, flying: 0, mostFlying: 0 };
 
     function clampInt(v, n, d) { v = parseInt(v, 10); return isNaN(v) ? d : v; }
     function parseHash() {
@@ -314,8 +316,16 @@
         Object.keys(ablPanels).forEach(function (k) { am[k] = am[k] || decode(data.ablation.maps[k], "f4"); drawMap(ablPanels[k], am[k], data.tokens, k + " (heads off)"); });
       }
       drawNumbers(); drawPredictions();
-      notice.textContent = (contextError ? contextError + " " : "") + (data.cut ? "The text has " + data.text_tokens + " tokens; the model reads " + (data.text_tokens - data.cut) + " here (at most " + data.max_tokens + " with its special tokens): the last " + data.cut + " were cut." : "");
+      notice.textContent = (contextError ? contextError + " " : "") + cutNotice(data);
       writeHash();
+    }
+
+    // the text cut: after max_tokens tokens, and (a long paste) after max_chars characters, which are all it tokenises
+    function cutNotice(d) {
+      var read = d.chars - d.chars_cut, unread = boot.live ? Math.max(d.chars_cut, state.text.length - read) : d.chars_cut;
+      if ((d.cut_at === null || d.cut_at === undefined) && unread <= 0) return "";
+      var says = d.cut_at !== null && d.cut_at !== undefined ? "The text is cut at token " + d.cut_at + ": the model reads at most " + d.max_tokens + " tokens with its special tokens" : "The text is cut";
+      return says + (unread > 0 ? "; only its first " + read + " characters were read (" + unread + " more characters left out)." : ", and its last " + d.cut + " tokens were left out.");
     }
 
     // notebook view: one head's maps from the embedded bytes (scaled within each map: exact to 1/255 of its range)
@@ -340,8 +350,17 @@
       return out;
     }
 
+    // at most the characters the server tokenises (a 50 MB paste is not sent), never half of a surrogate pair
+    function sendable(text) {
+      var n = info.max_chars;
+      if (!boot.live || !n || text.length <= n) return text;
+      var code = text.charCodeAt(n - 1);
+      return text.slice(0, code >= 0xd800 && code <= 0xdbff ? n - 1 : n);
+    }
+
     function request() {
-      var mine = ++seq, body = { text: state.text, layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode };
+      if (boot.live && inflight) { pending = true; root.setAttribute("data-state", "busy"); return; }
+      var mine = ++seq, body = { text: sendable(state.text), layer: state.layer, head: state.head, off: state.off.map(function (k) { return k.split(".").map(Number); }), mode: state.mode, page: pageId, seq: mine };
       var keys = state.off.slice();
       var started = performance.now();
       root.setAttribute("data-state", "busy");
@@ -350,10 +369,11 @@
         catch (e) { say(e.message, true); }
         return;
       }
+      var ex = root.__explore; inflight = true; ex.sent++; ex.flying++; ex.mostFlying = Math.max(ex.mostFlying, ex.flying);
       fetch(boot.api + "api/analyse", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
         .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; }); })
         .then(function (res) {
-          if (mine < seq) return; // a later request is on its way: its answer is the one to draw
+          if (pending || mine < seq || res.json.superseded) return; // a newer state waits to be sent: its answer is the one to draw
           if (!res.ok) { say(res.json.error || ("The server refused the request (HTTP " + res.status + ")."), true); return; }
           var received = performance.now();
           data = res.json; shown = mine; draw();
@@ -363,7 +383,11 @@
           root.setAttribute("data-seq", String(mine));
           say(data.n_tokens + " tokens · server " + t.server_ms.toFixed(0) + " ms · fetched " + t.fetch_ms.toFixed(0) + " ms · drawn " + t.draw_ms.toFixed(0) + " ms");
         })
-        .catch(function (e) { if (mine === seq) say("The explorer server does not answer (" + e.message + "); is attnsim explore still running?", true); });
+        .catch(function (e) { if (mine === seq && !pending) say("The explorer server does not answer (" + e.message + "); is attnsim explore still running?", true); })
+        .then(function () {
+          inflight = false; ex.flying--;
+          if (pending) { pending = false; request(); }
+        });
     }
     function choose(l, h) {
       state.layer = (l + L) % L; state.head = (h + H) % H; state.hover = -1;
