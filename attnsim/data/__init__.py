@@ -21,7 +21,7 @@ _LAZY = {
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(_importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'attnsim.data' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
