@@ -163,6 +163,25 @@ def test_smollm2_is_the_real_model(smollm2):
     assert Path(info.path) == smollm2 and (smollm2 / gg._MARKER).is_file()
 
 
+def test_gemma3_is_the_real_model(gemma3_gguf):
+    """Gemma 3 270M's file, as transformers' GGUF reader configures it (header only, nothing dequantised; about 15 s,
+    most of it the 262,144-token vocabulary's arrays): Gemma 3's
+    text model, 18 layers x 4 query heads on 1 key/value head, d_head 256, a 512-token sliding window on every layer
+    but 5, 11 and 17, scores scaled by 256 ** -0.5 and not soft-capped, 262,144 tokens."""
+    from transformers import AutoConfig
+
+    from attnsim.capture.architectures import ARCHITECTURES
+
+    assert gemma3_gguf.stat().st_size == 253_113_024  # joined, its SHA-256 checked (assembled_file)
+    config = AutoConfig.from_pretrained(str(gemma3_gguf.parent), gguf_file=gemma3_gguf.name)
+    assert config.model_type == "gemma3_text" and ARCHITECTURES[config.model_type].causal
+    facts = (config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads, config.head_dim, config.hidden_size)
+    assert facts == (18, 4, 1, 256, 640)
+    assert config.sliding_window == 512 and [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"] == [5, 11, 17]
+    assert (config.query_pre_attn_scalar, config.attn_logit_softcapping, config.final_logit_softcapping) == (256, None, None)
+    assert config.vocab_size == 262_144
+
+
 def test_a_misspelt_named_model_suggests_the_name():
     with pytest.raises(ModelError, match=r"Did you mean model.path=smollm2\? Named models: bundled, smollm2"):
         inspect_model("smollm3", 128)
