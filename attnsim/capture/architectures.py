@@ -84,6 +84,9 @@ class Architecture(_Kinded):
             (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
             takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
             resample; DINOv2) or ``none`` (images must be ``config.image_size``).
+        sandwich_norm: each block norms its attention's and its MLP's outputs before the residual add (Gemma 3): W_O's
+            output is not the attention's write to the residual stream, so the heads' results (Z · W_O[h]) do not add
+            up to the stream, and direct logit attribution is refused.
     """
 
     layers: str
@@ -102,6 +105,7 @@ class Architecture(_Kinded):
     conv1d: bool = False
     mlp: str = ""
     final_norm: str = ""
+    sandwich_norm: bool = False
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", mlp="output.dense")
@@ -155,6 +159,7 @@ _GEMMA3 = Architecture(
     kind=ModelKind.DECODER,
     mlp="post_feedforward_layernorm",
     final_norm="norm",
+    sandwich_norm=True,
 )
 _OPT = Architecture(
     "decoder.layers",
