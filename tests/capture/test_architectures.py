@@ -243,3 +243,26 @@ def test_gemma3_z_and_attention_are_the_models_own(tiny_decoders):
     assert capture.attention[0][..., distance >= 4].abs().max() == 0  # the sliding layer: nothing beyond the window
     assert capture.attention[0][..., distance == 3].min() > 0  # but all of it
     assert capture.attention[1][0][..., distance >= 4].min() > 0  # the global layer sees every earlier token
+
+
+def test_gemma3_queries_and_keys_recompute_its_eager_attention(tiny_decoders):
+    """The blockwise path's record of Gemma 3 (queries after QK-norm and rotary, its scale, its mask with the sliding
+    window) recomputes eager attention on every real query row, in the sliding layer and the global one."""
+    from transformers import AutoModel
+
+    from attnsim.capture.queries import register
+    from attnsim.stats.pairs.scores import attention_rows
+
+    info = inspect_model(str(tiny_decoders["gemma3_text"]), 32)
+    eager, _ = load_model(info, needs_attention=True)
+    recorded = AutoModel.from_pretrained(str(tiny_decoders["gemma3_text"]), attn_implementation=register()).eval()
+    ids, mask = _ids(info)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    with torch.no_grad():
+        _, dense = forward_with_capture(eager, info.arch, info.n_heads, inputs, attention=True)
+        _, blocks = forward_with_capture(recorded, info.arch, info.n_heads, inputs, attention=False, queries=True)
+    assert [qk.scaling for qk in blocks.query_keys] == [16**-0.5, 16**-0.5]
+    real = mask.bool()[:, None, :, None]
+    for layer in range(2):
+        assert float(((attention_rows(blocks.query_keys[layer], 0, 9) - dense.attention[layer]).abs() * real).max()) <= 1e-6, layer
+        assert float((blocks.z[layer] - dense.z[layer]).abs().max()) <= 1e-6, layer
