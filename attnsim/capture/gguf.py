@@ -538,8 +538,13 @@ def cache_entries() -> List[CacheEntry]:
 
 
 def clear_cache() -> int:
-    """Remove every converted folder and lock under the cache's ``models/``; return the bytes freed."""
+    """Remove every converted folder and lock under the cache's ``models/``, and the GGUF files joined from chunk
+    packages under its ``gguf/`` (:func:`assembled_file`); return the bytes freed."""
     freed = sum(entry.bytes for entry in cache_entries())
+    joined = cache_root() / "gguf"
+    if joined.is_dir():
+        freed += sum(f.stat().st_size for f in joined.rglob("*") if f.is_file())
+        shutil.rmtree(joined)
     root = cache_root() / "models"
     if root.is_dir():
         shutil.rmtree(root)

@@ -285,6 +285,8 @@ def test_chunked_named_model_is_joined_once_into_the_cache_and_checked(tmp_path,
     named = _chunked(tmp_path, monkeypatch, data)
     joined = gg.gguf_source("tiny3")
     assert joined.read_bytes() == data and joined.parent.parent == cache / "gguf"
+    assert gg.clear_cache() == len(data) and not joined.exists()  # `attnsim cache clear` removes it too
+    joined = gg.gguf_source("tiny3")
     assert gg.check_gguf(joined).architecture == "llama"
     assert gg.package_file(named) == joined  # where the preflight says the joined file lies
     mtime = joined.stat().st_mtime_ns
