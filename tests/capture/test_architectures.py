@@ -181,3 +181,88 @@ def test_pad_falls_back_to_eos_for_tokenizers_without_pad(tiny_decoders):
     padding = window.attention_mask == 0
     assert padding.any() and (window.input_ids[padding] == tokenizer.eos_token_id).all()
     assert np.all(window.sentence_ids[padding] == -1)
+
+
+def _rotate(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotary position embedding of (batch, head, pos, d) at positions 0..pos-1 (the half-split convention, base ``base``)."""
+    d, pos = x.shape[-1], x.shape[-2]
+    angles = torch.arange(pos, dtype=torch.float32)[:, None] / base ** (torch.arange(0, d, 2, dtype=torch.float32) / d)[None, :]  # (pos, d/2)
+    cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+    half = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
+    return x * cos + half * sin
+
+
+def test_gemma3_z_and_attention_are_the_models_own(tiny_decoders):
+    """Gemma 3 (``gemma3_text``, the model type transformers' GGUF reader gives a ``gemma3`` file): attnsim's Z and
+    attention equal (1) W_O's input read by a hook of this test and eager ``output_attentions``, exactly, and (2) a
+    computation from the weights: per-head RMS norm of queries and keys (QK-norm), rotary positions with the sliding
+    layers' and the global layers' bases, scores scaled by query_pre_attn_scalar ** -0.5 = 16 ** -0.5 (not head_dim's
+    8 ** -0.5), grouped-query attention, causal and padding masks, and the 4-token sliding window of layer 0."""
+    info = inspect_model(str(tiny_decoders["gemma3_text"]), 32)
+    assert info.arch is ARCHITECTURES["gemma3_text"] and info.causal
+    assert (info.n_layers, info.n_heads, info.n_kv_heads, info.d_head) == (2, 4, 2, 8)
+    config = info.config
+    assert config.layer_types == ["sliding_attention", "full_attention"] and config.sliding_window == 4
+    model, _ = load_model(info, needs_attention=True)
+    ids, mask = _ids(info)
+    layers = layer_modules(model, info.arch)
+    inputs_of_w_o: list = []
+    handles = [layer.self_attn.o_proj.register_forward_pre_hook(lambda m, args: inputs_of_w_o.append(args[0])) for layer in layers]
+    try:
+        with torch.no_grad():
+            own = model(input_ids=ids, attention_mask=mask, output_attentions=True, output_hidden_states=True, use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    with torch.no_grad():
+        _, capture = forward_with_capture(model, info.arch, info.n_heads, {"input_ids": ids, "attention_mask": mask}, attention=True)
+    assert len(inputs_of_w_o) == 2 and len(own.attentions) == 2
+    for layer in range(2):
+        assert torch.equal(capture.z[layer], inputs_of_w_o[layer].reshape(2, 9, 4, 8).transpose(1, 2))
+        assert torch.equal(capture.attention[layer], own.attentions[layer])
+
+    bases = {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
+    assert {kind: config.rope_parameters[kind]["rope_theta"] for kind in bases} == bases
+    position = torch.arange(9)
+    for layer, module in enumerate(layers):
+        attn = module.self_attn
+        x = module.input_layernorm(own.hidden_states[layer])  # the layer's input, normed as the block norms it
+        q, k, v = (proj(x).reshape(2, 9, -1, 8).transpose(1, 2) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
+        q, k = attn.q_norm(q), attn.k_norm(k)  # QK-norm: RMS over each head's 8 dimensions, scaled by 1 + weight
+        base = bases[config.layer_types[layer]]
+        q, k = _rotate(q, base), _rotate(k, base)
+        k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)  # query heads 0, 1 read key/value head 0
+        scores = q @ k.transpose(-1, -2) * 16**-0.5
+        allowed = (position[None, :] <= position[:, None])[None, None] & mask.bool()[:, None, None, :]
+        if config.layer_types[layer] == "sliding_attention":
+            allowed = allowed & (position[:, None] - position[None, :] < 4)[None, None]
+        probs = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        assert (probs - capture.attention[layer]).abs().max() <= 1e-6, layer
+        assert ((probs @ v) - capture.z[layer]).abs().max() <= 1e-6, layer
+    distance = position[:, None] - position[None, :]
+    assert capture.attention[0][..., distance >= 4].abs().max() == 0  # the sliding layer: nothing beyond the window
+    assert capture.attention[0][..., distance == 3].min() > 0  # but all of it
+    assert capture.attention[1][0][..., distance >= 4].min() > 0  # the global layer sees every earlier token
+
+
+def test_gemma3_queries_and_keys_recompute_its_eager_attention(tiny_decoders):
+    """The blockwise path's record of Gemma 3 (queries after QK-norm and rotary, its scale, its mask with the sliding
+    window) recomputes eager attention on every real query row, in the sliding layer and the global one."""
+    from transformers import AutoModel
+
+    from attnsim.capture.queries import register
+    from attnsim.stats.pairs.scores import attention_rows
+
+    info = inspect_model(str(tiny_decoders["gemma3_text"]), 32)
+    eager, _ = load_model(info, needs_attention=True)
+    recorded = AutoModel.from_pretrained(str(tiny_decoders["gemma3_text"]), attn_implementation=register()).eval()
+    ids, mask = _ids(info)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    with torch.no_grad():
+        _, dense = forward_with_capture(eager, info.arch, info.n_heads, inputs, attention=True)
+        _, blocks = forward_with_capture(recorded, info.arch, info.n_heads, inputs, attention=False, queries=True)
+    assert [qk.scaling for qk in blocks.query_keys] == [16**-0.5, 16**-0.5]
+    real = mask.bool()[:, None, :, None]
+    for layer in range(2):
+        assert float(((attention_rows(blocks.query_keys[layer], 0, 9) - dense.attention[layer]).abs() * real).max()) <= 1e-6, layer
+        assert float((blocks.z[layer] - dense.z[layer]).abs().max()) <= 1e-6, layer

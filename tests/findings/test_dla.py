@@ -237,3 +237,15 @@ def test_trace_dla_is_the_findings_per_position_attribution(tmp_path):
     finding = DLAFinding(2, 4, 32, None)
     summary = _fold(finding, ResidualModule(model, info, DLAFinding.residual), t.tokens, t.mask)
     torch.testing.assert_close(per_position.nanmean((0, 1)), summary.scalars["dla_mean"].float(), rtol=1e-5, atol=1e-6)
+
+
+def test_trace_dla_refuses_gemma3_whose_blocks_norm_the_attention_s_output(tmp_path):
+    """Gemma 3 adds post_attention_layernorm(W_O's output) to the stream, not the heads' results: refused, with why."""
+    import attnsim
+    from attnsim.errors import ModelError
+    from attnsim.findings.dla import trace_dla
+
+    path = str(save_tiny(tmp_path, "gemma3_text"))
+    t = attnsim.trace("The cat sat on the mat.", model=path, names=["result", "resid_post"])
+    with pytest.raises(ModelError, match="'gemma3_text' norms the attention's output before adding it to the residual stream"):
+        trace_dla(t, model=path)

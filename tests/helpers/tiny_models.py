@@ -6,7 +6,7 @@ tokenizer's own), and saved with ``save_pretrained`` next to a randomly initiali
 (``torch.manual_seed(seed)``) of the family's Hugging Face config.
 
 - byte-level BPE (GPT-2's ``Ġ`` and byte symbols): ``gpt2``, ``gpt_neox``, ``qwen2``, ``opt``, ``bart``;
-- SentencePiece-style metaspace BPE (``▁``): ``llama``, ``mistral``, ``gemma``, ``t5``, ``marian``.
+- SentencePiece-style metaspace BPE (``▁``): ``llama``, ``mistral``, ``gemma``, ``gemma3_text``, ``t5``, ``marian``.
 
 Usage: ``save_tiny(tmp_path, "gpt2")`` returns the directory, to pass as ``model.path``.
 """
@@ -19,7 +19,7 @@ from typing import List
 
 import torch
 
-DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "opt")
+DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "gemma3_text", "opt")
 SEQ2SEQ = ("t5", "bart", "marian")
 BYTE_LEVEL = ("gpt2", "gpt_neox", "qwen2", "opt", "bart")
 
@@ -60,7 +60,7 @@ def train_tokenizer(family: str, vocab_size: int = 400):
     if family in ("gpt2", "gpt_neox", "opt"):  # GPT-2/NeoX add no specials; OPT prepends </s>-style BOS
         if family == "opt":
             tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
-    elif family in ("llama", "mistral", "gemma"):
+    elif family in ("llama", "mistral", "gemma", "gemma3_text"):
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
     elif family == "bart":
         tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)])
@@ -71,7 +71,12 @@ def train_tokenizer(family: str, vocab_size: int = 400):
 
 
 def tiny_config(family: str, vocab_size: int, layers: int = 2, heads: int = 4, hidden: int = 32, positions: int = 512, **overrides):
-    """The Hugging Face config of a tiny ``family`` model (Llama family: 2 key/value heads, grouped-query attention)."""
+    """The Hugging Face config of a tiny ``family`` model (Llama family: 2 key/value heads, grouped-query attention).
+
+    ``gemma3_text`` (Gemma 3's text model): its first layer attends within a sliding window of 4 tokens, its other
+    layers to every earlier token, as Gemma 3's global layers do; scores are scaled by ``query_pre_attn_scalar`` = 16
+    (not ``head_dim``), queries and keys are RMS-normed per head (QK-norm).
+    """
     from transformers import AutoConfig
 
     common = dict(vocab_size=vocab_size, pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -95,6 +100,19 @@ def tiny_config(family: str, vocab_size: int, layers: int = 2, heads: int = 4, h
             intermediate_size=2 * hidden,
             max_position_embeddings=positions,
             head_dim=hidden // heads,
+        )
+    elif family == "gemma3_text":
+        fields = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            intermediate_size=2 * hidden,
+            max_position_embeddings=positions,
+            head_dim=hidden // heads,
+            sliding_window=4,
+            layer_types=["sliding_attention"] + ["full_attention"] * (layers - 1),
+            query_pre_attn_scalar=16,
         )
     elif family == "opt":
         fields = dict(

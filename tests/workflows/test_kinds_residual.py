@@ -34,3 +34,11 @@ def test_residual_findings_beside_capture_findings_or_on_an_encoder_are_refused(
         kind_of("dla", "llama", "findings=[dla,csm]")
     with pytest.raises(ConfigError, match="logit_lens need a causal language model .* model type bert"):
         kind_of("logit_lens", "bert")
+
+
+def test_per_head_attribution_is_refused_where_the_block_norms_the_attention_s_output():
+    """Gemma 3 norms W_O's output before the residual add: dla (heads' results added to the stream) is refused, the
+    logit lens (the stream itself) is not."""
+    with pytest.raises(ConfigError, match=r"dla add each head's output .*\(model type gemma3_text\) norms the attention's output"):
+        kind_of("dla", "gemma3_text")
+    assert kind_of("logit_lens", "gemma3_text").names == ("resid_post",)

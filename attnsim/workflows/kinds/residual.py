@@ -14,7 +14,8 @@ from attnsim.workflows.kinds.base import MeasurementKind
 
 
 def check_residual(info: Any, finding_types: Sequence[type]) -> None:
-    """Refuse residual-stream findings beside plain-capture findings, or on a model that is not a causal LM.
+    """Refuse residual-stream findings beside plain-capture findings, or on a model that is not a causal LM, and findings
+    that add heads' results to the stream (``dla``) on a model that norms them first (``Architecture.sandwich_norm``).
 
     Raises:
         ConfigError: naming the fix.
@@ -31,6 +32,13 @@ def check_residual(info: Any, finding_types: Sequence[type]) -> None:
         raise ConfigError(
             f"{', '.join(residual)} need a causal language model with a final norm and an LM head (GPT-2, GPT-NeoX, Llama family, OPT, Phi); "
             f"'{info.name}' is not one ({'an' if kind[0] in 'aeiou' else 'a'} {kind}, model type {info.model_type}). Use e.g. model.path=smollm2."
+        )
+    per_head = [kind.name for kind in finding_types if "result" in getattr(kind, "residual", ())]
+    if per_head and getattr(info.arch, "sandwich_norm", False):
+        raise ConfigError(
+            f"{', '.join(per_head)} add each head's output Z · W_O to the residual stream, but '{info.name}' (model type {info.model_type}) norms "
+            "the attention's output before adding it, so the heads' outputs are not its writes and the attribution would not hold. "
+            "Run it on a model without such norms (e.g. model.path=smollm2); logit_lens reads the stream itself and runs on this model."
         )
 
 
