@@ -100,7 +100,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 def _with_uri(overrides: List[str], uri: Optional[str]) -> List[str]:
     """``overrides`` plus ``tracking.uri=URI`` when ``--uri`` was given (it wins over the config and $MLFLOW_TRACKING_URI)."""
-    return list(overrides) + ([f"tracking.uri={uri}"] if uri else [])
+    return list(overrides) + ([f"tracking.uri={uri}"] if uri is not None else [])
 
 
 def _add_uri(p: argparse.ArgumentParser) -> None:

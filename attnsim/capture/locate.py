@@ -52,7 +52,7 @@ def not_found(path: str, detail: str = "") -> ModelError:
         return ModelError(
             f"Model path '{path}' does not exist. Give a model folder (save_pretrained format), a .gguf file, or a named model ({', '.join(NAMED_MODELS)})."
         )
-    close = difflib.get_close_matches(path, list(NAMED_MODELS), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(path.lower(), list(NAMED_MODELS), n=1, cutoff=0.6)  # SmolLM2 -> smollm2
     if close or "/" not in path:
         hint = f"Did you mean model.path={close[0]}? " if close else ""
         return ModelError(

@@ -115,8 +115,10 @@ def check_uri_form(uri: str) -> None:
 
     Raises:
         TrackingError: a bare path (``mlruns/mlflow.db``: the message writes it as ``sqlite:///ABSOLUTE``), an MLflow
-            file store (``file:`` or a folder: MLflow 3 refuses them), or an ``sqlite:///`` store whose folder cannot
-            be created (a file stands in its way, or the nearest existing folder is not writable).
+            file store (``file:`` or a folder: MLflow 3 refuses them), an in-memory SQLite store (``sqlite://``: its runs
+            would be gone with the process), an ``sqlite:///~/...`` path (SQLite does not expand ``~``), or an
+            ``sqlite:///`` store whose folder cannot be created (a file stands in its way, or the nearest existing folder
+            is not writable).
     """
     scheme = urlparse(uri).scheme
     if scheme == "" and uri.endswith(SQLITE_SUFFIXES):
@@ -129,6 +131,16 @@ def check_uri_form(uri: str) -> None:
         raise TrackingError(
             f"Tracking store '{uri}' is an MLflow file store, which MLflow 3 refuses. Use an SQLite database "
             f"(e.g. tracking.uri=sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}) or an MLflow server (http://host:port)."
+        )
+    if uri in ("sqlite://", "sqlite:///:memory:"):
+        raise TrackingError(
+            f"Tracking store '{uri}' is an in-memory SQLite database: every run logged there is gone when the process ends. "
+            f"Give a file, e.g. sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}."
+        )
+    if uri.startswith("sqlite:///") and uri[len("sqlite:///") :].startswith("~"):
+        raise TrackingError(
+            f"Tracking store '{uri}' starts its path with '~', which SQLite does not expand (it would make a folder named '~' here). "
+            f"Write the whole path: sqlite:///{Path(uri[len('sqlite:///') :]).expanduser()}."
         )
     if uri.startswith("sqlite:///"):
         folder = _sqlite_path(uri).parent.resolve()
@@ -219,7 +231,7 @@ def process_gone(tags: Dict[str, str]) -> bool:
 def _artifact_root(uri: str) -> Optional[str]:
     """Artifact root for experiments created in an SQLite store: ``<db folder>/artifacts``."""
     if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///") :]).parent / "artifacts").as_uri()
+        return (Path(uri[len("sqlite:///") :]).resolve().parent / "artifacts").as_uri()  # a relative path: from the current folder
     return None
 
 

@@ -36,3 +36,14 @@ def test_an_artifact_path_joins_the_root_by_its_parts_and_may_not_leave_it():
     for bad in ("../other/tables/x.csv", "/etc/passwd", "tables/../../x.csv", ""):
         with pytest.raises(ValueError, match="relative to the run's artifact root"):
             local_artifact("file:///r/artifacts", bad)
+
+
+def test_a_relative_sqlite_store_keeps_its_artifacts_beside_it(tmp_path, monkeypatch):
+    """sqlite:/// then a relative path is read from the current folder (as MLflow reads it); its artifact root is the
+    absolute folder beside the database, so the URI of a relative store is no error (it was: a relative file URI)."""
+    from attnsim.tracking.store import Tracker, experiment_location
+
+    monkeypatch.chdir(tmp_path)
+    tracker = Tracker("sqlite:///rel/mlflow.db")
+    assert (tmp_path / "rel" / "mlflow.db").is_file()
+    assert experiment_location(tracker.uri, "news") == (tmp_path / "rel" / "artifacts" / "news").as_uri()

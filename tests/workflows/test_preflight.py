@@ -44,6 +44,7 @@ def free_port() -> int:
 
 CASES = {
     "misspelt named model": (["run", "csm", "model.path=smollm"], "Did you mean model.path=smollm2?"),
+    "named model in capitals": (["run", "csm", "model.path=SmolLM2"], "Did you mean model.path=smollm2?"),
     "unknown name": (["run", "csm", "model.path=not-a-model-anywhere"], "is not a named model, a model folder or a model in the Hugging Face cache"),
     "missing model folder": (["run", "csm", "model.path=./models/gone"], "Model path './models/gone' does not exist"),
     "folder without config.json": (["run", "csm", "model.path=empty"], "Directory 'empty' is not a Hugging Face model: it has no config.json"),
@@ -60,6 +61,9 @@ CASES = {
     "explorer's misspelt model": (["explore", "model.path=smollm"], "Did you mean model.path=smollm2?"),
     "store given as a path": (["run", "csm", "--uri", "runs/mlflow.db"], "is a path, not a URI: write an SQLite store as sqlite:///"),
     "file store": (["run", "csm", "--uri", "file:./mlruns"], "is an MLflow file store, which MLflow 3 refuses"),
+    "in-memory sqlite store": (["run", "csm", "--uri", "sqlite://"], "is an in-memory SQLite database: every run logged there is gone"),
+    "sqlite path with a tilde": (["run", "csm", "--uri", "sqlite:///~/runs/mlflow.db"], "starts its path with '~', which SQLite does not expand"),
+    "empty --uri": (["run", "csm", "--uri="], "Config key 'tracking.uri' has nothing after '='"),
     "sqlite folder under a file": (["run", "csm", "--uri", "sqlite:///blank.txt/mlflow.db"], "blank.txt is a file"),
     "server where nothing listens": (["run", "csm", "--uri", "http://127.0.0.1:{port}"], "cannot be reached"),
     "database where nothing listens": (["run", "csm", "--uri", "postgresql://u@127.0.0.1:{port}/db"], "cannot be reached at 127.0.0.1:{port}"),
