@@ -201,7 +201,33 @@ def _inspected(path: str, resolved: str, config: Any, seq_len: int) -> ModelInfo
         raise ConfigError(
             f"corpus.seq_len={seq_len} is larger than the {max_positions} tokens model '{info.name}' accepts. Set corpus.seq_len to at most {max_positions}."
         )
+    warn_sliding_window(config, seq_len, info.name)
     return info
+
+
+def warn_sliding_window(config: Any, seq_len: int, name: str) -> bool:
+    """Warn when windows are longer than a model's sliding attention window (``config.sliding_window``: Mistral,
+    Gemma 2 and 3): on its sliding-window layers a query sees at most that many earlier keys, but the attention
+    statistics' chance levels (``*_chance``) count every earlier key of the window, so on those layers they are
+    too low for queries past the window. The attention maps and the CSM statistics themselves are the model's own.
+
+    Returns:
+        Whether it warned (windows of at most ``sliding_window`` tokens: the chance levels are exact).
+    """
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or window <= 0 or seq_len <= window:
+        return False
+    log.warning(
+        "corpus.seq_len=%d is longer than %s's sliding attention window (%d tokens): on its sliding-window layers the attention "
+        "statistics' chance levels (*_chance) count every earlier key, not the %d a query sees, so they are too low there; "
+        "set corpus.seq_len to at most %d for exact chance levels",
+        seq_len,
+        name,
+        window,
+        window,
+        window,
+    )
+    return True
 
 
 def load_tokenizer(info: ModelInfo, seq_len: int):

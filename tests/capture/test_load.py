@@ -33,3 +33,18 @@ def test_seq_len_goes_to_the_model_positions_not_a_smaller_tokenizer_limit(tmp_p
     assert load_tokenizer(info, 1024).is_fast
     with pytest.raises(ConfigError, match="1024"):
         inspect_model(str(path), 1025)
+
+
+def test_windows_longer_than_a_sliding_attention_window_are_warned_about(caplog):
+    """Chance levels count every earlier key; a sliding-window layer's query sees at most `sliding_window` of them."""
+    import logging
+    from types import SimpleNamespace
+
+    from attnsim.capture.load import warn_sliding_window
+
+    with caplog.at_level(logging.WARNING):
+        assert warn_sliding_window(SimpleNamespace(sliding_window=512), 2048, "gemma-3-270m")
+        assert not warn_sliding_window(SimpleNamespace(sliding_window=512), 512, "gemma-3-270m")  # exact at or below the window
+        assert not warn_sliding_window(SimpleNamespace(sliding_window=None), 4096, "llama")
+        assert not warn_sliding_window(SimpleNamespace(), 4096, "bert")
+    assert caplog.text.count("sliding attention window (512 tokens)") == 1 and "corpus.seq_len to at most 512" in caplog.text
