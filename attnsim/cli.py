@@ -251,7 +251,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.run_id:
         print(format_run(describe_run(args.run_id[0], args.uri)))
     else:
-        print(format_runs(list_runs(args.uri, args.experiment, args.limit)))
+        import shutil
+
+        # a terminal's width ($COLUMNS first); piped output keeps one line per run, for grep and awk
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() or os.environ.get("COLUMNS") else None
+        print(format_runs(list_runs(args.uri, args.experiment, args.limit), width))
     return 0
 
 

@@ -217,14 +217,37 @@ def describe_run(run_id: str, uri: Optional[str] = None) -> RunDescription:
     )
 
 
-def format_runs(rows: List[Dict[str, str]]) -> str:
-    """:func:`list_runs`'s rows as an aligned text table (a header line, then one line per run)."""
+_HEADER = {"run_id": "run id", "seq_len": "T", "capture_path": "capture", "start": "start (UTC)", "run_name": "name"}
+_FIRST = ("run_id", "status", "experiment", "kind", "start")
+"""The columns of a run's first line when :func:`format_runs` splits each run over two lines; the rest go on the second."""
+
+
+def _aligned(table: List[List[str]], indent: str = "") -> List[str]:
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return [(indent + "  ".join(cell.ljust(width) for cell, width in zip(line, widths))).rstrip() for line in table]
+
+
+def format_runs(rows: List[Dict[str, str]], width: Optional[int] = None) -> str:
+    """:func:`list_runs`'s rows as an aligned text table: a header line, then one line per run.
+
+    Args:
+        width: the widest line wanted (a terminal's columns); None: no limit. When the one-line table is wider, each
+            run takes two lines: run id, status, experiment, kind and start, then, indented, the model, corpus,
+            windows, T, capture path and name (cut with ``...`` at ``width``, taken as at least 60; the first line is never
+            cut, so that the run id stays whole: about 84 characters).
+    """
     if not rows:
         return "no runs"
-    header = {"run_id": "run id", "seq_len": "T", "capture_path": "capture", "start": "start (UTC)", "run_name": "name"}
-    table = [[header.get(c, c) for c in LIST_COLUMNS]] + [[row[c] for c in LIST_COLUMNS] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(LIST_COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table)
+    table = [[_HEADER.get(c, c) for c in LIST_COLUMNS]] + [[row[c] for c in LIST_COLUMNS] for row in rows]
+    lines = _aligned(table)
+    if width is None or max(len(line) for line in lines) <= width:
+        return "\n".join(lines)
+    width = max(width, 60)
+    rest = [c for c in LIST_COLUMNS if c not in _FIRST]
+    first = _aligned([[_HEADER.get(c, c) for c in _FIRST]] + [[row[c] for c in _FIRST] for row in rows])
+    second = _aligned([[_HEADER.get(c, c) for c in rest]] + [[row[c] for c in rest] for row in rows], indent="    ")
+    cut = [line if len(line) <= width else line[: width - 3] + "..." for line in second]
+    return "\n".join(line for pair in zip(first, cut) for line in pair)
 
 
 def _number(value: Any) -> str:

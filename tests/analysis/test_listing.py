@@ -137,8 +137,9 @@ def test_an_empty_store_has_no_runs_and_a_missing_one_is_refused_not_created(tmp
         list_runs(str(tmp_path / "mlflow.db"))
 
 
-def test_the_command_lists_describes_and_refuses(store, capsys):
+def test_the_command_lists_describes_and_refuses(store, capsys, monkeypatch):
     uri, ids = store
+    monkeypatch.delenv("COLUMNS", raising=False)  # output that is no terminal: one line per run
     assert main(["runs", "--uri", uri, "--experiment", "second"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[1].startswith(ids["c"]) and " second " in out[1]
@@ -157,6 +158,10 @@ def test_the_command_lists_describes_and_refuses(store, capsys):
         assert stop.value.code == 2 and message in capsys.readouterr().err
     assert main(["runs", ids["a"], ids["b"], "--uri", uri]) == 2  # one run at a time
     assert f"got 2 run ids. `attnsim compare {ids['a']} {ids['b']}` puts runs side by side" in capsys.readouterr().err
+    monkeypatch.setenv("COLUMNS", "100")  # a terminal of 100 columns: two lines a run, none wider
+    assert main(["runs", "--uri", uri, "--experiment", "second"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and out[2].startswith(ids["c"]) and max(len(line) for line in out) <= 100
 
 
 def test_a_nan_statistic_is_printed_as_nan(store):
@@ -193,3 +198,19 @@ def test_bad_arguments_of_the_python_calls(store):
             describe_run(bad, uri)
     with pytest.raises(ValueError, match=r"limit must be a whole number of runs, 1 to 50000; got '5'"):
         list_runs(uri, limit="5")
+
+
+def test_a_narrow_terminal_gets_each_run_on_two_lines(store):
+    """Wider than the terminal: each run over two lines, none longer than the width, every value there (cut with ...
+    only past the width); as wide as it needs, one line per run."""
+    uri, ids = store
+    rows = list_runs(uri)
+    wide = format_runs(rows).splitlines()
+    assert max(len(line) for line in wide) > 100 and format_runs(rows, width=500).splitlines() == wide
+    narrow = format_runs(rows, width=100).splitlines()
+    assert len(narrow) == 2 * len(wide) and max(len(line) for line in narrow) <= 100
+    assert narrow[0].split()[:4] == ["run", "id", "status", "experiment"] and narrow[1].split()[:2] == ["model", "corpus"]
+    for row, first, second in zip(rows, narrow[2::2], narrow[3::2]):
+        assert first.split()[:3] == [row["run_id"], row["status"], row["experiment"]] and row["start"] in first
+        assert second.startswith("    ") and second.split()[:2] == [row["model"], row["corpus"]] and row["run_name"] in second
+    assert max(len(line) for line in format_runs(rows, width=10).splitlines()[1::2]) <= 60  # second lines: cut at 60 at least
