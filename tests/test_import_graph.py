@@ -23,7 +23,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     # foundation: errors, the typed contracts (MetricKey, Tag, RunKind), Summary; and the package
     # itself, which holds __version__/STATS_VERSION and imports its API lazily, by name only
     # quiet: the libraries' chatter hidden for the command line and the API alike (imports libraries only)
-    ("foundation", ("attnsim.errors", "attnsim.keys", "attnsim.results", "attnsim.quiet", "attnsim")),
+    ("foundation", ("attnsim.errors", "attnsim.keys", "attnsim.results", "attnsim.quiet", "attnsim.lazy", "attnsim")),
     ("config", ("attnsim.config",)),
     ("data", ("attnsim.data",)),
     ("capture", ("attnsim.capture",)),

@@ -6,7 +6,7 @@ the command line's checks of ``model.path`` run before the heavy imports
 (:mod:`attnsim.workflows.preflight`).
 """
 
-import importlib as _importlib
+from attnsim.lazy import lazy_attributes
 
 _LAZY = {
     "ARCHITECTURES": "attnsim.capture.architectures",
@@ -23,14 +23,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(_importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = list(_LAZY)

@@ -191,7 +191,6 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         uri: the tracking store that ``/api/context`` reads.
         text: the text the page opens with when its URL holds none.
     """
-    import anyio.from_thread
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
     from pydantic import BaseModel, Field
@@ -215,14 +214,8 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
         info = explorer.describe()
-        boot = {
-            "live": True,
-            "api": "",
-            "info": info,
-            "context": app.state.context,
-            "context_error": context_error,
-            "initial": {"text": text, "layer": 0, "head": 0, "off": [], "mode": info["mode"]},
-        }
+        initial = {"text": text, "layer": 0, "head": 0, "off": [], "mode": info["mode"]}
+        boot = {"live": True, "api": "", "info": info, "context": app.state.context, "context_error": context_error, "initial": initial}
         return page(boot, f"attnsim explore — {info['model']}")
 
     @app.get("/api/info")
@@ -237,15 +230,7 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         if any(len(pair) != 2 for pair in request.off):
             return _refused("Each head switched off is [layer, head]; got " + str(request.off) + ".")
         newest.note(request.page, request.seq)
-
-        def stop() -> Optional[str]:  # asked in this worker thread before each forward pass
-            newer = newest.newer(request.page, request.seq)
-            if newer is not None:
-                return f"Request {request.seq} of this page was superseded by its request {newer} before its forward pass; it was not computed."
-            if anyio.from_thread.run(http.is_disconnected):
-                return "The client disconnected before the forward pass; the request was not computed."
-            return None
-
+        stop = _stopper(newest, request.page, request.seq, http)
         try:
             return explorer.analyse(request.text, request.layer, request.head, [tuple(p) for p in request.off], request.mode, stop=stop)
         except Stopped as exc:
@@ -265,13 +250,28 @@ def create_app(explorer: Any, context: Optional[dict] = None, context_error: Opt
         return {"context": app.state.context}
 
     _add_error_handlers(app)
-    limit = body_limit(explorer.max_chars)
     app.add_middleware(
         BodyLimit,
-        limit=limit,
+        limit=body_limit(explorer.max_chars),
         hint=f"It reads at most {explorer.max_tokens} tokens, from a text's first {explorer.max_chars:,} characters: send at most that much text.",
     )
     return app
+
+
+def _stopper(newest: "Newest", page_id: str, seq: int, http: Any) -> Callable[[], Optional[str]]:
+    """What :meth:`Explorer.analyse <attnsim.explore.session.Explorer.analyse>` asks, in the request's worker thread,
+    before each forward pass: why to stop (a newer request of the same page arrived, or the client disconnected), or None."""
+    import anyio.from_thread
+
+    def stop() -> Optional[str]:
+        newer = newest.newer(page_id, seq)
+        if newer is not None:
+            return f"Request {seq} of this page was superseded by its request {newer} before its forward pass; it was not computed."
+        if anyio.from_thread.run(http.is_disconnected):
+            return "The client disconnected before the forward pass; the request was not computed."
+        return None
+
+    return stop
 
 
 def check_port(port: int, host: str = HOST) -> None:

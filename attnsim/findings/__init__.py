@@ -4,7 +4,7 @@ The names below are imported on first use, so that ``attnsim.findings.registry``
 (finding names, used by config validation) loads without torch.
 """
 
-import importlib
+from attnsim.lazy import lazy_attributes
 
 _LAZY = {
     "Finding": "attnsim.findings.base",
@@ -15,14 +15,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'attnsim.findings' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = ["Finding", "Summary", "ExampleRecorder", "Examples", "FINDINGS"]

@@ -120,9 +120,10 @@ class SweepResult:
     unreadable: int = 0
 
 
-def checkpoint_folder(source: str) -> Optional[Path]:
-    """The folder ``--checkpoints`` names, checked to hold checkpoints (:func:`~attnsim.training.checkpoints.list_checkpoints`);
-    None for a fine-tuning run's id, which only the tracking store can resolve. Reads no weights and imports nothing heavy.
+def checkpoint_folder(source: str) -> Optional[Tuple[List[Any], Path]]:
+    """(checkpoints sorted by step, resolved folder) of the folder ``--checkpoints`` names
+    (:func:`~attnsim.training.checkpoints.list_checkpoints`); None for a fine-tuning run's id, which only the tracking
+    store can resolve. Reads no weights and imports nothing heavy.
 
     Raises:
         SweepError: ``source`` is neither an existing path nor an MLflow run id (32 hexadecimal digits).
@@ -132,8 +133,7 @@ def checkpoint_folder(source: str) -> Optional[Path]:
 
     path = Path(source).expanduser()
     if path.exists():
-        list_checkpoints(path)
-        return path
+        return list_checkpoints(path), path.resolve()
     if not re.fullmatch(r"[0-9a-f]{32}", source):
         raise SweepError(
             f"--checkpoints '{source}' is neither an existing directory nor an MLflow run id. Give the directory `attnsim finetune` printed, or its run id."
@@ -156,33 +156,34 @@ def resolve_checkpoints(source: str, tracker: Any) -> Tuple[List[Any], Path]:
     """
     from attnsim.training.checkpoints import list_checkpoints
 
-    path = Path(source).expanduser()
-    if checkpoint_folder(source) is None:
-        try:
-            run = tracker.client.get_run(source)
-        except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
-            raise SweepError(
-                f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI)."
-            ) from exc
-        kind = RunKind.of(run.data.tags)
-        if kind in (RunKind.SWEEP, RunKind.SWEEP_CHILD, RunKind.COMPARE, RunKind.REPORT):  # they carry a sweep's tags, not checkpoints of their own
-            parent = run.data.tags.get("mlflow.parentRunId") if kind is RunKind.SWEEP_CHILD else None
-            raise SweepError(
-                f"Run {source} ('{run.info.run_name}') is a {kind.value} run, not a run of `attnsim finetune`; --checkpoints takes a "
-                "fine-tuning run's id or its checkpoint directory"
-                + (f" (its sweep's parent is {parent})" if parent else "")
-                + ". To measure a sweep's checkpoints again, give the same fine-tuning run or directory: the sweep's parent run is reopened."
-            )
-        directory = run.data.tags.get(Tag.CHECKPOINT_DIR.value)
-        if not directory:
-            raise SweepError(
-                f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself."
-            )
-        path = Path(directory)
-        if not path.is_dir():
-            raise SweepError(
-                f"Run {source} saved its checkpoints in '{directory}', which no longer exists on this machine. Copy them back or give their new directory."
-            )
+    local = checkpoint_folder(source)
+    if local is not None:
+        return local
+    try:
+        run = tracker.client.get_run(source)
+    except Exception as exc:  # noqa: BLE001 - MlflowException for unknown ids
+        raise SweepError(
+            f"--checkpoints '{source}' is not an existing directory, and no run with that id exists in {tracker.uri}. Check the id or the tracking store (tracking.uri / MLFLOW_TRACKING_URI)."
+        ) from exc
+    kind = RunKind.of(run.data.tags)
+    if kind in (RunKind.SWEEP, RunKind.SWEEP_CHILD, RunKind.COMPARE, RunKind.REPORT):  # they carry a sweep's tags, not checkpoints of their own
+        parent = run.data.tags.get("mlflow.parentRunId") if kind is RunKind.SWEEP_CHILD else None
+        raise SweepError(
+            f"Run {source} ('{run.info.run_name}') is a {kind.value} run, not a run of `attnsim finetune`; --checkpoints takes a "
+            "fine-tuning run's id or its checkpoint directory"
+            + (f" (its sweep's parent is {parent})" if parent else "")
+            + ". To measure a sweep's checkpoints again, give the same fine-tuning run or directory: the sweep's parent run is reopened."
+        )
+    directory = run.data.tags.get(Tag.CHECKPOINT_DIR.value)
+    if not directory:
+        raise SweepError(
+            f"Run {source} has no attnsim.checkpoint_dir tag, so it did not save checkpoints. Give a run of `attnsim finetune`, or the checkpoint directory itself."
+        )
+    path = Path(directory)
+    if not path.is_dir():
+        raise SweepError(
+            f"Run {source} saved its checkpoints in '{directory}', which no longer exists on this machine. Copy them back or give their new directory."
+        )
     return list_checkpoints(path), path.resolve()
 
 
